@@ -1,0 +1,250 @@
+"""Pure Gaussian maths for BayesAME: buckets, kernels, posteriors, NLML, IG.
+
+Notation follows ../shared/SPEC.md §1. ``phi`` holds reference-score vectors
+(one row per item or per bucket, one column per reference model, K columns),
+``counts`` the bucket sizes N_b, ``sigma2`` the per-item noise scale σ² (an
+item in bucket b has noise variance N_b σ²).
+
+The batch formulas here (:func:`posterior_item_form`,
+:func:`posterior_bucket_form`) are the reference the incremental updates of
+:class:`activeeval.methods.bayesame.BayesAME` are tested against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+from activeeval.exceptions import NumericalError
+
+__all__ = [
+    "Buckets",
+    "bucketize",
+    "sq_dists",
+    "se_kernel",
+    "kernel_matvec",
+    "posterior_item_form",
+    "posterior_bucket_form",
+    "var_r",
+    "information_gain",
+    "nlml_bucket_form",
+    "chol",
+]
+
+
+@dataclass(frozen=True)
+class Buckets:
+    """Items grouped by identical (rounded) reference-score vectors.
+
+    Attributes
+    ----------
+    of_item : ndarray of shape (n_items,)
+        Bucket index of each item.
+    counts : ndarray of shape (n_buckets,)
+        N_b, the number of items in each bucket.
+    phi : ndarray of shape (n_buckets, n_refs)
+        φ_b, the mean raw reference vector of the bucket's items.
+    members : list of ndarray
+        Item indices of each bucket, ascending.
+    """
+
+    of_item: np.ndarray
+    counts: np.ndarray
+    phi: np.ndarray
+    members: list[np.ndarray]
+
+    @property
+    def n_buckets(self) -> int:
+        return int(self.counts.size)
+
+
+def bucketize(phi_items: np.ndarray, tolerance: float | None = None) -> Buckets:
+    """Group items whose reference vectors agree (after rounding to ``tolerance``).
+
+    Parameters
+    ----------
+    phi_items : ndarray of shape (n_items, n_refs)
+        Reference scores of each item.
+    tolerance : float or None
+        Round scores to multiples of ``tolerance`` before comparing; None or 0
+        compares exactly (right for binary scores).
+    """
+    phi_items = np.asarray(phi_items, dtype=float)
+    keys = phi_items if not tolerance else np.round(phi_items / tolerance)
+    _, of_item, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+    of_item = of_item.ravel()
+    n_buckets = counts.size
+    sums = np.zeros((n_buckets, phi_items.shape[1]))
+    np.add.at(sums, of_item, phi_items)
+    phi = sums / counts[:, None]
+    order = np.argsort(of_item, kind="stable")
+    members = np.split(order, np.cumsum(counts)[:-1])
+    return Buckets(of_item=of_item, counts=counts.astype(float), phi=phi, members=members)
+
+
+def sq_dists(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Squared Euclidean distances between the rows of ``a`` (m, K) and ``b`` (n, K): shape (m, n)."""
+    d2 = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * (a @ b.T)
+    return np.maximum(d2, 0.0)
+
+
+def se_kernel(d2: np.ndarray, alpha: float, beta: float, n_refs: int) -> np.ndarray:
+    """Eq. 1: Σ = α · exp(−(β / K) d²), elementwise on squared distances ``d2``."""
+    return alpha * np.exp(-(beta / n_refs) * d2)
+
+
+def kernel_matvec(
+    phi: np.ndarray, vec: np.ndarray, alpha: float, beta: float, d2: np.ndarray | None = None, block: int = 1024
+) -> np.ndarray:
+    """Σ @ vec for the Eq. 1 kernel over all buckets, shape (n_buckets,).
+
+    Uses the cached squared distances ``d2`` when given, otherwise computes
+    the kernel block by block so memory stays O(block · n_buckets).
+    """
+    n_refs = phi.shape[1]
+    if d2 is not None:
+        return se_kernel(d2, alpha, beta, n_refs) @ vec
+    out = np.empty(phi.shape[0])
+    for start in range(0, phi.shape[0], block):
+        stop = min(start + block, phi.shape[0])
+        out[start:stop] = se_kernel(sq_dists(phi[start:stop], phi), alpha, beta, n_refs) @ vec
+    return out
+
+
+def chol(a: np.ndarray, what: str = "covariance") -> tuple[np.ndarray, bool]:
+    """Cholesky factor (scipy ``cho_factor`` form), with an actionable error."""
+    try:
+        return cho_factor(a, lower=True, check_finite=False)
+    except LinAlgError as exc:
+        raise NumericalError(
+            f"the {what} matrix is not positive definite ({exc}); increase the noise sigma2 "
+            "or check the reference scores for NaN/constant columns"
+        ) from exc
+
+
+def posterior_item_form(
+    mu: np.ndarray, sigma: np.ndarray, buckets_obs: np.ndarray, scores: np.ndarray, noise_var: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. 7 (batch, item form): posterior mean and covariance of θ.
+
+    Parameters
+    ----------
+    mu : ndarray (B,), sigma : ndarray (B, B)
+        Prior mean and covariance.
+    buckets_obs : ndarray of int (n,)
+        Bucket of each observed item (the rows of H_C).
+    scores : ndarray (n,)
+        Observed scores s_C.
+    noise_var : ndarray (n,)
+        D_C, each observation's noise variance N_b σ².
+    """
+    h_sigma = sigma[buckets_obs]  # H_C Σ, (n, B)
+    gram = h_sigma[:, buckets_obs] + np.diag(noise_var)
+    factor = chol(gram, "item-form Gram")
+    mean = mu + h_sigma.T @ cho_solve(factor, scores - mu[buckets_obs])
+    cov = sigma - h_sigma.T @ cho_solve(factor, h_sigma)
+    return mean, cov
+
+
+def posterior_bucket_form(
+    mu: np.ndarray, sigma: np.ndarray, sbar: np.ndarray, n_obs: np.ndarray, counts: np.ndarray, sigma2: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. 8 (batch, bucket form), restricted to buckets with n_b > 0.
+
+    μ|C = μ + Σ_{·O} (Σ_OO + Δ)⁻¹ (s̄_O − μ_O), Δ_bb = σ² N_b / n_b.
+    """
+    obs = np.flatnonzero(n_obs > 0)
+    if obs.size == 0:
+        return mu.copy(), sigma.copy()
+    s_ob = sigma[:, obs]
+    gram = sigma[np.ix_(obs, obs)] + np.diag(sigma2 * counts[obs] / n_obs[obs])
+    factor = chol(gram, "bucket-form Gram")
+    mean = mu + s_ob @ cho_solve(factor, sbar[obs] - mu[obs])
+    cov = sigma - s_ob @ cho_solve(factor, s_ob.T)
+    return mean, cov
+
+
+def var_r(remaining: np.ndarray, counts: np.ndarray, cov_u: np.ndarray, sigma2: float, n_items: int) -> float:
+    """Eq. 2 (corrected): Var(R | s_C) = (Σ_b u_b N_b σ² + uᵀ Σ|C u) / N².
+
+    ``remaining`` is u (unevaluated items per bucket), ``cov_u`` is Σ|C u.
+    """
+    total = sigma2 * float(remaining @ counts) + float(remaining @ cov_u)
+    return max(total, 0.0) / (n_items * n_items)
+
+
+def information_gain(
+    cov_u: np.ndarray, post_diag: np.ndarray, counts: np.ndarray, sigma2: float, scaled_var: float
+) -> np.ndarray:
+    """Eq. 6: expected information gain about R of evaluating one item of each bucket.
+
+    Parameters
+    ----------
+    cov_u : ndarray (B,)
+        Σ|C u.
+    post_diag : ndarray (B,)
+        diag(Σ|C).
+    counts : ndarray (B,)
+        N_b.
+    sigma2 : float
+        σ².
+    scaled_var : float
+        N² Var(R | s_C).
+
+    Returns
+    -------
+    ndarray (B,)
+        IG_b = −½ log(1 − c_b² / (N² Var(R) v_b)) ≥ 0, with
+        c_b = (Σ|C u)_b + σ² N_b and v_b = Σ|C_bb + σ² N_b.
+    """
+    noise = sigma2 * counts
+    c = cov_u + noise
+    v = np.maximum(post_diag, 0.0) + noise
+    if scaled_var <= 0.0:
+        return np.zeros_like(c)
+    rho2 = np.clip(c * c / (scaled_var * v), 0.0, 1.0 - 1e-15)
+    return -0.5 * np.log1p(-rho2)
+
+
+def nlml_bucket_form(
+    params: np.ndarray,
+    d2: np.ndarray,
+    resid: np.ndarray,
+    noise: np.ndarray,
+    n_refs: int,
+) -> tuple[float, np.ndarray]:
+    """Eq. 11 (bucket form over observed buckets) and its gradient in (α, β).
+
+    L(α, β) = ½ rᵀ (Σ_OO + Δ)⁻¹ r + ½ log|Σ_OO + Δ| + (m/2) log 2π, with
+    r = s̄_O − μ_O. It differs from the item form only by a constant that does
+    not depend on (α, β), so both have the same minimiser.
+
+    Parameters
+    ----------
+    params : ndarray (2,)
+        (α, β).
+    d2 : ndarray (m, m)
+        Squared distances between the observed buckets' reference vectors.
+    resid : ndarray (m,)
+    noise : ndarray (m,)
+        Δ's diagonal, σ² N_b / n_b.
+    """
+    alpha, beta = np.asarray(params, dtype=float)
+    scaled = d2 / n_refs
+    e = np.exp(-beta * scaled)
+    gram = alpha * e + np.diag(noise)
+    try:
+        factor = cho_factor(gram, lower=True, check_finite=False)
+    except LinAlgError:
+        return np.inf, np.zeros(2)
+    a = cho_solve(factor, resid)
+    m = resid.size
+    value = 0.5 * float(resid @ a) + float(np.log(np.diag(factor[0])).sum()) + 0.5 * m * np.log(2 * np.pi)
+    d_alpha = e
+    d_beta = -alpha * e * scaled
+    grad = np.empty(2)
+    for j, dk in enumerate((d_alpha, d_beta)):
+        grad[j] = 0.5 * np.trace(cho_solve(factor, dk)) - 0.5 * float(a @ dk @ a)
+    return value, grad

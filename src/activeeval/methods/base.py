@@ -1,0 +1,259 @@
+"""The Method protocol and the bookkeeping every single-target method shares.
+
+A method estimates the full-benchmark score of one target model from the
+scores it has observed so far. Its state is a deterministic function of its
+configuration and its observation history, so a session can rebuild it by
+replaying a journal.
+
+Differences from DESIGN.md, and why:
+
+* ``select`` takes an optional ``rng``. Without one it draws from a generator
+  seeded by ``(seed, n_observed)``, so ``select()`` is pure: asking twice gives
+  the same item, and a rebuilt method asks exactly what the original would.
+* ``observe`` accepts an item index or an item id, and validates both the
+  item and the score before anything changes, so a bad call loses nothing.
+* ``select_batch(k, exclude=...)`` returns several distinct items; for the
+  Gaussian methods the batch is chosen greedily by conditioning the covariance
+  on the items already chosen (the covariance does not depend on scores).
+"""
+
+from __future__ import annotations
+
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from activeeval.data.matrix import DropReport, ScoreMatrix
+from activeeval.exceptions import (
+    ConfigurationError,
+    DuplicateObservationError,
+    InvalidScoresError,
+    MissingScoresWarning,
+    SessionStateError,
+)
+from activeeval.methods.estimate import Estimate
+from activeeval.stopping import StoppingRule, default_rule
+
+__all__ = ["Method", "BaseMethod", "Estimate", "SeedLike", "prepare_reference"]
+
+SeedLike = int | np.random.Generator | None
+
+
+@runtime_checkable
+class Method(Protocol):
+    """What the session, the ranker and the backtest engine rely on."""
+
+    n_items: int
+
+    def select(self, rng: np.random.Generator | None = None) -> int:
+        """Index of the next item to evaluate. Does not change state."""
+        ...
+
+    def observe(self, item: int | str, score: float) -> None:
+        """Record the target's score on ``item``: the only state change."""
+        ...
+
+    def estimate(self) -> Estimate: ...
+
+
+def prepare_reference(reference: ScoreMatrix, *, missing: str = "models") -> tuple[ScoreMatrix, DropReport]:
+    """Check a reference matrix and apply the missing-score policy.
+
+    Missing entries are dropped with :meth:`ScoreMatrix.dropna` (``missing``
+    gives the axis) and a :class:`MissingScoresWarning` says what went; pass
+    a complete matrix to avoid it. At least 2 models and 2 items must remain.
+    """
+    if not isinstance(reference, ScoreMatrix):
+        raise ConfigurationError(
+            f"reference must be a ScoreMatrix, got {type(reference).__name__}; "
+            "load one with activeeval.datasets.load(name) or activeeval.read_scores(path)"
+        )
+    reference, report = reference.dropna(missing)  # type: ignore[arg-type]
+    if report.changed:
+        warnings.warn(report.summary(), MissingScoresWarning, stacklevel=3)
+    if reference.n_models < 2:
+        raise InvalidScoresError(
+            f"need at least 2 reference models, got {reference.n_models}; add reference models"
+        )
+    if reference.n_items < 2:
+        raise InvalidScoresError(f"need at least 2 items, got {reference.n_items}")
+    return reference, report
+
+
+def _seed_int(seed: SeedLike) -> int | None:
+    if seed is None or isinstance(seed, np.random.Generator):
+        return None
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+        return int(seed)
+    raise ConfigurationError(f"seed must be a non-negative int, a numpy Generator or None, got {seed!r}")
+
+
+class BaseMethod(ABC):
+    """Observation bookkeeping, validation, the trajectory and stopping.
+
+    Subclasses implement ``_select(rng, exclude)``, ``_update(item, score)``
+    and ``_current_estimate()``.
+
+    Parameters
+    ----------
+    reference : ScoreMatrix
+        Reference models' scores (models x items); the target is scored on
+        the same items.
+    epsilon1, epsilon2, window, n_max : stopping rule of Algorithm 1
+        (ignored when ``stopping`` is given).
+    stopping : StoppingRule, optional
+        Any rule; the method always stops once every item is observed.
+    seed : int, Generator or None
+        Seeds the default randomness of ``select``.
+    missing : {"models", "items", "auto"}
+        Policy for missing reference scores (see :func:`prepare_reference`).
+    """
+
+    name = "base"
+
+    def __init__(
+        self,
+        reference: ScoreMatrix,
+        *,
+        epsilon1: float = 0.005,
+        epsilon2: float = 0.03,
+        window: int = 30,
+        n_max: int | None = None,
+        stopping: StoppingRule | None = None,
+        seed: SeedLike = None,
+        missing: str = "models",
+    ) -> None:
+        self.reference, self.dropped = prepare_reference(reference, missing=missing)
+        self.n_items = self.reference.n_items
+        self.item_ids = self.reference.item_ids
+        self.stopping = stopping if stopping is not None else default_rule(epsilon1, epsilon2, window, n_max)
+        self.seed = _seed_int(seed)
+        if self.seed is None:
+            # An unseeded (or Generator-seeded) method still needs a fixed base
+            # seed so that select() is pure; draw it once.
+            gen = seed if isinstance(seed, np.random.Generator) else np.random.default_rng()
+            self.seed = int(gen.integers(0, 2**63 - 1))
+        self._observed = np.zeros(self.n_items, dtype=bool)
+        self._items: list[int] = []
+        self._scores: list[float] = []
+        self._trajectory: list[Estimate] = []
+
+    # ---------------------------------------------------------------- public
+    @property
+    def n_observed(self) -> int:
+        return len(self._items)
+
+    @property
+    def observed_items(self) -> tuple[int, ...]:
+        return tuple(self._items)
+
+    @property
+    def observed_scores(self) -> tuple[float, ...]:
+        return tuple(self._scores)
+
+    @property
+    def trajectory(self) -> tuple[Estimate, ...]:
+        """The estimate after each observation, oldest first."""
+        return tuple(self._trajectory)
+
+    def default_rng(self) -> np.random.Generator:
+        """The generator ``select`` uses when none is passed: seeded by (seed, n_observed)."""
+        return np.random.default_rng([self.seed, self.n_observed])
+
+    def select(self, rng: np.random.Generator | None = None) -> int:
+        """Index of the next item to evaluate (pure when ``rng`` is None)."""
+        return self.select_batch(1, rng=rng)[0]
+
+    def select_batch(
+        self, k: int, rng: np.random.Generator | None = None, exclude: Iterable[int | str] = ()
+    ) -> list[int]:
+        """``k`` distinct unobserved items, none of them in ``exclude``.
+
+        ``exclude`` is for items already handed out and not yet scored (a
+        session's pending items); methods whose selection depends on what is
+        known treat them as if they were being observed.
+        """
+        if int(k) != k or k < 1:
+            raise ConfigurationError(f"k must be a positive integer, got {k}")
+        excl = sorted({self.reference.item_index(i) for i in exclude})
+        available = self.n_items - int(self._observed.sum()) - sum(1 for i in excl if not self._observed[i])
+        if available <= 0:
+            raise SessionStateError(
+                "every item is already observed or pending; nothing left to select "
+                "(the estimate is exact once all pending items are recorded)"
+            )
+        k = min(int(k), available)
+        return [int(i) for i in self._select(rng if rng is not None else self.default_rng(), int(k), excl)]
+
+    def item_id(self, item: int) -> str:
+        return self.item_ids[item]
+
+    def check_observation(self, item: int | str, score: float) -> tuple[int, float]:
+        """Validate an observation without recording it: (index, score)."""
+        idx = self.reference.item_index(item)
+        value = self.reference.check_score(score, item=self.item_ids[idx])
+        if self._observed[idx]:
+            prev = self._scores[self._items.index(idx)]
+            raise DuplicateObservationError(
+                f"item {self.item_ids[idx]!r} was already observed (score {prev:g}); "
+                "each item is observed once per target"
+            )
+        return idx, value
+
+    def observe(self, item: int | str, score: float) -> None:
+        """Record the target's ``score`` on ``item`` (index or id)."""
+        idx, value = self.check_observation(item, score)
+        self._update(idx, value)
+        self._observed[idx] = True
+        self._items.append(idx)
+        self._scores.append(value)
+        self._after_observe()
+        self._trajectory.append(self._current_estimate())
+
+    def observe_many(self, items: Sequence[int | str], scores: Sequence[float]) -> None:
+        if len(items) != len(scores):
+            raise InvalidScoresError(f"{len(items)} items but {len(scores)} scores")
+        for item, score in zip(items, scores):
+            self.observe(item, score)
+
+    def estimate(self) -> Estimate:
+        """Current estimate of the full-benchmark score."""
+        return self._trajectory[-1] if self._trajectory else self._current_estimate()
+
+    def stop_reason(self) -> str | None:
+        """Why to stop now ("precision", "budget", "exhausted"), or None."""
+        if self.n_observed >= self.n_items:
+            return "exhausted"
+        return self.stopping.check(self._trajectory)
+
+    def should_stop(self) -> bool:
+        return self.stop_reason() is not None
+
+    def unobserved(self) -> np.ndarray:
+        return np.flatnonzero(~self._observed)
+
+    # ------------------------------------------------------- for subclasses
+    def _bounds(self) -> tuple[float, float] | None:
+        return self.reference.score_range
+
+    def _random_unobserved(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> np.ndarray:
+        mask = ~self._observed
+        mask[list(exclude)] = False
+        return rng.choice(np.flatnonzero(mask), size=k, replace=False)
+
+    def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
+        return self._random_unobserved(rng, k, exclude)
+
+    @abstractmethod
+    def _update(self, item: int, score: float) -> None:
+        """Fold one validated observation into the method's state."""
+
+    def _after_observe(self) -> None:
+        """Hook run after the observation is recorded (e.g. hyperparameter refits)."""
+
+    @abstractmethod
+    def _current_estimate(self) -> Estimate:
+        """The estimate given everything observed so far."""

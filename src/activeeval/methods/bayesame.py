@@ -1,0 +1,428 @@
+"""BayesAME, single target (BayesAME paper §3.1, App. A; ../shared/SPEC.md §1).
+
+The posterior over bucket abilities θ ∈ R^B is kept exactly, and updated
+incrementally: each observation is a rank-one (Kalman) update, with the
+posterior covariance held implicitly as Σ|C = Σ − VᵀV (V has one row per
+observation since the last rebuild). What selection and estimation need —
+μ|C, diag(Σ|C) and Σ|C u — is updated in O(B) once the new covariance column
+k = Σ[:, b] − VᵀV[:, b] is known, so a step costs O(r·B) with r ≤ n rows,
+and no B×B matrix is ever formed. After a hyperparameter refit (every F
+observations) the posterior is rebuilt once from the bucket form (Eq. 8) with
+a Cholesky factor of the observed buckets' Gram matrix. The result equals the
+batch formulas Eq. 7 / Eq. 8 to round-off (see tests/test_bayesame_maths.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy.linalg import solve_triangular
+from scipy.optimize import minimize
+
+from activeeval.data.matrix import ScoreMatrix
+from activeeval.exceptions import ConfigurationError
+from activeeval.gaussian import (
+    bucketize,
+    chol,
+    information_gain,
+    kernel_matvec,
+    nlml_bucket_form,
+    se_kernel,
+    sq_dists,
+    var_r,
+)
+from activeeval.methods.base import BaseMethod, SeedLike
+from activeeval.methods.estimate import Estimate
+from activeeval.stopping import StoppingRule
+
+__all__ = ["BayesAME", "RefitRecord"]
+
+SIGMA2_UNIQUE = 1e-4  # App. C.1
+SIGMA2_NON_UNIQUE = 1e-1  # App. C.1
+HYPER_LOWER = 1e-5  # App. A.4: lower bound that keeps Σ positive definite
+HYPER_UPPER = 1e5  # not in the paper: keeps L-BFGS-B away from overflow in exp(-β d²/K)
+
+
+@dataclass(frozen=True)
+class RefitRecord:
+    """One hyperparameter refit: when, from what, to what, and how it went."""
+
+    n_observed: int
+    alpha_before: float
+    beta_before: float
+    alpha: float
+    beta: float
+    nlml: float
+    converged: bool
+    message: str
+
+
+class BayesAME(BaseMethod):
+    """Bayesian active model evaluation for one target model.
+
+    Parameters
+    ----------
+    reference : ScoreMatrix
+        Reference models' per-item scores (models x items).
+    epsilon1, epsilon2, window, n_max, stopping, seed, missing
+        See :class:`~activeeval.methods.base.BaseMethod` (Algorithm 1 stop:
+        R̂ range over ``window`` steps ≤ ``epsilon1`` and 95 % interval width
+        ≤ ``epsilon2``; optional fixed budget ``n_max``).
+    selection : {"auto", "active", "random"}
+        "auto" (the paper): information gain (Eq. 6) in the unique regime,
+        uniform random otherwise. "random" gives BayesAME-RS.
+    n0 : int
+        Margin N0 of the regime switch: unique ⇔ B ≥ N − N0.
+    sigma2 : float, optional
+        Noise scale σ²; default 1e-4 in the unique regime, 1e-1 otherwise.
+    tolerance : float, optional
+        Rounding tolerance for bucketing continuous scores (default 1e-3;
+        binary scores are compared exactly).
+    alpha, beta : float
+        Initial kernel hyperparameters (α0 = β0 = 1).
+    refit_every : int or None
+        F: refit (α, β) by L-BFGS-B on the NLML every F observations
+        (None or 0 disables refits).
+    estimator : {"auto", "bayes", "cv"}
+        "auto": posterior mean (w = 1/N, Eq. 3) in the unique regime,
+        control variate (w = 1/n, Eq. 4) otherwise.
+    weights : array_like of shape (n_models,), optional
+        Metadata weights w (App. B.2): prior mean φ_bᵀw and distance
+        (φ_b−φ_b')ᵀ diag(w) (φ_b−φ_b'). Must be ≥ 0; they are normalised.
+    cache_mb : float
+        Memory allowed for caching the B×B squared distances (speeds up
+        refits); above it the kernel is recomputed block by block.
+    """
+
+    name = "bayesame"
+
+    def __init__(
+        self,
+        reference: ScoreMatrix,
+        *,
+        epsilon1: float = 0.005,
+        epsilon2: float = 0.03,
+        window: int = 30,
+        n_max: int | None = None,
+        stopping: StoppingRule | None = None,
+        seed: SeedLike = None,
+        missing: str = "models",
+        selection: Literal["auto", "active", "random"] = "auto",
+        n0: int = 10,
+        sigma2: float | None = None,
+        tolerance: float | None = None,
+        alpha: float = 1.0,
+        beta: float = 1.0,
+        refit_every: int | None = 50,
+        estimator: Literal["auto", "bayes", "cv"] = "auto",
+        weights: Sequence[float] | np.ndarray | None = None,
+        cache_mb: float = 256.0,
+    ) -> None:
+        super().__init__(
+            reference,
+            epsilon1=epsilon1,
+            epsilon2=epsilon2,
+            window=window,
+            n_max=n_max,
+            stopping=stopping,
+            seed=seed,
+            missing=missing,
+        )
+        if selection not in ("auto", "active", "random"):
+            raise ConfigurationError(f"selection must be 'auto', 'active' or 'random', got {selection!r}")
+        if estimator not in ("auto", "bayes", "cv"):
+            raise ConfigurationError(f"estimator must be 'auto', 'bayes' or 'cv', got {estimator!r}")
+        if int(n0) != n0 or n0 < 0:
+            raise ConfigurationError(f"n0 must be a non-negative integer, got {n0}")
+        if sigma2 is not None and not (np.isfinite(sigma2) and sigma2 > 0):
+            raise ConfigurationError(f"sigma2 must be a positive number, got {sigma2}")
+        if tolerance is not None and not (np.isfinite(tolerance) and tolerance >= 0):
+            raise ConfigurationError(f"tolerance must be >= 0 (0 compares scores exactly), got {tolerance}")
+        for label, value in (("alpha", alpha), ("beta", beta)):
+            if not (np.isfinite(value) and value >= HYPER_LOWER):
+                raise ConfigurationError(f"{label} must be a number >= {HYPER_LOWER:g}, got {value}")
+        if refit_every is not None and (int(refit_every) != refit_every or refit_every < 0):
+            raise ConfigurationError(f"refit_every must be a non-negative integer or None, got {refit_every}")
+
+        phi_items = self.reference.scores.T  # (N, K)
+        n_refs = phi_items.shape[1]
+        if weights is not None:
+            w = np.asarray(weights, dtype=float)
+            if w.shape != (n_refs,) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+                raise ConfigurationError(
+                    f"weights must be {n_refs} non-negative numbers (one per reference model) with a positive sum"
+                )
+            w = w / w.sum()
+        else:
+            w = None
+        if tolerance is None:
+            tolerance = 0.0 if self.reference.kind == "binary" else 1e-3
+        self.tolerance = float(tolerance)
+        self.buckets = bucketize(phi_items, self.tolerance)
+        n_buckets = self.buckets.n_buckets
+        self.n0 = int(n0)
+        self.unique_regime = n_buckets >= self.n_items - self.n0
+        self.sigma2 = float(sigma2) if sigma2 is not None else (
+            SIGMA2_UNIQUE if self.unique_regime else SIGMA2_NON_UNIQUE
+        )
+        self.active = selection == "active" or (selection == "auto" and self.unique_regime)
+        self.selection = selection
+        use_bayes = estimator == "bayes" or (estimator == "auto" and self.unique_regime)
+        self.estimator = "bayes" if use_bayes else "cv"
+        self.refit_every = int(refit_every) if refit_every else 0
+        self.alpha = float(alpha)
+        self.beta = float(beta)
+        self.refits: list[RefitRecord] = []
+
+        # Kernel features: with metadata weights the distance Σ_k w_k Δφ_k² equals
+        # (1/K)·‖Δψ‖² for ψ = φ·sqrt(K w), so the Eq. 1 code path serves both.
+        phi = self.buckets.phi
+        self._n_refs = n_refs
+        self._feat = phi if w is None else phi * np.sqrt(n_refs * w)[None, :]
+        self._feat_sq = (self._feat**2).sum(1)
+        self._mu_prior = phi.mean(1) if w is None else phi @ w
+        self._counts = self.buckets.counts
+        self._d2_full = (
+            sq_dists(self._feat, self._feat) if n_buckets * n_buckets * 8 <= cache_mb * 2**20 else None
+        )
+        self._d2_rows: dict[int, np.ndarray] = {}
+
+        # Observation summaries per bucket.
+        self._n_b = np.zeros(n_buckets)
+        self._sum_b = np.zeros(n_buckets)
+        self._sum_obs = 0.0
+        self._remaining = self._counts.copy()  # u
+        self._rebuild()
+
+    # ------------------------------------------------------------ properties
+    @property
+    def n_buckets(self) -> int:
+        return self.buckets.n_buckets
+
+    @property
+    def regime(self) -> str:
+        return "unique" if self.unique_regime else "non-unique"
+
+    def posterior(self) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean μ|C (B,) and variances diag(Σ|C) (B,) of the bucket abilities."""
+        return self._mu.copy(), np.maximum(self._diag, 0.0)
+
+    def posterior_cov(self) -> np.ndarray:
+        """Full posterior covariance Σ|C (B, B). O(B²) memory: for small B and tests."""
+        sigma = se_kernel(self._d2_all(), self.alpha, self.beta, self._n_refs)
+        v = self._v[: self._rows]
+        return sigma - v.T @ v
+
+    def prior(self) -> tuple[np.ndarray, np.ndarray]:
+        """Prior mean μ (B,) and covariance Σ (B, B) (Eq. 1) at the current (α, β)."""
+        return self._mu_prior.copy(), se_kernel(self._d2_all(), self.alpha, self.beta, self._n_refs)
+
+    # ---------------------------------------------------------- kernel rows
+    def _d2_all(self) -> np.ndarray:
+        return self._d2_full if self._d2_full is not None else sq_dists(self._feat, self._feat)
+
+    def _d2_row(self, b: int) -> np.ndarray:
+        if self._d2_full is not None:
+            return self._d2_full[b]
+        row = self._d2_rows.get(b)
+        if row is None:
+            feat = self._feat
+            row = np.maximum(self._feat_sq + self._feat_sq[b] - 2.0 * (feat @ feat[b]), 0.0)
+            row[b] = 0.0
+            self._d2_rows[b] = row
+        return row
+
+    def _prior_col(self, b: int) -> np.ndarray:
+        return se_kernel(self._d2_row(b), self.alpha, self.beta, self._n_refs)
+
+    # ------------------------------------------------------ posterior state
+    def _rebuild(self) -> None:
+        """Recompute the posterior from the bucket form (Eq. 8) at the current (α, β)."""
+        n_buckets = self.n_buckets
+        obs = np.flatnonzero(self._n_b > 0)
+        self._v = np.empty((max(2 * obs.size, 64), n_buckets))
+        self._rows = obs.size
+        sigma_n = kernel_matvec(self._feat, self._counts, self.alpha, self.beta, self._d2_full)
+        if obs.size == 0:
+            self._mu = self._mu_prior.copy()
+            self._diag = np.full(n_buckets, self.alpha)
+            self._cov_u = sigma_n
+            return
+        s_ob = np.vstack([self._prior_col(b) for b in obs])  # Σ_{O,·}, (m, B)
+        gram = s_ob[:, obs] + np.diag(self.sigma2 * self._counts[obs] / self._n_b[obs])
+        factor, _ = chol(gram, "posterior Gram")
+        v = solve_triangular(factor, s_ob, lower=True, check_finite=False)
+        z = solve_triangular(factor, self._sum_b[obs] / self._n_b[obs] - self._mu_prior[obs], lower=True)
+        self._v[: obs.size] = v
+        self._mu = self._mu_prior + v.T @ z
+        self._diag = self.alpha - (v * v).sum(0)
+        sigma_u = sigma_n - s_ob.T @ self._n_b[obs]  # Σu = ΣN − Σ_{·O} n_O
+        self._cov_u = sigma_u - v.T @ (v @ self._remaining)
+
+    def _cov_col(self, b: int, extra: np.ndarray | None = None) -> np.ndarray:
+        """Column b of the posterior covariance (optionally also conditioned on fantasy rows)."""
+        v = self._v[: self._rows]
+        col = self._prior_col(b) - v.T @ v[:, b]
+        if extra is not None and extra.shape[0]:
+            col -= extra.T @ extra[:, b]
+        return col
+
+    def _update(self, item: int, score: float) -> None:
+        b = int(self.buckets.of_item[item])
+        k = self._cov_col(b)
+        d = k[b] + self.sigma2 * self._counts[b]
+        self._mu += k * ((score - self._mu[b]) / d)
+        self._diag -= k * k / d
+        self._remaining[b] -= 1.0
+        self._cov_u -= k
+        self._cov_u -= k * (float(k @ self._remaining) / d)
+        if self._rows == self._v.shape[0]:
+            self._v = np.vstack([self._v, np.empty_like(self._v)])
+        self._v[self._rows] = k / np.sqrt(d)
+        self._rows += 1
+        self._n_b[b] += 1.0
+        self._sum_b[b] += score
+        self._sum_obs += score
+
+    def _after_observe(self) -> None:
+        n = self.n_observed
+        if self.refit_every and n % self.refit_every == 0 and n < self.n_items:
+            if self._refit():
+                self._rebuild()
+                return
+        n_obs_buckets = int((self._n_b > 0).sum())
+        # Repeated observations of the same buckets add rows; compress them
+        # back to one row per observed bucket when that pays.
+        if self._rows > 2 * n_obs_buckets + 64:
+            self._rebuild()
+
+    # ------------------------------------------------------ hyperparameters
+    def nlml(self, alpha: float | None = None, beta: float | None = None) -> tuple[float, np.ndarray]:
+        """Eq. 11 (bucket form over the observed buckets) and its gradient at (α, β)."""
+        obs = np.flatnonzero(self._n_b > 0)
+        d2 = np.vstack([self._d2_row(b)[obs] for b in obs]) if obs.size else np.zeros((0, 0))
+        resid = self._sum_b[obs] / self._n_b[obs] - self._mu_prior[obs]
+        noise = self.sigma2 * self._counts[obs] / self._n_b[obs]
+        params = np.array([self.alpha if alpha is None else alpha, self.beta if beta is None else beta])
+        return nlml_bucket_form(params, d2, resid, noise, self._n_refs)
+
+    def _refit(self) -> bool:
+        """L-BFGS-B on the NLML from the current (α, β). True if they changed."""
+        obs = np.flatnonzero(self._n_b > 0)
+        if obs.size < 2:
+            return False
+        d2 = np.vstack([self._d2_row(b)[obs] for b in obs])
+        resid = self._sum_b[obs] / self._n_b[obs] - self._mu_prior[obs]
+        noise = self.sigma2 * self._counts[obs] / self._n_b[obs]
+        x0 = np.array([self.alpha, self.beta])
+        result = minimize(
+            nlml_bucket_form,
+            x0,
+            args=(d2, resid, noise, self._n_refs),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=[(HYPER_LOWER, HYPER_UPPER)] * 2,
+        )
+        new = np.asarray(result.x, dtype=float)
+        start_value = nlml_bucket_form(x0, d2, resid, noise, self._n_refs)[0]
+        ok = bool(np.all(np.isfinite(new)) and np.isfinite(result.fun) and result.fun <= start_value)
+        self.refits.append(
+            RefitRecord(
+                self.n_observed, self.alpha, self.beta,
+                float(new[0]) if ok else self.alpha, float(new[1]) if ok else self.beta,
+                float(result.fun), bool(result.success), str(result.message),
+            )
+        )
+        if not ok or np.allclose(new, x0, rtol=1e-12, atol=0.0):
+            return False
+        self.alpha, self.beta = float(new[0]), float(new[1])
+        return True
+
+    # ------------------------------------------------------------ selection
+    def information_gains(self) -> np.ndarray:
+        """Eq. 6 for one unevaluated item of each bucket, shape (B,) (0 where none is left)."""
+        ig = information_gain(self._cov_u, self._diag, self._counts, self.sigma2, self._scaled_var())
+        ig[self._remaining <= 0] = 0.0
+        return ig
+
+    def _scaled_var(self, remaining: np.ndarray | None = None, cov_u: np.ndarray | None = None) -> float:
+        rem = self._remaining if remaining is None else remaining
+        cu = self._cov_u if cov_u is None else cov_u
+        return self.n_items**2 * var_r(rem, self._counts, cu, self.sigma2, self.n_items)
+
+    def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
+        if not self.active:
+            return self._random_unobserved(rng, k, exclude)
+        available = ~self._observed
+        available[list(exclude)] = False
+        # Condition the covariance on pending and already-chosen items (their
+        # scores are unknown, but the covariance does not depend on them).
+        remaining = self._remaining.copy()
+        cov_u = self._cov_u.copy()
+        diag = self._diag.copy()
+        fantasy: list[np.ndarray] = []
+
+        def condition(b: int) -> None:
+            nonlocal cov_u, diag
+            extra = np.array(fantasy) if fantasy else None
+            col = self._cov_col(b, extra)
+            d = col[b] + self.sigma2 * self._counts[b]
+            remaining[b] -= 1.0
+            diag = diag - col * col / d
+            cov_u = cov_u - col - col * (float(col @ remaining) / d)
+            fantasy.append(col / np.sqrt(d))
+
+        for item in exclude:
+            if not self._observed[item]:
+                condition(int(self.buckets.of_item[item]))
+        avail_per_bucket = np.bincount(
+            self.buckets.of_item[available], minlength=self.n_buckets
+        ).astype(float)
+        chosen: list[int] = []
+        for _ in range(k):
+            scaled_var = self.n_items**2 * var_r(remaining, self._counts, cov_u, self.sigma2, self.n_items)
+            ig = information_gain(cov_u, diag, self._counts, self.sigma2, scaled_var)
+            ig[avail_per_bucket <= 0] = -np.inf
+            best = float(ig.max())
+            if not np.isfinite(best) or best <= 0.0:
+                # No information left to gain (e.g. Var R = 0): random fallback.
+                pool = np.flatnonzero(available)
+                item = int(rng.choice(pool))
+            else:
+                ties = np.flatnonzero(ig >= best - 1e-12 * abs(best))
+                b = int(ties[rng.integers(ties.size)]) if ties.size > 1 else int(ties[0])
+                members = self.buckets.members[b]
+                free = members[available[members]]
+                item = int(free[rng.integers(free.size)]) if free.size > 1 else int(free[0])
+            chosen.append(item)
+            available[item] = False
+            b_item = int(self.buckets.of_item[item])
+            avail_per_bucket[b_item] -= 1.0
+            if len(chosen) < k:
+                condition(b_item)
+        return chosen
+
+    # ------------------------------------------------------------- estimate
+    def _estimators(self) -> tuple[float, float]:
+        """(R̂ with w = 1/N, R̂ with w = 1/n) — Eq. 3 and Eq. 4."""
+        n_items = self.n_items
+        bayes = (self._sum_obs + float(self._remaining @ self._mu)) / n_items
+        n = self.n_observed
+        if n == 0:
+            return bayes, bayes
+        cv = self._sum_obs / n + float((self._counts / n_items - self._n_b / n) @ self._mu)
+        return bayes, cv
+
+    def _current_estimate(self) -> Estimate:
+        bayes, cv = self._estimators()
+        mean = bayes if self.estimator == "bayes" else cv
+        var = var_r(self._remaining, self._counts, self._cov_u, self.sigma2, self.n_items)
+        return Estimate(mean=mean, var=var, n_observed=self.n_observed, n_items=self.n_items, bounds=self._bounds())
+
+    def posterior_mse(self) -> float:
+        """App. A.3 diagnostic: Var(R | s_C) + (R̂_Bayes − R̂_CV)²."""
+        bayes, cv = self._estimators()
+        return self.estimate().var + (bayes - cv) ** 2

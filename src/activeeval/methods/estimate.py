@@ -1,0 +1,71 @@
+"""The result every method reports: a mean, a variance and an interval."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from scipy.stats import norm
+
+from activeeval.exceptions import ConfigurationError
+
+__all__ = ["Estimate"]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Estimate of the full-benchmark score R = (1/N) Σ_i s_i.
+
+    Attributes
+    ----------
+    mean : float
+        R̂, the point estimate.
+    var : float
+        Posterior (or sampling) variance of R given the observations.
+    n_observed : int
+        Items observed so far.
+    n_items : int
+        Items in the benchmark (N).
+    bounds : (float, float) or None
+        Range R can take (the score range); intervals are clipped to it.
+    """
+
+    mean: float
+    var: float
+    n_observed: int
+    n_items: int
+    bounds: tuple[float, float] | None = None
+
+    @property
+    def std(self) -> float:
+        return math.sqrt(max(self.var, 0.0))
+
+    @property
+    def fraction_observed(self) -> float:
+        return self.n_observed / self.n_items if self.n_items else float("nan")
+
+    def width(self, level: float = 0.95) -> float:
+        """Width 2·z·sd of the central ``level`` normal interval (before clipping)."""
+        if not 0 < level < 1:
+            raise ConfigurationError(f"level must be in (0, 1), got {level}")
+        return 2.0 * float(norm.ppf(0.5 + level / 2.0)) * self.std
+
+    def ci(self, level: float = 0.95) -> tuple[float, float]:
+        """Central ``level`` interval mean ± z·sd, clipped to ``bounds``."""
+        half = self.width(level) / 2.0
+        lo, hi = self.mean - half, self.mean + half
+        if self.bounds is not None:
+            lo, hi = max(lo, self.bounds[0]), min(hi, self.bounds[1])
+        return (lo, hi)
+
+    def to_dict(self, level: float = 0.95) -> dict[str, float | int]:
+        lo, hi = self.ci(level)
+        return {
+            "estimate": self.mean,
+            "var": self.var,
+            "std": self.std,
+            "ci_low": lo,
+            "ci_high": hi,
+            "n_used": self.n_observed,
+            "n_items": self.n_items,
+        }

@@ -1,0 +1,96 @@
+"""Stopping rules as small, pure objects.
+
+A rule looks at the trajectory of estimates (one :class:`Estimate` after each
+observation, oldest first) and says why to stop, or ``None`` to go on. Rules
+hold no state, so a method rebuilt by replaying its history stops at exactly
+the same point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from activeeval.exceptions import ConfigurationError
+from activeeval.methods.estimate import Estimate
+
+__all__ = ["StoppingRule", "WindowCIRule", "BudgetRule", "AnyOf", "default_rule"]
+
+
+class StoppingRule(Protocol):
+    def check(self, trajectory: Sequence[Estimate]) -> str | None:
+        """A short reason to stop (e.g. ``"precision"``), or None to continue."""
+        ...
+
+
+@dataclass(frozen=True)
+class WindowCIRule:
+    """Algorithm 1 of the BayesAME paper.
+
+    Stop once at least ``window`` items are observed and (i) the range of R̂
+    over the last ``window`` steps is at most ``epsilon1`` and (ii) the width
+    of the ``level`` credible interval, 2·z·sqrt(Var R), is at most ``epsilon2``.
+    """
+
+    epsilon1: float = 0.005
+    epsilon2: float = 0.03
+    window: int = 30
+    level: float = 0.95
+
+    def __post_init__(self) -> None:
+        if not self.epsilon1 >= 0:
+            raise ConfigurationError(f"epsilon1 must be >= 0 (the tolerated R-hat range), got {self.epsilon1}")
+        if not self.epsilon2 > 0:
+            raise ConfigurationError(f"epsilon2 must be > 0 (the tolerated interval width), got {self.epsilon2}")
+        if int(self.window) != self.window or self.window < 1:
+            raise ConfigurationError(f"window must be a positive integer, got {self.window}")
+        if not 0 < self.level < 1:
+            raise ConfigurationError(f"level must be in (0, 1), got {self.level}")
+
+    def check(self, trajectory: Sequence[Estimate]) -> str | None:
+        if len(trajectory) < self.window:
+            return None
+        recent = [e.mean for e in trajectory[-self.window :]]
+        if max(recent) - min(recent) > self.epsilon1:
+            return None
+        if trajectory[-1].width(self.level) > self.epsilon2:
+            return None
+        return "precision"
+
+
+@dataclass(frozen=True)
+class BudgetRule:
+    """Stop after ``n_max`` observed items."""
+
+    n_max: int
+
+    def __post_init__(self) -> None:
+        if int(self.n_max) != self.n_max or self.n_max < 1:
+            raise ConfigurationError(f"n_max must be a positive integer number of items, got {self.n_max}")
+
+    def check(self, trajectory: Sequence[Estimate]) -> str | None:
+        return "budget" if len(trajectory) >= self.n_max else None
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """Stop as soon as any of ``rules`` says so (the first reason wins)."""
+
+    rules: tuple[StoppingRule, ...]
+
+    def check(self, trajectory: Sequence[Estimate]) -> str | None:
+        for rule in self.rules:
+            if (reason := rule.check(trajectory)) is not None:
+                return reason
+        return None
+
+
+def default_rule(
+    epsilon1: float = 0.005, epsilon2: float = 0.03, window: int = 30, n_max: int | None = None
+) -> StoppingRule:
+    """The paper's rule, plus a fixed budget when ``n_max`` is given."""
+    rule: StoppingRule = WindowCIRule(epsilon1=epsilon1, epsilon2=epsilon2, window=window)
+    if n_max is not None:
+        rule = AnyOf((rule, BudgetRule(n_max)))
+    return rule
