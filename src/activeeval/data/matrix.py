@@ -134,6 +134,8 @@ class ScoreMatrix:
                 f"{label}: scores must be 2-D (models x items), got shape {arr.shape}"
             )
         n_models, n_items = arr.shape
+        if isinstance(model_ids, str) or isinstance(item_ids, str):
+            raise ConfigurationError(f"{label}: model_ids and item_ids must be sequences of ids, not one string")
         mids = tuple(str(m) for m in (model_ids if model_ids is not None else (f"model{j}" for j in range(n_models))))
         iids = tuple(str(i) for i in (item_ids if item_ids is not None else (f"item{i}" for i in range(n_items))))
         if len(mids) != n_models:
@@ -155,7 +157,12 @@ class ScoreMatrix:
                 "scores must be finite (use an empty cell / NaN for a missing score)"
             )
         if score_range is not None:
-            lo, hi = (float(score_range[0]), float(score_range[1]))
+            try:
+                lo, hi = (float(v) for v in score_range)  # type: ignore[union-attr]
+            except (TypeError, ValueError):
+                raise ConfigurationError(
+                    f"score_range must be a pair (low, high) of numbers or None, got {score_range!r}"
+                ) from None
             if not lo < hi:
                 raise ConfigurationError(f"score_range must be (low, high) with low < high, got {score_range}")
             bad = (arr < lo) | (arr > hi)

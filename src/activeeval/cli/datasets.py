@@ -1,0 +1,46 @@
+"""``activeeval datasets``: list the real score matrices that can be loaded by name."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from activeeval.cli.common import app, cli_errors, print_json
+from activeeval.data.datasets import DatasetInfo, list_datasets, shared_data_dir
+
+
+def _table(entries: list[DatasetInfo]) -> Table:
+    table = Table(title="activeeval datasets", title_justify="left")
+    table.add_column("name", style="bold", no_wrap=True)
+    table.add_column("models", justify="right")
+    table.add_column("items", justify="right")
+    table.add_column("kind", no_wrap=True)
+    table.add_column("missing", justify="right")
+    table.add_column("origin")
+    for e in entries:
+        table.add_row(e.name, str(e.n_models), str(e.n_items), e.kind, str(e.n_missing), e.origin)
+    return table
+
+
+@app.command("datasets")
+@cli_errors
+def datasets_command(
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of objects instead of a table."),
+    include_shared: bool = typer.Option(
+        False, "--all", help="Also list the project's shared (not bundled) datasets when the folder is found."
+    ),
+) -> None:
+    """List the datasets that activeeval.datasets.load(NAME) accepts."""
+    entries = list_datasets(include_shared=include_shared)
+    if as_json:
+        print_json([dataclasses.asdict(e) for e in entries])
+        return
+    console = Console(soft_wrap=False)
+    console.print(_table(entries))
+    if include_shared and shared_data_dir() is None:
+        typer.echo(
+            "note: no shared data folder found (set ACTIVEEVAL_SHARED_DATA); listing bundled datasets only", err=True
+        )

@@ -1,0 +1,82 @@
+"""Read scores written by evaluation harnesses.
+
+* one model's per-item scores, to record in a session:
+  :func:`read_lm_eval_samples`, :func:`read_helm_per_instance_stats`,
+  :func:`read_alpaca_eval_annotations`, :func:`read_item_scores` (plain
+  CSV/TSV/Parquet/JSONL with item and score columns), or
+  :func:`read_scores_any` which picks one by format name or file name;
+* several models' scores as a reference :class:`~activeeval.data.matrix.ScoreMatrix`:
+  :func:`reference_from_lm_eval`, :func:`reference_from_helm`,
+  :func:`reference_from_alpaca_eval` (plain wide/long files:
+  :func:`activeeval.data.io.read_scores`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from activeeval.data.adapters.alpaca_eval import read_alpaca_eval_annotations, reference_from_alpaca_eval
+from activeeval.data.adapters.helm import read_helm_per_instance_stats, reference_from_helm
+from activeeval.data.adapters.lm_eval import read_lm_eval_samples, reference_from_lm_eval
+from activeeval.data.adapters.plain import read_item_scores
+from activeeval.exceptions import ConfigurationError
+
+__all__ = [
+    "FORMATS",
+    "detect_format",
+    "read_scores_any",
+    "read_lm_eval_samples",
+    "reference_from_lm_eval",
+    "read_helm_per_instance_stats",
+    "reference_from_helm",
+    "read_alpaca_eval_annotations",
+    "reference_from_alpaca_eval",
+    "read_item_scores",
+]
+
+FORMATS = ("lm-eval", "helm", "alpaca-eval", "plain")
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    """Format of a score file from its name: samples_*.jsonl → lm-eval, per_instance_stats.json →
+    helm, annotations.json → alpaca-eval, anything else → plain."""
+    p = Path(path)
+    name = p.name.lower()
+    if p.is_dir():
+        if (p / "per_instance_stats.json").is_file():
+            return "helm"
+        return "lm-eval"
+    if name.startswith("samples_") and ".jsonl" in name:
+        return "lm-eval"
+    if name == "per_instance_stats.json":
+        return "helm"
+    if name == "annotations.json":
+        return "alpaca-eval"
+    return "plain"
+
+
+def read_scores_any(path: str | os.PathLike[str], format: str | None = None, **options: Any) -> dict[str, float]:  # noqa: A002
+    """Item id → score of one model, from any supported format.
+
+    ``options`` go to the format's reader: ``metric``, ``task``, ``filter``
+    (lm-eval); ``metric``, ``split`` (helm); ``generator``, ``id_by``
+    (alpaca-eval); ``item_column``, ``score_column`` (plain). Options that are
+    None are dropped.
+    """
+    fmt = format or detect_format(path)
+    opts = {k: v for k, v in options.items() if v is not None}
+    readers = {
+        "lm-eval": (read_lm_eval_samples, {"metric", "task", "filter", "id_format"}),
+        "helm": (read_helm_per_instance_stats, {"metric", "split"}),
+        "alpaca-eval": (read_alpaca_eval_annotations, {"generator", "id_by"}),
+        "plain": (read_item_scores, {"item_column", "score_column"}),
+    }
+    if fmt not in readers:
+        raise ConfigurationError(f"unknown score file format {fmt!r}; choose one of: {', '.join(FORMATS)}")
+    reader, allowed = readers[fmt]
+    extra = sorted(set(opts) - allowed)
+    if extra:
+        raise ConfigurationError(f"option(s) {extra} do not apply to format {fmt!r} (it takes {sorted(allowed)})")
+    return reader(path, **opts)

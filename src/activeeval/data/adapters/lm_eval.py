@@ -1,0 +1,200 @@
+"""lm-evaluation-harness ``--log_samples`` output.
+
+``lm_eval --model ... --tasks TASK --output_path OUT --log_samples`` writes, per
+model, a folder ``OUT/<model name with / replaced by __>/`` holding
+``results_<timestamp>.json`` (aggregate metrics; ``model_name`` and
+``config.model_args`` name the model) and one ``samples_<task>_<timestamp>.jsonl``
+per task. Each line of a samples file is one document::
+
+    {"doc_id": 0, "doc": {...}, "target": "...", "arguments": [...],
+     "resps": [...], "filtered_resps": [...], "filter": "none",
+     "metrics": ["acc", "acc_norm"], "doc_hash": "...", "acc": 1.0, "acc_norm": 0.0}
+
+The per-document metric values sit at the top level of the line, under the
+metric's name (``acc``, ``acc_norm``, ``exact_match``, ...). Tasks with several
+filters (e.g. gsm8k's ``strict-match`` / ``flexible-extract``) write one line
+per (document, filter); pick one with ``filter=``. Older harness versions omit
+``filter``, ``metrics`` and the hashes.
+
+Item ids are ``str(doc_id)`` by default; ``id_format="{task}/{doc_id}"`` keeps
+documents of several tasks apart.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from activeeval.data.adapters._common import iter_jsonl, matrix_from_rows, read_json, require_file, to_score
+from activeeval.data.matrix import ScoreMatrix
+from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError
+
+__all__ = ["read_lm_eval_samples", "reference_from_lm_eval", "find_samples_files", "lm_eval_model_name"]
+
+# Keys of a samples line that are not per-document metrics.
+_BOOKKEEPING = frozenset(
+    {"doc_id", "doc", "target", "arguments", "resps", "filtered_resps", "filter", "metrics",
+     "doc_hash", "prompt_hash", "target_hash"}
+)
+_SAMPLES_RE = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>\d{4}-\d{2}-\d{2}T[\d\-.:]+)\.jsonl(\.gz)?$")
+
+
+def _task_of(path: Path) -> str:
+    m = _SAMPLES_RE.match(path.name)
+    if m:
+        return m.group("task")
+    name = path.name.split(".jsonl")[0]
+    return name[len("samples_"):] if name.startswith("samples_") else name
+
+
+def find_samples_files(folder: str | os.PathLike[str], task: str | None = None) -> dict[str, Path]:
+    """The newest ``samples_<task>_<timestamp>.jsonl`` of each task under ``folder`` (searched recursively)."""
+    root = require_file(folder, "lm-eval output folder")
+    found: dict[str, list[Path]] = {}
+    for p in sorted(root.rglob("samples_*.jsonl*")):
+        if p.name.endswith((".jsonl", ".jsonl.gz")):
+            found.setdefault(_task_of(p), []).append(p)
+    if not found:
+        raise DataFormatError(
+            f"no samples_<task>_<timestamp>.jsonl files under {str(root)!r}; run lm_eval with --log_samples "
+            "and --output_path pointing there"
+        )
+    if task is not None:
+        if task not in found:
+            raise DataFormatError(
+                f"no samples file for task {task!r} under {str(root)!r}; tasks found: {sorted(found)}"
+            )
+        found = {task: found[task]}
+    # Timestamps sort lexicographically; a re-run of a task supersedes the earlier one.
+    return {t: sorted(ps, key=lambda p: p.name)[-1] for t, ps in found.items()}
+
+
+def _read_file(path: Path, task: str, metric: str, filter: str | None, id_format: str) -> dict[str, float]:
+    rows: dict[tuple[Any, Any], dict[str, Any]] = {}
+    filters: set[Any] = set()
+    metrics_seen: set[str] = set()
+    for lineno, obj in iter_jsonl(path):
+        if "doc_id" not in obj:
+            raise DataFormatError(
+                f"{str(path)!r} line {lineno} has no 'doc_id'; is this an lm-eval samples file (--log_samples)?"
+            )
+        filt = obj.get("filter")
+        filters.add(filt)
+        metrics_seen.update(k for k in obj if k not in _BOOKKEEPING)
+        if filter is not None and filt != filter:
+            continue
+        key = (obj["doc_id"], filt)
+        if key in rows:
+            raise DuplicateIdError(
+                f"{str(path)!r} line {lineno}: doc_id {obj['doc_id']!r} appears twice"
+                + (f" for filter {filt!r}" if filt is not None else "")
+            )
+        obj["_line"] = lineno
+        rows[key] = obj
+    if filter is not None and filter not in filters:
+        raise DataFormatError(f"{str(path)!r} has no lines with filter {filter!r}; filters present: {sorted(map(str, filters))}")
+    if filter is None and len(filters) > 1:
+        raise DataFormatError(
+            f"{str(path)!r} has several filters {sorted(map(str, filters))} (one line per document and filter); "
+            "choose one with filter=... (--filter on the command line)"
+        )
+    out: dict[str, float] = {}
+    for (doc_id, _), obj in rows.items():
+        if metric not in obj:
+            raise DataFormatError(
+                f"{str(path)!r} line {obj['_line']} has no metric {metric!r}; metrics present: "
+                f"{sorted(metrics_seen)} (choose one with metric=... / --metric)"
+            )
+        iid = id_format.format(task=task, doc_id=doc_id)
+        out[iid] = to_score(obj[metric], f"{str(path)!r} line {obj['_line']} (doc_id {doc_id!r}, {metric})")
+    return out
+
+
+def read_lm_eval_samples(
+    path: str | os.PathLike[str],
+    metric: str = "acc",
+    *,
+    task: str | None = None,
+    filter: str | None = None,  # noqa: A002 - the harness's own word
+    id_format: str | None = None,
+) -> dict[str, float]:
+    """One model's per-document scores from lm-eval ``--log_samples`` output.
+
+    Parameters
+    ----------
+    path : path-like
+        A ``samples_<task>_<timestamp>.jsonl`` file, or a folder searched
+        recursively for them (the newest file of each task is used).
+    metric : str
+        The per-document metric key, e.g. ``"acc"``, ``"acc_norm"``,
+        ``"exact_match"``. Booleans become 0/1.
+    task : str, optional
+        With a folder: only this task.
+    filter : str, optional
+        The filter whose lines to read when a task has several.
+    id_format : str, optional
+        Item id template with ``{task}`` and ``{doc_id}``; default
+        ``"{doc_id}"`` for one task, ``"{task}/{doc_id}"`` for several.
+
+    Returns
+    -------
+    dict of str to float
+        Item id → score, in file order.
+    """
+    p = require_file(path, "lm-eval samples path")
+    files = find_samples_files(p, task) if p.is_dir() else {task or _task_of(p): p}
+    fmt = id_format or ("{doc_id}" if len(files) == 1 else "{task}/{doc_id}")
+    if len(files) > 1 and "{task}" not in fmt:
+        raise ConfigurationError(
+            f"{len(files)} tasks found ({sorted(files)}) but id_format {fmt!r} has no {{task}}: doc ids repeat "
+            "across tasks; choose one task or include {task} in the id format"
+        )
+    out: dict[str, float] = {}
+    for t, f in files.items():
+        out.update(_read_file(f, t, metric, filter, fmt))
+    return out
+
+
+def lm_eval_model_name(folder: str | os.PathLike[str]) -> str:
+    """The model of an lm-eval output folder: ``model_name`` or ``pretrained=`` of its newest results file."""
+    root = Path(folder)
+    results = sorted(root.rglob("results_*.json"), key=lambda p: p.name)
+    if results:
+        data = read_json(results[-1])
+        if isinstance(data, dict):
+            if isinstance(data.get("model_name"), str) and data["model_name"]:
+                return data["model_name"]
+            args = (data.get("config") or {}).get("model_args")
+            if isinstance(args, str):
+                m = re.search(r"(?:^|,)\s*(?:pretrained|model)=([^,]+)", args)
+                if m:
+                    return m.group(1)
+    # lm-eval names the folder after the model with "/" replaced by "__".
+    return root.name.replace("__", "/")
+
+
+def reference_from_lm_eval(
+    folders: Iterable[str | os.PathLike[str]],
+    task: str,
+    metric: str = "acc",
+    *,
+    filter: str | None = None,  # noqa: A002
+    score_range: tuple[float, float] | None = (0.0, 1.0),
+    name: str | None = None,
+) -> ScoreMatrix:
+    """A reference ScoreMatrix from several models' lm-eval output folders.
+
+    One row per folder (model named by :func:`lm_eval_model_name`), one
+    column per document of ``task`` (item id ``str(doc_id)``); a document a
+    model lacks is missing (NaN).
+    """
+    rows = []
+    for folder in folders:
+        scores = read_lm_eval_samples(folder, metric, task=task, filter=filter)
+        rows.append((lm_eval_model_name(folder), scores))
+    if not rows:
+        raise ConfigurationError("reference_from_lm_eval needs at least one output folder")
+    return matrix_from_rows(rows, name=name or task, score_range=score_range)

@@ -1,0 +1,285 @@
+"""Real score matrices that ship with activeeval, and the project's shared data.
+
+The bundled matrices (MIT / Apache-2.0, see ``bundled/ATTRIBUTION.md``) are
+read with :mod:`importlib.resources`, so they work from an installed wheel.
+Matrices that may not be redistributed (the WMT21 chrF ones) live only in the
+project's ``shared/data`` folder; :func:`load` falls back to it when it can
+find it (:func:`shared_data_dir`), so tests and benchmarks can use them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from activeeval.data.io import read_scores
+from activeeval.data.matrix import ScoreKind, ScoreMatrix
+from activeeval.exceptions import ConfigurationError, DataFormatError, UnknownDatasetError
+
+__all__ = ["SHARED_DATA_ENV", "DatasetInfo", "info", "list_datasets", "load", "resolve", "shared_data_dir"]
+
+SHARED_DATA_ENV = "ACTIVEEVAL_SHARED_DATA"
+_CATALOG = "catalog.json"
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """What one dataset holds and where it comes from.
+
+    Attributes
+    ----------
+    name : str
+        The name to pass to :func:`load`.
+    n_models, n_items : int
+        Shape of the score matrix (models x items).
+    kind : {"binary", "continuous"}
+    score_range : (float, float)
+    n_missing : int
+        Number of missing (NaN) entries.
+    description, origin, licence : str
+    source : str
+        Where exactly the scores were taken from.
+    bundled : bool
+        True if the file ships with the package; False for a dataset found
+        only in the project's shared data folder.
+    notes : str
+        Caveats of the data, e.g. repeated rows or models with identical scores.
+    file : str
+        File name inside the bundled (or shared) data folder.
+    """
+
+    name: str
+    n_models: int
+    n_items: int
+    kind: ScoreKind
+    score_range: tuple[float, float]
+    n_missing: int
+    description: str
+    origin: str
+    licence: str
+    source: str = ""
+    bundled: bool = True
+    notes: str = ""
+    file: str = ""
+
+
+# -------------------------------------------------------------- catalogs
+@functools.lru_cache(maxsize=1)
+def _bundled_catalog() -> dict[str, DatasetInfo]:
+    text = resources.files("activeeval.data").joinpath("bundled", _CATALOG).read_text(encoding="utf-8")
+    out: dict[str, DatasetInfo] = {}
+    for e in json.loads(text):
+        out[e["name"]] = DatasetInfo(
+            name=e["name"],
+            n_models=int(e["n_models"]),
+            n_items=int(e["n_items"]),
+            kind=e["kind"],
+            score_range=(float(e["score_range"][0]), float(e["score_range"][1])),
+            n_missing=int(e["n_missing"]),
+            description=e["description"],
+            origin=e["origin"],
+            licence=e["licence"],
+            source=e.get("source", ""),
+            bundled=True,
+            notes=e.get("notes", ""),
+            file=e["file"],
+        )
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_catalog(folder: Path) -> dict[str, DatasetInfo]:
+    """The shared folder's catalog.json (its own format: models/items/score/min/max/missing)."""
+    try:
+        entries = json.loads((folder / _CATALOG).read_text(encoding="utf-8"))
+        return {
+            e["name"]: DatasetInfo(
+                name=e["name"],
+                n_models=int(e["models"]),
+                n_items=int(e["items"]),
+                kind=e["score"],
+                score_range=(float(e["min"]), float(e["max"])),
+                n_missing=int(e["missing"]),
+                description=e["description"],
+                origin="shared data (not bundled)",
+                licence="research data, not redistributed",
+                source=e.get("source", ""),
+                bundled=False,
+                file=e["file"],
+            )
+            for e in entries
+        }
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise DataFormatError(
+            f"{folder / _CATALOG}: cannot read the shared data catalog ({exc!r}); fix the file or set "
+            f"{SHARED_DATA_ENV} to another folder"
+        ) from None
+
+
+def shared_data_dir() -> Path | None:
+    """The project's shared data folder (``shared/data`` with a ``catalog.json``), or None.
+
+    Looks at the ``ACTIVEEVAL_SHARED_DATA`` environment variable first, then
+    walks up from the current directory and from this file, checking
+    ``<ancestor>/shared/data`` (so a checkout at ``/work/main`` finds
+    ``/work/shared/data``).
+    """
+    env = os.environ.get(SHARED_DATA_ENV)
+    if env:
+        folder = Path(env).expanduser()
+        if not (folder / _CATALOG).is_file():
+            raise ConfigurationError(
+                f"{SHARED_DATA_ENV}={env!r} has no {_CATALOG}; point it to the folder holding the shared "
+                "score files and their catalog.json, or unset it"
+            )
+        return folder.resolve()
+    for start in (Path.cwd(), Path(__file__).resolve().parent):
+        for ancestor in (start, *start.parents):
+            folder = ancestor / "shared" / "data"
+            if (folder / _CATALOG).is_file():
+                return folder.resolve()
+    return None
+
+
+def _all_known() -> dict[str, DatasetInfo]:
+    """Bundled datasets, then the shared folder's others (when it is found)."""
+    known = dict(_bundled_catalog())
+    folder = shared_data_dir()
+    if folder is not None:
+        for name, entry in _shared_catalog(folder).items():
+            known.setdefault(name, entry)
+    return known
+
+
+def _unknown(name: object, known: dict[str, DatasetInfo], *, or_path: bool = False) -> UnknownDatasetError:
+    names = sorted(known)
+    close = difflib.get_close_matches(str(name).lower(), names, n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    lead = f"{name!r} is neither a dataset name nor an existing file" if or_path else f"unknown dataset {name!r}"
+    tail = "; or give a path to a wide/long CSV/Parquet/JSONL score file" if or_path else ""
+    return UnknownDatasetError(
+        f"{lead}; {hint}datasets: {', '.join(names)} (see activeeval.datasets.list() or `activeeval datasets`){tail}"
+    )
+
+
+# ------------------------------------------------------------------ public
+def info(name: str) -> DatasetInfo:
+    """Catalog entry of a bundled (or shared) dataset; :class:`UnknownDatasetError` if none."""
+    key = str(name).strip().lower()
+    bundled = _bundled_catalog()
+    if key in bundled:
+        return bundled[key]
+    known = _all_known()
+    if key in known:
+        return known[key]
+    raise _unknown(name, known)
+
+
+def load(name: str) -> ScoreMatrix:
+    """Load a dataset by name as a :class:`ScoreMatrix` (models x items).
+
+    Parameters
+    ----------
+    name : str
+        A bundled dataset (``list_datasets()``), e.g. ``"ifeval"``, or a
+        dataset of the project's shared data folder (e.g.
+        ``"wmt21_en-zh_chrf"``) when :func:`shared_data_dir` finds it.
+
+    Returns
+    -------
+    ScoreMatrix
+        Named ``name``, with the catalog's kind and score range. Missing
+        entries stay NaN: the methods apply the missing-score policy. The
+        result is cached (it is immutable).
+    """
+    entry = info(name)
+    return _load_cached(entry.name, None if entry.bundled else shared_data_dir())
+
+
+def _read_dataset(path: Path, entry: DatasetInfo) -> ScoreMatrix:
+    # Leaderboard exports repeat some models with identical rows; keep one (see the catalog notes).
+    return read_scores(
+        path,
+        layout="wide",
+        kind=entry.kind,
+        score_range=entry.score_range,
+        name=entry.name,
+        duplicate_models="drop_identical",
+    )
+
+
+@functools.cache
+def _load_cached(name: str, shared_folder: Path | None) -> ScoreMatrix:
+    """Read a bundled dataset (``shared_folder`` None) or one of ``shared_folder``."""
+    if shared_folder is not None:
+        # The shared files are their own reference (their catalog counts rows, not distinct models).
+        entry = _shared_catalog(shared_folder)[name]
+        return _read_dataset(shared_folder / entry.file, entry)
+    entry = _bundled_catalog()[name]
+    with resources.as_file(resources.files("activeeval.data").joinpath("bundled", entry.file)) as path:
+        matrix = _read_dataset(path, entry)
+    if (matrix.n_models, matrix.n_items, matrix.n_missing) != (entry.n_models, entry.n_items, entry.n_missing):
+        raise DataFormatError(
+            f"dataset {name!r}: the file holds {matrix.n_models} x {matrix.n_items} scores with "
+            f"{matrix.n_missing} missing, but the catalog says {entry.n_models} x {entry.n_items} with "
+            f"{entry.n_missing}; the bundled file is damaged: reinstall activeeval"
+        )
+    return matrix
+
+
+def list_datasets(include_shared: bool = False) -> list[DatasetInfo]:
+    """Catalog entries of the bundled datasets, in catalog order.
+
+    Parameters
+    ----------
+    include_shared : bool
+        Also list the datasets of the project's shared data folder that are
+        not bundled (when :func:`shared_data_dir` finds it).
+    """
+    entries = [*_bundled_catalog().values()]
+    if include_shared:
+        folder = shared_data_dir()
+        if folder is not None:
+            bundled = _bundled_catalog()
+            entries += [e for name, e in _shared_catalog(folder).items() if name not in bundled]
+    return entries
+
+
+_FILE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".parquet", ".pq", ".jsonl", ".jsonl.gz", ".json")
+
+
+def resolve(name_or_path: str | os.PathLike[str], **read_kwargs: object) -> ScoreMatrix:
+    """A dataset name or a score file, as a :class:`ScoreMatrix`.
+
+    Parameters
+    ----------
+    name_or_path : str or path-like
+        A dataset name (see :func:`load`) or the path of a wide/long
+        CSV/Parquet/JSONL file (see :func:`~activeeval.data.io.read_scores`).
+        An existing file wins over a dataset of the same name.
+    **read_kwargs
+        Passed to :func:`~activeeval.data.io.read_scores` for a file
+        (``layout``, ``kind``, ``score_range``, ...). Not allowed with a
+        dataset name, whose kind and range come from the catalog.
+    """
+    text = os.fspath(name_or_path)
+    path = Path(text).expanduser()
+    looks_like_path = (
+        isinstance(name_or_path, os.PathLike) or os.sep in text or "/" in text or text.lower().endswith(_FILE_SUFFIXES)
+    )
+    if path.is_file() or looks_like_path:
+        return read_scores(path, **read_kwargs)  # type: ignore[arg-type]
+    known = _all_known()
+    if text.strip().lower() not in known:
+        raise _unknown(text, known, or_path=True)
+    if read_kwargs:
+        raise ConfigurationError(
+            f"{sorted(read_kwargs)} only apply when reading a file, but {text!r} is a dataset name; "
+            "drop them, or save the dataset with write_scores() and read the file"
+        )
+    return load(text)

@@ -1,0 +1,647 @@
+"""Read and write score matrices: wide or long tables in CSV, Parquet or JSONL.
+
+*Wide* files have one row per model: the first column holds the model id and
+every other column is an item; an empty cell is a missing score. *Long* files
+have one row per (model, item) pair with columns ``model, item, score`` (common
+aliases such as ``model_id``, ``doc_id`` or ``correct`` are accepted); pairs
+that are absent, or present with an empty score, are missing. Missing scores
+become NaN in the :class:`~activeeval.data.matrix.ScoreMatrix`.
+
+Every problem with a file raises an :class:`~activeeval.exceptions.ActiveEvalError`
+whose message names the file, the problem and the fix.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+import numbers
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal
+
+import numpy as np
+import pandas as pd
+
+from activeeval.data.matrix import ScoreKind, ScoreMatrix
+from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError, InvalidScoresError
+
+__all__ = ["ITEM_ALIASES", "MODEL_ALIASES", "SCORE_ALIASES", "read_scores", "write_scores"]
+
+Layout = Literal["wide", "long"]
+DuplicatePolicy = Literal["error", "drop_identical"]
+FileFormat = Literal["csv", "tsv", "parquet", "jsonl"]
+
+# Accepted column names of a long file, in order of preference (compared case-insensitively).
+MODEL_ALIASES = ("model", "model_id", "model_name")
+ITEM_ALIASES = ("item", "item_id", "doc_id", "question_id", "instance_id")
+SCORE_ALIASES = ("score", "value", "correct", "acc")
+
+# Cell texts read as a missing score (compared after strip() and lower()).
+_MISSING_TEXT = frozenset({"", "na", "nan", "n/a", "null", "none"})
+_BOOL_TEXT = {"true": 1.0, "false": 0.0}
+_SUFFIXES: dict[str, FileFormat] = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+}
+_SUPPORTED = ".csv, .csv.gz, .tsv(.gz), .parquet/.pq, .jsonl(.gz) or .json (one JSON object per line)"
+_PARQUET_HINT = 'install it with: pip install "activeeval[parquet]"'
+
+
+# --------------------------------------------------------------------- formats
+@dataclass(frozen=True)
+class _FileType:
+    fmt: FileFormat
+    gzipped: bool
+    stem: str
+
+
+def _file_type(path: Path) -> _FileType:
+    name = path.name
+    gzipped = name.lower().endswith(".gz")
+    base = name[:-3] if gzipped else name
+    suffix = Path(base).suffix.lower()
+    fmt = _SUFFIXES.get(suffix)
+    if fmt is None or (gzipped and fmt == "parquet"):
+        shown = Path(name).suffix if not suffix else suffix + (".gz" if gzipped else "")
+        raise DataFormatError(
+            f"{path}: unsupported file type {shown or '(no suffix)'!r}; score files must end in {_SUPPORTED}"
+        )
+    return _FileType(fmt, gzipped, base[: len(base) - len(suffix)])
+
+
+@contextmanager
+def _open_text(path: Path, gzipped: bool) -> Iterator[IO[str]]:
+    """Open a (possibly gzipped) UTF-8 text file; a BOM, as Excel writes it, is skipped."""
+    raw = gzip.open(path, "rb") if gzipped else open(path, "rb")  # noqa: SIM115 - closed below
+    try:
+        yield io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
+    finally:
+        raw.close()
+
+
+def _read_error(path: Path, exc: BaseException) -> DataFormatError:
+    """A low-level reading failure as a DataFormatError that names the fix."""
+    if isinstance(exc, UnicodeDecodeError):
+        return DataFormatError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8")
+    if isinstance(exc, (gzip.BadGzipFile, EOFError)):
+        return DataFormatError(f"{path}: not a valid gzip file ({exc}); re-compress it or remove the .gz suffix")
+    return DataFormatError(f"{path}: cannot read the file ({exc})")
+
+
+# ---------------------------------------------------------------- raw tables
+@dataclass
+class _Table:
+    """Columns of a file before interpretation: a header and a 2-D block of cells.
+
+    ``cells`` is an ndarray of shape (n_rows, n_columns), object dtype for text
+    formats; ``frame`` (Parquet / JSONL) gives typed columns instead.
+    """
+
+    columns: list[str]
+    cells: np.ndarray | None = None
+    frame: pd.DataFrame | None = None
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.frame) if self.frame is not None else self.cells.shape[0]  # type: ignore[union-attr]
+
+    def take(self, cols: Sequence[int]) -> np.ndarray:
+        """Cells of the given columns, ndarray of shape (n_rows, len(cols))."""
+        if self.frame is not None:
+            return self.frame.iloc[:, list(cols)].to_numpy()
+        return self.cells[:, list(cols)]  # type: ignore[index]
+
+    def column(self, col: int) -> np.ndarray:
+        return self.take([col])[:, 0]
+
+
+def _check_header(path: Path, columns: Sequence[str]) -> None:
+    for j, c in enumerate(columns):
+        if not str(c).strip():
+            raise DataFormatError(
+                f"{path}: column {j + 1} has an empty name in the header; give every column a name "
+                "(the model id column, then one column per item id)"
+            )
+    seen: dict[str, int] = {}
+    for j, c in enumerate(columns):
+        if c in seen:
+            n = list(columns).count(c)
+            raise DuplicateIdError(
+                f"{path}: column {c!r} appears {n} times in the header (columns {seen[c] + 1} and {j + 1}); "
+                "each item must have exactly one column: merge or rename the duplicates"
+            )
+        seen[c] = j
+
+
+def _read_delimited(path: Path, ftype: _FileType) -> _Table:
+    delimiter = "\t" if ftype.fmt == "tsv" else ","
+    rows: list[list[str]] = []
+    try:
+        with _open_text(path, ftype.gzipped) as f:
+            reader = csv.reader(f, delimiter=delimiter, strict=True)
+            header: list[str] | None = None
+            for row in reader:
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue  # blank line
+                if header is None:
+                    header = row
+                    continue
+                if len(row) != len(header):
+                    raise DataFormatError(
+                        f"{path}: line {reader.line_num} has {len(row)} fields but the header has {len(header)}; "
+                        "every row needs the same columns as the header (quote fields that contain "
+                        f"{'tabs' if delimiter == chr(9) else 'commas'}, leave a missing score as an empty field)"
+                    )
+                rows.append(row)
+    except csv.Error as exc:
+        raise DataFormatError(
+            f"{path}: malformed CSV near line {reader.line_num} ({exc}); check the quoting of that line"
+        ) from None
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
+        raise _read_error(path, exc) from None
+    if header is None:
+        raise DataFormatError(
+            f"{path}: the file is empty; expected a header line (model id column, then item ids) and one row per model"
+        )
+    _check_header(path, header)
+    cells = np.empty((len(rows), len(header)), dtype=object)
+    if rows:
+        cells[:] = rows
+    return _Table(list(header), cells=cells)
+
+
+def _import_parquet(path: Path):  # returns the pyarrow.parquet module
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DataFormatError(f"{path}: reading or writing Parquet needs pyarrow; {_PARQUET_HINT}") from None
+    return pq
+
+
+def _read_parquet(path: Path) -> _Table:
+    pq = _import_parquet(path)
+    try:
+        table = pq.read_table(path)
+    except (OSError, ValueError) as exc:
+        raise DataFormatError(f"{path}: not a valid Parquet file ({exc}); re-export it or use CSV") from None
+    columns = [str(c) for c in table.schema.names]
+    if not columns:
+        raise DataFormatError(f"{path}: the Parquet file has no columns; expected a model id column and item columns")
+    _check_header(path, columns)
+    return _Table(columns, frame=table.to_pandas())
+
+
+def _read_jsonl(path: Path, ftype: _FileType) -> _Table:
+    records: list[dict] = []
+    try:
+        with _open_text(path, ftype.gzipped) as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError, EOFError) as exc:
+        raise _read_error(path, exc) from None
+    if text.lstrip().startswith("["):  # a .json file holding one array of records
+        try:
+            loaded = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataFormatError(f"{path}: invalid JSON ({exc}); fix the file or write one object per line") from None
+        numbered = list(enumerate(loaded, start=1))
+        where = "record"
+    else:
+        numbered = []
+        # split("\n"), not splitlines(): U+2028 and friends may appear raw inside JSON strings.
+        for lineno, line in enumerate(text.split("\n"), start=1):
+            if not line.strip():
+                continue
+            try:
+                numbered.append((lineno, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise DataFormatError(
+                    f"{path}: line {lineno} is not valid JSON ({exc.msg}); a JSONL file has one JSON object per line"
+                ) from None
+        where = "line"
+    for n, rec in numbered:
+        if not isinstance(rec, dict):
+            raise DataFormatError(
+                f"{path}: {where} {n} is {type(rec).__name__}, not a JSON object; write one "
+                '{"model": ..., "item": ..., "score": ...} object per line'
+            )
+        records.append(rec)
+    if not records:
+        raise DataFormatError(f"{path}: the file is empty; expected one {{model, item, score}} JSON object per line")
+    columns = list(dict.fromkeys(k for rec in records for k in rec))
+    frame = pd.DataFrame.from_records(records, columns=columns).astype(object)
+    return _Table([str(c) for c in columns], frame=frame)
+
+
+# ------------------------------------------------------------- cell values
+def _parse_score(value: object) -> float | None:
+    """A cell as a float (NaN = missing), or None if it is not a score."""
+    if value is None:
+        return math.nan
+    if isinstance(value, (bool, np.bool_)):
+        return float(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip()
+        low = text.lower()
+        if low in _MISSING_TEXT:
+            return math.nan
+        if low in _BOOL_TEXT:
+            return _BOOL_TEXT[low]
+        if "_" in text:  # float() would read "1_0" as 10
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            return None
+    return None
+
+
+def _to_float(cells: np.ndarray, describe: Callable[[int], str], path: Path) -> np.ndarray:
+    """Cells as floats; ``describe(flat_index)`` names a bad cell for the message."""
+    if cells.dtype.kind in "biuf":
+        return cells.astype(float)
+    flat = cells.ravel()
+    # Parse each distinct cell once: binary data has only a handful.
+    codes, uniques = pd.factorize(flat, use_na_sentinel=True)
+    table = np.empty(len(uniques) + 1)
+    table[-1] = math.nan  # code -1: None / NaN cells
+    for k, u in enumerate(uniques):
+        value = _parse_score(u)
+        if value is None:
+            at = int(np.flatnonzero(codes == k)[0])
+            raise InvalidScoresError(
+                f"{path}: score {u!r} {describe(at)} is not a number; scores must be numbers "
+                "(0/1 for binary benchmarks), with an empty cell for a missing score"
+            )
+        table[k] = value
+    return table[codes].reshape(cells.shape)
+
+
+def _ids(values: np.ndarray, path: Path, what: str, where: Callable[[int], str]) -> list[str]:
+    out: list[str] = []
+    for k, v in enumerate(values.tolist()):
+        if v is None or (isinstance(v, float) and math.isnan(v)) or not str(v).strip():
+            raise DataFormatError(f"{path}: empty {what} id {where(k)}; every row needs a {what} id")
+        out.append(str(v))
+    return out
+
+
+# ------------------------------------------------------------------ layouts
+def _find_column(path: Path, columns: list[str], role: str, explicit: str | None, aliases: Sequence[str]) -> int:
+    """Index of the ``role`` column: the ``explicit`` name, else the first alias present."""
+    if explicit is not None:
+        if explicit not in columns:
+            raise DataFormatError(
+                f"{path}: {role}_column={explicit!r} is not a column of the file; its columns are "
+                f"{columns[:10]}{' ...' if len(columns) > 10 else ''}"
+            )
+        return columns.index(explicit)
+    lowered = [c.strip().lower() for c in columns]
+    for alias in aliases:
+        if alias in lowered:
+            return lowered.index(alias)
+    raise DataFormatError(
+        f"{path}: no {role} column in this long file (columns: {columns[:10]}); name one of "
+        f"{list(aliases)} or pass {role}_column=NAME"
+    )
+
+
+def _is_long(columns: list[str]) -> bool:
+    lowered = {c.strip().lower() for c in columns}
+    return all(lowered & set(aliases) for aliases in (MODEL_ALIASES, ITEM_ALIASES, SCORE_ALIASES))
+
+
+def _wide_matrix(
+    path: Path, table: _Table, model_column: str | None, duplicate_models: DuplicatePolicy, **matrix_kw: object
+) -> ScoreMatrix:
+    columns = table.columns
+    m_col = _find_column(path, columns, "model", model_column, ()) if model_column else 0
+    item_cols = [j for j in range(len(columns)) if j != m_col]
+    if not item_cols:
+        raise DataFormatError(
+            f"{path}: no item columns; a wide file has a model id column followed by one column per item "
+            "(for a long file with model, item and score columns pass layout='long')"
+        )
+    if table.n_rows == 0:
+        raise DataFormatError(f"{path}: the header has no rows below it; add one row of scores per model")
+    model_ids = _ids(table.column(m_col), path, "model", lambda k: f"in data row {k + 1}")
+    item_ids = [columns[j] for j in item_cols]
+    n_items = len(item_ids)
+    scores = _to_float(
+        table.take(item_cols),
+        lambda at: f"of model {model_ids[at // n_items]!r} on item {item_ids[at % n_items]!r}",
+        path,
+    )
+    keep = _unique_rows(path, model_ids, scores, duplicate_models)
+    if len(keep) < len(model_ids):
+        scores, model_ids = scores[keep], [model_ids[k] for k in keep]
+    return ScoreMatrix(scores, model_ids, item_ids, **matrix_kw)  # type: ignore[arg-type]
+
+
+def _unique_rows(path: Path, model_ids: list[str], scores: np.ndarray, policy: DuplicatePolicy) -> list[int]:
+    """Rows to keep: all of them, or the first of each group of identical repeated rows."""
+    rows_of: dict[str, list[int]] = {}
+    for k, m in enumerate(model_ids):
+        rows_of.setdefault(m, []).append(k)
+    dup = {m: rows for m, rows in rows_of.items() if len(rows) > 1}
+    if not dup:
+        return list(range(len(model_ids)))
+    if policy == "drop_identical":
+        differ = {
+            m: rows
+            for m, rows in dup.items()
+            if not all(np.array_equal(scores[rows[0]], scores[r], equal_nan=True) for r in rows[1:])
+        }
+        if not differ:
+            return [rows[0] for rows in rows_of.values()]
+        dup, what = differ, "with different scores "
+    else:
+        what = ""
+    m, rows = next(iter(dup.items()))
+    more = f" and {len(dup) - 1} more id(s) repeat" if len(dup) > 1 else ""
+    fix = "merge or rename them" + (
+        "" if policy == "drop_identical" else " (duplicate_models='drop_identical' keeps one of identical rows)"
+    )
+    raise DuplicateIdError(
+        f"{path}: model id {m!r} appears in {len(rows)} rows {what}(data rows {[r + 1 for r in rows[:5]]}){more}; "
+        f"each model must have exactly one row: {fix}"
+    )
+
+
+def _long_matrix(
+    path: Path,
+    table: _Table,
+    model_column: str | None,
+    item_column: str | None,
+    score_column: str | None,
+    **matrix_kw: object,
+) -> ScoreMatrix:
+    cols = table.columns
+    m_col = _find_column(path, cols, "model", model_column, MODEL_ALIASES)
+    i_col = _find_column(path, cols, "item", item_column, ITEM_ALIASES)
+    s_col = _find_column(path, cols, "score", score_column, SCORE_ALIASES)
+    if len({m_col, i_col, s_col}) < 3:
+        raise ConfigurationError(
+            f"model_column, item_column and score_column must be three different columns of {path}, got "
+            f"{cols[m_col]!r}, {cols[i_col]!r}, {cols[s_col]!r}"
+        )
+    if table.n_rows == 0:
+        raise DataFormatError(f"{path}: the header has no rows below it; add one row per (model, item) score")
+    models = _ids(table.column(m_col), path, "model", lambda k: f"in data row {k + 1}")
+    items = _ids(table.column(i_col), path, "item", lambda k: f"in data row {k + 1}")
+    values = _to_float(
+        table.column(s_col), lambda k: f"of model {models[k]!r} on item {items[k]!r} (data row {k + 1})", path
+    )
+    # Ids in order of first appearance, so the matrix follows the file.
+    m_codes, model_ids = pd.factorize(np.array(models, dtype=object))
+    i_codes, item_ids = pd.factorize(np.array(items, dtype=object))
+    _check_long_duplicates(path, m_codes, i_codes, values, models, items)
+    scores = np.full((len(model_ids), len(item_ids)), math.nan)
+    scores[m_codes, i_codes] = values
+    return ScoreMatrix(scores, list(model_ids), list(item_ids), **matrix_kw)  # type: ignore[arg-type]
+
+
+def _check_long_duplicates(
+    path: Path, m_codes: np.ndarray, i_codes: np.ndarray, values: np.ndarray, models: list[str], items: list[str]
+) -> None:
+    """Repeated (model, item) rows are fine if they agree; conflicting ones are an error."""
+    key = m_codes.astype(np.int64) * (int(i_codes.max()) + 1) + i_codes
+    order = np.argsort(key, kind="stable")
+    same_key = key[order][1:] == key[order][:-1]
+    if not same_key.any():
+        return
+    a, b = values[order][:-1], values[order][1:]
+    differ = same_key & ~((a == b) | (np.isnan(a) & np.isnan(b)))
+    if differ.any():
+        k = int(np.flatnonzero(differ)[0])
+        first, second = int(order[k]), int(order[k + 1])
+        raise DuplicateIdError(
+            f"{path}: model {models[first]!r} has two different scores for item {items[first]!r} "
+            f"({a[k]:g} in data row {first + 1}, {b[k]:g} in data row {second + 1}); "
+            "keep one row per (model, item) pair"
+        )
+
+
+# ------------------------------------------------------------------- public
+def read_scores(
+    path: str | Path,
+    *,
+    layout: Layout | None = None,
+    kind: ScoreKind | None = None,
+    score_range: tuple[float, float] | None = (0.0, 1.0),
+    name: str | None = None,
+    model_column: str | None = None,
+    item_column: str | None = None,
+    score_column: str | None = None,
+    duplicate_models: DuplicatePolicy = "error",
+) -> ScoreMatrix:
+    """Read a score matrix from a wide or long CSV, Parquet or JSONL file.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``.csv``, ``.csv.gz``, ``.tsv(.gz)``, ``.parquet``/``.pq`` (needs
+        ``pip install "activeeval[parquet]"``), ``.jsonl``, ``.jsonl.gz`` or
+        ``.json`` (JSON lines, or one array of records).
+    layout : {"wide", "long"} or None
+        ``None`` detects it: JSON files are always long; a table is long when
+        its header has a model, an item and a score column (by the aliases
+        below, or when ``item_column``/``score_column`` is given), else wide.
+        Wide: one row per model, first column = model id, other columns =
+        item ids. Long: one row per (model, item, score).
+    kind : {"binary", "continuous"} or None
+        Inferred when None: binary if every score is 0 or 1.
+    score_range : (float, float) or None
+        Valid score bounds, default (0, 1); None for unbounded scores.
+    name : str, optional
+        Name of the matrix; defaults to the file name without its suffixes.
+    model_column, item_column, score_column : str, optional
+        Column names of a long file when they are not one of
+        ``MODEL_ALIASES`` (model, model_id, model_name), ``ITEM_ALIASES``
+        (item, item_id, doc_id, question_id, instance_id) or ``SCORE_ALIASES``
+        (score, value, correct, acc), matched case-insensitively.
+        ``model_column`` also names the model id column of a wide file
+        (default: the first column).
+    duplicate_models : {"error", "drop_identical"}
+        What to do when a wide file repeats a model id: raise (default), or
+        keep the first of rows whose scores are identical (leaderboard
+        exports often repeat a model); repeats with different scores are
+        always an error. Long files accept repeated (model, item) rows that
+        agree.
+
+    Returns
+    -------
+    ScoreMatrix
+        Scores of shape (n_models, n_items) in file order (long files: order
+        of first appearance); missing scores are NaN. Empty cells and the
+        texts NA, NaN, null and None are missing; true/false read as 1/0.
+
+    Raises
+    ------
+    DataFormatError
+        Missing, empty or malformed file, unsupported suffix, missing columns,
+        or Parquet without pyarrow.
+    DuplicateIdError
+        A model or item id repeated in a wide file, or conflicting scores for
+        one (model, item) pair in a long file.
+    InvalidScoresError
+        A non-numeric or out-of-range score, or kind='binary' with a non 0/1 score.
+    """
+    if layout not in (None, "wide", "long"):
+        raise ConfigurationError(f"layout must be 'wide', 'long' or None (auto-detect), got {layout!r}")
+    path = Path(path)
+    ftype = _file_type(path)
+    if not path.is_file():
+        hint = "it is a directory" if path.is_dir() else "no such file"
+        raise DataFormatError(f"{path}: cannot read scores, {hint}; check the path (relative to {Path.cwd()})")
+    if duplicate_models not in ("error", "drop_identical"):
+        raise ConfigurationError(f"duplicate_models must be 'error' or 'drop_identical', got {duplicate_models!r}")
+    if layout == "wide" and (item_column or score_column):
+        raise ConfigurationError(
+            "item_column and score_column only apply to long files; drop them or pass layout='long' "
+            f"(got layout='wide' for {path})"
+        )
+    if ftype.fmt == "jsonl":
+        if layout == "wide":
+            raise DataFormatError(
+                f"{path}: JSON files are read as long (model, item, score) records; pass layout='long'"
+            )
+        table = _read_jsonl(path, ftype)
+    elif ftype.fmt == "parquet":
+        table = _read_parquet(path)
+    else:
+        table = _read_delimited(path, ftype)
+    if layout is None:
+        explicit_long = item_column is not None or score_column is not None
+        layout = "long" if ftype.fmt == "jsonl" or explicit_long or _is_long(table.columns) else "wide"
+    matrix_kw = {"kind": kind, "score_range": score_range, "name": name if name is not None else ftype.stem}
+    try:
+        if layout == "long":
+            return _long_matrix(path, table, model_column, item_column, score_column, **matrix_kw)
+        return _wide_matrix(path, table, model_column, duplicate_models, **matrix_kw)
+    except InvalidScoresError as exc:
+        if str(exc).startswith(str(path)):
+            raise
+        raise type(exc)(f"{path}: {exc}") from None
+
+
+def _format_score(value: float) -> str:
+    if math.isnan(value):
+        return ""
+    if value.is_integer() and abs(value) < 1e15:
+        return f"{value:.0f}"  # "1", and "-0" for negative zero
+    return repr(value)  # shortest text that reads back to the same float
+
+
+def _model_header(matrix: ScoreMatrix) -> str:
+    # The first column's name must not clash with an item id, or the header would repeat.
+    taken = set(matrix.item_ids)
+    return next(c for c in ("model", "model_id", "model_name", "_model") if c not in taken)
+
+
+def _long_records(matrix: ScoreMatrix) -> Iterator[tuple[str, str, float]]:
+    scores = matrix.scores.tolist()
+    for m, row in zip(matrix.model_ids, scores, strict=True):
+        for i, s in zip(matrix.item_ids, row, strict=True):
+            yield m, i, s
+
+
+@contextmanager
+def _open_write(path: Path, gzipped: bool) -> Iterator[IO[str]]:
+    handle = open(path, "wb")  # noqa: SIM115 - closed below
+    # No file name and mtime=0 in the gzip header: the same scores give the same bytes.
+    raw = gzip.GzipFile(filename="", mode="wb", fileobj=handle, mtime=0) if gzipped else handle
+    try:
+        with io.TextIOWrapper(raw, encoding="utf-8", newline="") as f:
+            yield f
+    finally:
+        raw.close()
+        handle.close()
+
+
+def write_scores(matrix: ScoreMatrix, path: str | Path, *, layout: Layout | None = None) -> Path:
+    """Write ``matrix`` to a CSV, CSV.gz, TSV, Parquet or JSONL file.
+
+    Parameters
+    ----------
+    matrix : ScoreMatrix
+        The scores to write.
+    path : str or Path
+        Output file; the suffix picks the format as in :func:`read_scores`.
+    layout : {"wide", "long"} or None
+        ``None`` (default): wide for CSV/TSV/Parquet, long for JSONL (the only
+        layout JSON supports). Long files hold every (model, item) pair in
+        matrix order, with an empty / null score for a missing one, so the
+        order of ids survives the round trip.
+
+    Returns
+    -------
+    Path
+        The written file.
+
+    Notes
+    -----
+    ``read_scores(path, kind=matrix.kind, score_range=matrix.score_range)``
+    gives back a matrix with the same ids, order and scores (same
+    :meth:`~ScoreMatrix.fingerprint`); without ``kind`` the kind is inferred.
+    """
+    if not isinstance(matrix, ScoreMatrix):
+        raise ConfigurationError(f"matrix must be a ScoreMatrix, got {type(matrix).__name__}")
+    if layout not in (None, "wide", "long"):
+        raise ConfigurationError(f"layout must be 'wide', 'long' or None (auto), got {layout!r}")
+    path = Path(path)
+    ftype = _file_type(path)
+    if ftype.fmt == "jsonl" and layout == "wide":
+        raise DataFormatError(f"{path}: JSON lines are always long; pass layout='long' or write a .csv/.parquet file")
+    layout = layout or ("long" if ftype.fmt == "jsonl" else "wide")
+    try:
+        if ftype.fmt == "parquet":
+            _write_parquet(matrix, path, layout)
+        elif ftype.fmt == "jsonl":
+            with _open_write(path, ftype.gzipped) as f:
+                for m, i, s in _long_records(matrix):
+                    f.write(json.dumps({"model": m, "item": i, "score": None if math.isnan(s) else s}) + "\n")
+        else:
+            with _open_write(path, ftype.gzipped) as f:
+                writer = csv.writer(f, delimiter="\t" if ftype.fmt == "tsv" else ",", lineterminator="\n")
+                if layout == "wide":
+                    writer.writerow([_model_header(matrix), *matrix.item_ids])
+                    for m, row in zip(matrix.model_ids, matrix.scores.tolist(), strict=True):
+                        writer.writerow([m, *map(_format_score, row)])
+                else:
+                    writer.writerow(["model", "item", "score"])
+                    writer.writerows((m, i, _format_score(s)) for m, i, s in _long_records(matrix))
+    except OSError as exc:
+        raise DataFormatError(
+            f"{path}: cannot write scores ({exc.strerror or exc}); check that the folder exists and is writable"
+        ) from None
+    return path
+
+
+def _write_parquet(matrix: ScoreMatrix, path: Path, layout: Layout) -> None:
+    pq = _import_parquet(path)
+    import pyarrow as pa
+
+    if layout == "wide":
+        columns = {_model_header(matrix): pa.array(matrix.model_ids, pa.string())}
+        columns.update({item: pa.array(matrix.scores[:, j], pa.float64()) for j, item in enumerate(matrix.item_ids)})
+    else:
+        columns = {
+            "model": pa.array(np.repeat(matrix.model_ids, matrix.n_items).tolist(), pa.string()),
+            "item": pa.array(list(matrix.item_ids) * matrix.n_models, pa.string()),
+            "score": pa.array(matrix.scores.ravel(), pa.float64()),
+        }
+    pq.write_table(pa.table(columns), path)
