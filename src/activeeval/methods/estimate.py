@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from scipy.stats import norm
+from statistics import NormalDist
 
 from activeeval.exceptions import ConfigurationError
 
@@ -48,7 +48,7 @@ class Estimate:
         """Width 2·z·sd of the central ``level`` normal interval (before clipping)."""
         if not 0 < level < 1:
             raise ConfigurationError(f"level must be in (0, 1), got {level}")
-        return 2.0 * float(norm.ppf(0.5 + level / 2.0)) * self.std
+        return 2.0 * NormalDist().inv_cdf(0.5 + level / 2.0) * self.std
 
     def ci(self, level: float = 0.95) -> tuple[float, float]:
         """Central ``level`` interval mean ± z·sd, clipped to ``bounds``."""

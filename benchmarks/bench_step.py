@@ -1,0 +1,110 @@
+"""Time of one BayesAME select+observe step, and peak memory.
+
+Usage::
+
+    python benchmarks/bench_step.py                  # B = 500, 2 000, 10 000 and IFEval
+    python benchmarks/bench_step.py --sizes 500 --steps 200
+
+For each benchmark size the script builds a synthetic continuous reference
+matrix whose items all have distinct reference vectors (so B = N and
+BayesAME is in the unique, active regime), then runs ``--steps`` steps of
+select + observe against a synthetic target and prints, per size:
+
+* the median and 90th-percentile time of a step (refit steps included in
+  the sample; the median is the typical step, the mean below shows the
+  amortised cost of the refits every F = 50 steps),
+* the mean time per step (wall time of the whole run / steps),
+* the time of one refit + rebuild,
+* the peak traced memory of the run (tracemalloc; numpy reports its buffers).
+
+The real-data row uses the bundled IFEval matrix (one model held out as the
+target, the rest as references).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import tracemalloc
+
+import numpy as np
+
+from activeeval import BayesAME, ScoreMatrix, datasets
+from activeeval.experiments.simulate import hold_out
+
+
+def synthetic(n_items: int, n_refs: int, seed: int) -> tuple[ScoreMatrix, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    ability = rng.normal(size=(n_refs + 1, 1))
+    difficulty = rng.normal(size=(1, n_items))
+    logits = ability - difficulty + 0.7 * rng.normal(size=(n_refs + 1, n_items))
+    scores = 1.0 / (1.0 + np.exp(-logits))
+    return ScoreMatrix(scores[1:], kind="continuous"), scores[0]
+
+
+def run(reference: ScoreMatrix, truth: np.ndarray, steps: int, label: str) -> dict[str, object]:
+    tracemalloc.start()
+    t_init = time.perf_counter()
+    method = BayesAME(reference, seed=0, epsilon2=1e-9)  # epsilon2 ~ 0: never stops early
+    init_s = time.perf_counter() - t_init
+    times = np.empty(steps)
+    refit_times = []
+    t_all = time.perf_counter()
+    for j in range(steps):
+        t0 = time.perf_counter()
+        item = method.select()
+        method.observe(item, float(truth[item]))
+        times[j] = time.perf_counter() - t0
+        if method.refit_every and (j + 1) % method.refit_every == 0:
+            refit_times.append(times[j])
+    total = time.perf_counter() - t_all
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {
+        "label": label,
+        "N": method.n_items,
+        "B": method.n_buckets,
+        "K": reference.n_models,
+        "regime": method.regime,
+        "steps": steps,
+        "init_s": init_s,
+        "median_ms": 1e3 * float(np.median(times)),
+        "p90_ms": 1e3 * float(np.quantile(times, 0.9)),
+        "mean_ms": 1e3 * total / steps,
+        "refit_ms": 1e3 * float(np.median(refit_times)) if refit_times else float("nan"),
+        "peak_mb": peak / 2**20,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="*", default=[500, 2000, 10000], help="numbers of buckets B")
+    parser.add_argument("--refs", type=int, default=100, help="reference models for the synthetic rows")
+    parser.add_argument("--steps", type=int, default=500, help="select+observe steps per row (n <= steps)")
+    parser.add_argument("--no-ifeval", action="store_true", help="skip the real-data row")
+    args = parser.parse_args()
+
+    rows = []
+    for size in args.sizes:
+        reference, truth = synthetic(size, args.refs, seed=size)
+        rows.append(run(reference, truth, min(args.steps, size), f"synthetic B={size}"))
+    if not args.no_ifeval:
+        split = hold_out(datasets.load("ifeval"), seed=0)
+        rows.append(run(split.reference, split.truth, min(args.steps, split.reference.n_items), "ifeval"))
+
+    header = (
+        f"{'data':<20} {'N':>6} {'B':>6} {'K':>4} {'regime':>10} {'steps':>5} {'init s':>7} "
+        f"{'median ms':>9} {'p90 ms':>7} {'mean ms':>8} {'refit ms':>8} {'peak MB':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(
+            f"{r['label']:<20} {r['N']:>6} {r['B']:>6} {r['K']:>4} {r['regime']:>10} {r['steps']:>5} "
+            f"{r['init_s']:>7.2f} {r['median_ms']:>9.3f} {r['p90_ms']:>7.3f} {r['mean_ms']:>8.3f} "
+            f"{r['refit_ms']:>8.1f} {r['peak_mb']:>8.1f}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""``activeeval demo``: BayesAME live on a bundled real dataset."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from activeeval import datasets
+from activeeval.cli.common import app, cli_errors, print_json
+from activeeval.experiments.simulate import hold_out, run_fixed, run_until_stop
+from activeeval.methods.base import BaseMethod
+from activeeval.methods.baselines import RSMean
+from activeeval.methods.bayesame import BayesAME
+
+
+@app.command()
+@cli_errors
+def demo(
+    dataset: str = typer.Option("ifeval", help="Bundled dataset name (see `activeeval datasets`) or a score file."),
+    target: str = typer.Option(None, help="Model to hold out as the target (default: chosen with --seed)."),
+    epsilon1: float = typer.Option(0.005, help="Stop only once R-hat varied by at most this over the last 30 steps."),
+    epsilon2: float = typer.Option(0.03, help="Stop once the 95% interval is at most this wide."),
+    seed: int = typer.Option(0, min=0, help="Seed for the target choice and the method."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+) -> None:
+    """Hold out one real model, estimate its score with BayesAME, stop automatically, compare with the truth."""
+    matrix = datasets.resolve(dataset)
+    split = hold_out(matrix, target, seed)
+    method = BayesAME(split.reference, epsilon1=epsilon1, epsilon2=epsilon2, seed=seed)
+    n_items = method.n_items
+    console = Console(stderr=True) if json_out else Console()
+
+    with Progress(
+        TextColumn("[bold]BayesAME[/] on {task.fields[dataset]}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=json_out,
+        disable=json_out and not console.is_terminal,
+    ) as progress:
+        task = progress.add_task("run", total=n_items, dataset=matrix.name or dataset, status="")
+
+        def show(m: BaseMethod, item: int, score: float) -> None:
+            est = m.estimate()
+            lo, hi = est.ci()
+            progress.update(
+                task,
+                completed=est.n_observed,
+                status=f"estimate {est.mean:.4f}  95% [{lo:.4f}, {hi:.4f}]  width {hi - lo:.4f}",
+            )
+
+        stopped_by = run_until_stop(method, split.truth, on_step=show)
+
+    est = method.estimate()
+    lo, hi = est.ci()
+    rs = run_fixed(RSMean(split.reference, seed=seed), split.truth, est.n_observed).mean
+    truth = split.true_score
+    result = {
+        "dataset": matrix.name or dataset,
+        "target": split.target,
+        "n_items": n_items,
+        "n_references": split.reference.n_models,
+        "regime": method.regime,
+        "n_used": est.n_observed,
+        "fraction_used": est.n_observed / n_items,
+        "estimate": est.mean,
+        "ci_low": lo,
+        "ci_high": hi,
+        "truth": truth,
+        "error": est.mean - truth,
+        "covered": bool(lo <= truth <= hi),
+        "rs_mean_estimate": rs,
+        "rs_mean_error": rs - truth,
+        "stopped_by": stopped_by,
+        "epsilon1": epsilon1,
+        "epsilon2": epsilon2,
+        "seed": seed,
+    }
+    if json_out:
+        print_json(result)
+        return
+    table = Table(title=f"{result['dataset']}: {split.target}", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("references", f"{split.reference.n_models} models ({method.regime} regime, B = {method.n_buckets})")
+    table.add_row("items used", f"{est.n_observed} of {n_items} ({100 * est.n_observed / n_items:.1f} %)")
+    table.add_row("stopped by", stopped_by)
+    table.add_row("BayesAME estimate", f"{est.mean:.4f}")
+    table.add_row("95 % interval", f"[{lo:.4f}, {hi:.4f}]  (width {hi - lo:.4f})")
+    table.add_row("true full-benchmark score", f"{truth:.4f}")
+    table.add_row("error", f"{est.mean - truth:+.4f}  ({'inside' if result['covered'] else 'outside'} the interval)")
+    table.add_row(f"RS-Mean after {est.n_observed} random items", f"{rs:.4f}  (error {rs - truth:+.4f})")
+    console.print(table)

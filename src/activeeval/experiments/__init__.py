@@ -1,0 +1,1 @@
+"""Experiments: simulation on score matrices, protocols, metrics."""

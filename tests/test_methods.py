@@ -1,0 +1,224 @@
+"""The Method protocol, RS-Mean, stopping rules and every error path of a method."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from activeeval import BayesAME, Method, RSMean, ScoreMatrix
+from activeeval.exceptions import (
+    ActiveEvalError,
+    ConfigurationError,
+    DuplicateObservationError,
+    InvalidScoresError,
+    MissingScoresWarning,
+    ScoreOutOfRangeError,
+    SessionStateError,
+    UnknownItemError,
+)
+from activeeval.methods.baselines.rs_mean import eq9_variance
+from activeeval.methods.estimate import Estimate
+from activeeval.methods.registry import make_method
+from activeeval.stopping import AnyOf, BudgetRule, WindowCIRule, default_rule
+
+METHODS = [BayesAME, RSMean]
+
+
+def small(kind: str = "binary", n_models: int = 6, n_items: int = 20, seed: int = 0) -> ScoreMatrix:
+    rng = np.random.default_rng(seed)
+    scores = rng.random((n_models, n_items))
+    if kind == "binary":
+        scores = (scores < 0.5).astype(float)
+    return ScoreMatrix(scores, item_ids=[f"q{i}" for i in range(n_items)], kind=kind, name="small")
+
+
+@pytest.mark.parametrize("cls", METHODS)
+def test_methods_satisfy_protocol(cls) -> None:
+    method = cls(small(), seed=0)
+    assert isinstance(method, Method)
+    est = method.estimate()
+    assert isinstance(est, Estimate) and est.n_observed == 0 and est.n_items == 20
+
+
+@pytest.mark.parametrize("cls", METHODS)
+def test_observe_by_id_or_index(cls) -> None:
+    method = cls(small(), seed=0)
+    method.observe("q3", 1)
+    method.observe(5, 0.0)
+    assert method.observed_items == (3, 5)
+    assert method.observed_scores == (1.0, 0.0)
+    assert len(method.trajectory) == 2
+
+
+@pytest.mark.parametrize("cls", METHODS)
+def test_errors_lose_nothing(cls) -> None:
+    method = cls(small(), seed=0)
+    method.observe("q1", 1)
+    before = (method.observed_items, method.observed_scores, method.estimate())
+    with pytest.raises(UnknownItemError, match=r"unknown item 'nope' in score matrix 'small'"):
+        method.observe("nope", 1)
+    with pytest.raises(UnknownItemError, match=r"item index 20 is out of range .* 20 items"):
+        method.observe(20, 1)
+    with pytest.raises(DuplicateObservationError, match=r"item 'q1' was already observed \(score 1\)"):
+        method.observe("q1", 0)
+    with pytest.raises(InvalidScoresError, match=r"score for item 'q2' is nan; scores must be finite"):
+        method.observe("q2", float("nan"))
+    with pytest.raises(InvalidScoresError, match=r"score for item 'q2' is inf"):
+        method.observe("q2", float("inf"))
+    with pytest.raises(InvalidScoresError, match=r"score for item 'q2' is not a number: 'abc'"):
+        method.observe("q2", "abc")
+    with pytest.raises(ScoreOutOfRangeError, match=r"score for item 'q2' is 0.5 but .* is binary; record 0 or 1"):
+        method.observe("q2", 0.5)
+    assert (method.observed_items, method.observed_scores, method.estimate()) == before
+    # every one of these is an ActiveEvalError
+    with pytest.raises(ActiveEvalError):
+        method.observe("q1", 1)
+
+
+def test_range_errors_on_continuous_benchmarks() -> None:
+    method = BayesAME(small("continuous"), seed=0)
+    with pytest.raises(ScoreOutOfRangeError, match=r"score for item 'q0' is 1.5, outside the score range \[0, 1\]"):
+        method.observe("q0", 1.5)
+    # A single item's reference range is not a bound: any value in [0, 1] is fine.
+    method.observe("q0", 0.999)
+    wide = ScoreMatrix(small("continuous").scores * 10, kind="continuous", score_range=(0, 10))
+    m = BayesAME(wide, seed=0)
+    m.observe(0, 9.5)
+    unbounded = ScoreMatrix(small("continuous").scores - 3, kind="continuous", score_range=None)
+    RSMean(unbounded, seed=0).observe(0, -100.0)
+
+
+def test_too_few_references_or_items() -> None:
+    with pytest.raises(InvalidScoresError, match="need at least 2 reference models, got 1"):
+        BayesAME(ScoreMatrix([[0.0, 1.0, 1.0]]), seed=0)
+    with pytest.raises(InvalidScoresError, match="need at least 2 items, got 1"):
+        RSMean(ScoreMatrix([[0.0], [1.0]]), seed=0)
+    with pytest.raises(ConfigurationError, match="reference must be a ScoreMatrix, got ndarray"):
+        BayesAME(np.zeros((3, 3)), seed=0)  # type: ignore[arg-type]
+
+
+def test_missing_reference_scores_are_dropped_loudly() -> None:
+    scores = small("continuous").scores.copy()
+    scores[2, 4] = np.nan
+    ref = ScoreMatrix(scores, kind="continuous")
+    with pytest.warns(MissingScoresWarning, match=r"1 missing reference score\(s\): dropped 1 model\(s\) .*model2"):
+        method = BayesAME(ref, seed=0)
+    assert method.reference.n_models == 5 and method.dropped.dropped_models == ("model2",)
+    with pytest.warns(MissingScoresWarning, match=r"dropped 1 item\(s\)"):
+        method = RSMean(ref, seed=0, missing="items")
+    assert method.n_items == 19
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"epsilon2": 0}, "epsilon2 must be > 0"),
+        ({"epsilon1": -1}, "epsilon1 must be >= 0"),
+        ({"window": 0}, "window must be a positive integer"),
+        ({"n_max": 0}, "n_max must be a positive integer"),
+        ({"seed": -1}, "seed must be a non-negative int"),
+        ({"selection": "greedy"}, "selection must be 'auto', 'active' or 'random'"),
+        ({"estimator": "x"}, "estimator must be 'auto', 'bayes' or 'cv'"),
+        ({"sigma2": 0.0}, "sigma2 must be a positive number"),
+        ({"alpha": 0.0}, "alpha must be a number >= 1e-05"),
+        ({"refit_every": -3}, "refit_every must be a non-negative integer"),
+        ({"weights": [1, 2]}, "weights must be 6 non-negative numbers"),
+        ({"tolerance": -1}, "tolerance must be >= 0"),
+        ({"n0": -1}, "n0 must be a non-negative integer"),
+    ],
+)
+def test_configuration_errors(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        BayesAME(small(), **kwargs)
+
+
+def test_select_batch_errors_and_exhaustion() -> None:
+    method = RSMean(small(n_items=3), seed=0)
+    with pytest.raises(ConfigurationError, match="k must be a positive integer, got 0"):
+        method.select_batch(0)
+    assert sorted(method.select_batch(10)) == [0, 1, 2]  # capped at what is left
+    with pytest.raises(SessionStateError, match="every item is already observed or pending"):
+        method.select_batch(1, exclude=["q0", "q1", "q2"])
+    for i in range(3):
+        method.observe(i, 1)
+    assert method.stop_reason() == "exhausted"
+    with pytest.raises(SessionStateError):
+        method.select()
+
+
+def test_rs_mean_matches_eq9_by_hand() -> None:
+    method = RSMean(small("continuous", n_items=10), seed=0)
+    scores = [0.2, 0.6, 0.7, 0.1]
+    for i, s in enumerate(scores):
+        method.observe(i, s)
+    est = method.estimate()
+    s2 = np.var(scores, ddof=1)
+    assert est.mean == pytest.approx(np.mean(scores))
+    # Eq. 9 with w_i = 1/n: s² (1/n) (N - n)/N
+    assert est.var == pytest.approx(s2 / 4 * (10 - 4) / 10)
+    for i in range(4, 10):
+        method.observe(i, 0.5)
+    # (N - n_eff) is 0 up to round-off in (Σw)²/Σw².
+    assert method.estimate().var == pytest.approx(0.0, abs=1e-15)
+
+
+def test_eq9_weighted_effective_sample_size() -> None:
+    w = np.array([0.5, 0.25, 0.25])
+    s = np.array([1.0, 0.0, 0.5])
+    n_eff = 1 / (w @ w)
+    assert eq9_variance(s, w, 8, 0.25) == pytest.approx(np.var(s, ddof=1) * (w @ w) * (8 - n_eff) / 8)
+    assert eq9_variance(s[:1], w[:1] / w[0], 8, 0.25) == pytest.approx(0.25 * 1 * 7 / 8)
+
+
+def test_stopping_rules() -> None:
+    def traj(means: list[float], var: float) -> list[Estimate]:
+        return [Estimate(m, var, j + 1, 100) for j, m in enumerate(means)]
+
+    rule = WindowCIRule(epsilon1=0.01, epsilon2=0.1, window=3)
+    assert rule.check(traj([0.5, 0.5], 1e-6)) is None  # window not reached
+    assert rule.check(traj([0.9, 0.5, 0.505, 0.508], 1e-6)) == "precision"
+    assert rule.check(traj([0.5, 0.52, 0.5], 1e-6)) is None  # range 0.02 > epsilon1
+    # width 2*1.96*sd > 0.1 when sd = 0.03
+    assert rule.check(traj([0.5, 0.5, 0.5], 0.03**2)) is None
+    assert BudgetRule(3).check(traj([0.1] * 3, 1.0)) == "budget"
+    assert AnyOf((rule, BudgetRule(2))).check(traj([0.1, 0.9], 1.0)) == "budget"
+    assert default_rule(n_max=5).check(traj([0.1] * 5, 1.0)) == "budget"
+
+
+def test_estimate_interval_is_clipped_to_the_score_range() -> None:
+    est = Estimate(0.98, 0.01**2 * 25, 10, 100, bounds=(0.0, 1.0))
+    lo, hi = est.ci()
+    assert hi == 1.0 and lo == pytest.approx(0.98 - 1.959964 * 0.05, rel=1e-5)
+    assert est.width() == pytest.approx(2 * 1.959964 * 0.05, rel=1e-5)
+
+
+def test_registry() -> None:
+    ref = small()
+    assert make_method("bayesame-rs", ref, seed=0).active is False
+    with pytest.raises(ConfigurationError, match=r"unknown method 'bayesme' \(did you mean 'bayesame'\?\)"):
+        make_method("bayesme", ref)
+
+
+def test_bayesame_stops_on_precision_with_binary_data() -> None:
+    ref = small("binary", n_models=8, n_items=200, seed=3)
+    truth = (np.random.default_rng(1).random(200) < 0.4).astype(float)
+    method = BayesAME(ref, seed=0, epsilon2=0.3, epsilon1=0.2)
+    while not method.should_stop():
+        i = method.select()
+        method.observe(i, truth[i])
+    assert method.stop_reason() == "precision"
+    assert method.n_observed >= 30  # window W = 30
+    assert method.estimate().width() <= 0.3
+
+
+def test_no_runtime_warnings_on_degenerate_references() -> None:
+    """All references identical: one bucket, every item alike; nothing blows up."""
+    ref = ScoreMatrix(np.ones((4, 15)), kind="binary")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        method = BayesAME(ref, seed=0)
+        for i in range(15):
+            method.observe(method.select(), float(i % 2))
+    assert method.estimate().var == pytest.approx(0.0, abs=1e-15)
