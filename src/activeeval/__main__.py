@@ -1,0 +1,5 @@
+"""`python -m activeeval`: the command line."""
+
+from activeeval.cli import main
+
+main()
