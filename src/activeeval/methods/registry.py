@@ -11,6 +11,7 @@ from activeeval.exceptions import ConfigurationError
 from activeeval.methods.base import BaseMethod
 from activeeval.methods.baselines import RSMean
 from activeeval.methods.bayesame import BayesAME
+from activeeval.methods.cat import ContinuousCAT
 
 __all__ = ["METHODS", "make_method", "method_names", "register"]
 
@@ -20,7 +21,7 @@ METHODS: dict[str, MethodFactory] = {
     "bayesame": BayesAME,
     "bayesame-rs": lambda reference, **kw: BayesAME(reference, selection="random", **kw),
     "rs-mean": RSMean,
-    "cat": lambda reference, **kw: __import__("activeeval.methods.cat").methods.cat.ContinuousCAT(reference, **kw),
+    "cat": ContinuousCAT,
 }
 
 

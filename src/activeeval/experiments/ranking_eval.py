@@ -1,0 +1,422 @@
+"""Backtesting the adaptive ranker (continuous-CAT paper §7, Tables 2–5; ../shared/SPEC.md §4).
+
+A fold holds out a few models with complete scores; the rest are the
+references (calibration). The held-out models are ranked by the adaptive
+ranker (with CAT or BayesAME), by random sampling and by the static
+most-informative subset at the adaptive ranker's cost, and by fixed-length
+CAT (every model gets as many items as the adaptive ranker's busiest model).
+Metrics compare each ranking with the full-evaluation ranking (mean score
+over all items).
+
+Protocol choices (stated, since the paper's data differ from ours):
+
+* Folds: for each seed the models with complete scores are shuffled and cut
+  into ``folds`` disjoint groups of ``holdout`` models (the paper: 5 folds of
+  4 models, 20 seeds; its seeds vary the random baseline only).
+* Missing reference scores: reference models with any missing score are
+  dropped (``ScoreMatrix.dropna("models")``), so every item stays.
+* Budget: B = ``budget_per_model`` items per held-out model, times their
+  mean relative cost (the paper: the cost of 20 items per model).
+* Ground-truth ties: pairs whose paired bootstrap (over items) 95 % interval
+  of the mean-score difference contains 0.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.stats import kendalltau
+
+from activeeval.data.matrix import ScoreMatrix
+from activeeval.exceptions import ConfigurationError, InvalidScoresError
+from activeeval.irt import Calibration, calibrate, corrected_item_total_correlation
+from activeeval.methods.base import Method
+from activeeval.ranking import (
+    AdaptiveRanker,
+    RankResult,
+    check_costs,
+    check_gamma,
+    check_models,
+    rank_fixed_length,
+    rank_random,
+    rank_static,
+    static_subset,
+)
+
+__all__ = [
+    "RANK_METHODS",
+    "model_family",
+    "kendall_tau",
+    "bootstrap_ties",
+    "tie_prf",
+    "confident_accuracy",
+    "method_factory",
+    "RunRecord",
+    "simulate_ranking",
+    "backtest_folds",
+    "run_backtest",
+    "run_family_holdout",
+    "summarise",
+]
+
+RANK_METHODS = ("cat", "bayesame")
+
+
+# ------------------------------------------------------------------ metrics
+def model_family(model_id: str) -> str:
+    """Organisation prefix of a model id: ``meta-llama/Llama-3-8B`` → ``meta-llama``.
+
+    Ids without a "/" (e.g. AlpacaEval's ``vicuna-13b-v1.5``) fall back to the
+    leading run of letters, lower-cased (``vicuna``); document this when
+    reporting a family hold-out on such data.
+    """
+    s = str(model_id)
+    if "/" in s:
+        return s.split("/", 1)[0]
+    m = re.match(r"[A-Za-z]+", s)
+    return m.group(0).lower() if m else s
+
+
+def kendall_tau(predicted: Mapping[str, float], truth: Mapping[str, float]) -> float:
+    """Kendall τ-b between predicted and true scores of the same models (NaN if undefined)."""
+    models = list(truth)
+    if set(predicted) != set(models):
+        raise ConfigurationError("predicted and true scores must cover the same models")
+    x = [predicted[m] for m in models]
+    y = [truth[m] for m in models]
+    if len(set(x)) < 2 or len(set(y)) < 2:
+        return float("nan")
+    return float(kendalltau(x, y).statistic)
+
+
+def bootstrap_ties(scores: np.ndarray, models: Sequence[str], *, n_boot: int = 1000, level: float = 0.95,
+                   seed: int | np.random.Generator | None = 0) -> set[frozenset[str]]:
+    """Ground-truth ties: pairs whose paired bootstrap CI over items of the mean difference contains 0.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n_models, n_items)
+        Full scores of ``models`` (complete).
+    """
+    s = np.asarray(scores, dtype=float)
+    if s.shape[0] != len(models):
+        raise ConfigurationError(f"scores have {s.shape[0]} rows for {len(models)} models")
+    rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
+    n = s.shape[1]
+    idx = rng.integers(0, n, size=(n_boot, n))
+    # Means per bootstrap replicate, shape (n_boot, n_models); the same resample for every model (paired).
+    boot = np.stack([s[j][idx].mean(axis=1) for j in range(s.shape[0])], axis=1)
+    alpha = (1.0 - level) / 2.0
+    ties = set()
+    for a in range(len(models)):
+        for b in range(a + 1, len(models)):
+            d = boot[:, a] - boot[:, b]
+            lo, hi = np.quantile(d, [alpha, 1.0 - alpha])
+            if lo <= 0.0 <= hi:
+                ties.add(frozenset((models[a], models[b])))
+    return ties
+
+
+def tie_prf(predicted: set[frozenset[str]], truth: set[frozenset[str]]) -> tuple[float, float, float]:
+    """Precision, recall and F1 of predicted ties against ground-truth ties.
+
+    Conventions: with no predicted and no true ties all three are 1 (perfect
+    agreement); precision is NaN with no predicted ties, recall NaN with no
+    true ties, and F1 is 0 whenever exactly one of the sets is empty.
+    """
+    if not predicted and not truth:
+        return 1.0, 1.0, 1.0
+    hit = len(predicted & truth)
+    p = hit / len(predicted) if predicted else float("nan")
+    r = hit / len(truth) if truth else float("nan")
+    if not predicted or not truth or hit == 0:
+        return p, r, 0.0
+    return p, r, 2 * p * r / (p + r)
+
+
+def confident_accuracy(result: RankResult, truth: Mapping[str, float]) -> tuple[float, int]:
+    """Accuracy of the ranker's confident pairwise orderings against the full evaluation.
+
+    Returns (accuracy, number of confident pairs); accuracy is NaN with none.
+    Pairs tied exactly in the full evaluation count as correct either way.
+    """
+    unsure = result.uncertain_pairs()
+    correct = total = 0
+    order = result.ranking
+    for i, a in enumerate(order):
+        for b in order[i + 1:]:
+            if frozenset((a, b)) in unsure:
+                continue
+            total += 1
+            predicted_a_first = result.means[a] >= result.means[b]
+            correct += truth[a] == truth[b] or (truth[a] > truth[b]) == predicted_a_first
+    return (correct / total if total else float("nan")), total
+
+
+# ----------------------------------------------------------------- factories
+def method_factory(method: str, reference: ScoreMatrix, *, calibration: Calibration | None = None,
+                   seed: int = 0, **kwargs: Any) -> Callable[[str], Method]:
+    """``make(model_id) -> Method`` on a complete reference matrix for ``method`` in {"cat", "bayesame"}.
+
+    CAT shares one calibration across models (fitted here if not given).
+    BayesAME gets a per-model seed derived from ``seed`` and the model's
+    position of first request, so runs are reproducible.
+    """
+    if method == "cat":
+        from activeeval.methods.cat import ContinuousCAT
+
+        cal = calibration if calibration is not None else calibrate(reference.scores)
+        return lambda model_id: ContinuousCAT(reference, calibration=cal, seed=seed, **kwargs)
+    if method == "bayesame":
+        from activeeval.methods.bayesame import BayesAME
+
+        counter = iter(range(10**9))
+        return lambda model_id: BayesAME(reference, seed=seed * 1000 + next(counter), **kwargs)
+    raise ConfigurationError(f"method must be one of {list(RANK_METHODS)} for ranking, got {method!r}")
+
+
+def _oracle(matrix: ScoreMatrix, reference: ScoreMatrix) -> Callable[[str, int], float]:
+    cols = [matrix.item_index(i) for i in reference.item_ids]
+
+    def score(model_id: str, item: int) -> float:
+        return float(matrix.scores[matrix.model_index(model_id), cols[item]])
+
+    return score
+
+
+def complete_models(matrix: ScoreMatrix) -> list[str]:
+    ok = ~np.isnan(matrix.scores).any(axis=1)
+    return [m for m, good in zip(matrix.model_ids, ok) if good]
+
+
+def check_holdout(matrix: ScoreMatrix, models: Sequence[str]) -> list[str]:
+    """Held-out models must exist and have a score on every item (their full ranking is the truth)."""
+    out = []
+    for m in models:
+        row = matrix.model_index(m)  # UnknownModelError names the model
+        n_missing = int(np.isnan(matrix.scores[row]).sum())
+        if n_missing:
+            raise InvalidScoresError(
+                f"model {m!r} has {n_missing} missing scores; a model to rank in simulation needs all its scores "
+                "(pick another model)"
+            )
+        out.append(str(m))
+    return out
+
+
+# ----------------------------------------------------------------- one run
+@dataclass
+class RunRecord:
+    """Metrics of one held-out set (one fold of one seed)."""
+
+    models: tuple[str, ...]
+    adaptive: RankResult
+    truth: dict[str, float]
+    adaptive_tau: float
+    random_tau: float
+    static_tau: float
+    fixed_tau: float
+    items_adaptive: int
+    items_random: int
+    items_static: int
+    items_fixed: int
+    pct_used: float
+    cost_adaptive: float
+    cost_fixed: float
+    tie_precision: float
+    tie_recall: float
+    tie_f1: float
+    adapt_tie_frac: float
+    gt_tie_frac: float
+    confident_accuracy: float
+    n_confident: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def simulate_ranking(
+    matrix: ScoreMatrix,
+    holdout: Sequence[str],
+    *,
+    method: str = "cat",
+    gamma: float = 0.95,
+    budget_per_model: float = 20.0,
+    costs: Mapping[str, float] | None = None,
+    min_items: int = 10,
+    seed: int = 0,
+    reference: ScoreMatrix | None = None,
+    baselines: bool = True,
+    n_boot: int = 1000,
+) -> RunRecord:
+    """Rank ``holdout`` by simulation against their known scores, with the baselines and metrics.
+
+    ``reference`` defaults to every other model of ``matrix``, with incomplete
+    models dropped. Pass it for a family hold-out.
+    """
+    gamma = check_gamma(gamma)
+    models = check_models(check_holdout(matrix, holdout))
+    costs = check_costs(costs, models)
+    if not (budget_per_model > 0):
+        raise ConfigurationError(f"budget_per_model must be > 0 (items per model), got {budget_per_model}")
+    if reference is None:
+        reference = matrix.drop_models(models)
+    reference, _ = reference.dropna("models")
+    if reference.n_models < 2:
+        raise InvalidScoresError(
+            f"only {reference.n_models} complete reference model(s) remain after holding out {len(models)}; "
+            "hold out fewer models"
+        )
+    score = _oracle(matrix, reference)
+    cal = calibrate(reference.scores) if method == "cat" else None
+    make = method_factory(method, reference, calibration=cal, seed=seed)
+    budget = budget_per_model * sum(costs.values())
+    adaptive = AdaptiveRanker(models, make, score, costs=costs, gamma=gamma, min_items=min_items,
+                              budget=budget).run()
+    full = np.stack([matrix.scores[matrix.model_index(m), [matrix.item_index(i) for i in reference.item_ids]]
+                     for m in models])
+    truth = {m: float(full[j].mean()) for j, m in enumerate(models)}
+    a_tau = kendall_tau(adaptive.means, truth)
+    n_used = adaptive.n_items_used
+    pct = 100.0 * n_used / (len(models) * reference.n_items)
+    gt_ties = bootstrap_ties(full, models, n_boot=n_boot, seed=seed)
+    pred_ties = adaptive.uncertain_pairs()
+    tp, tr, tf = tie_prf(pred_ties, gt_ties)
+    n_pairs = len(models) * (len(models) - 1) // 2
+    acc, n_conf = confident_accuracy(adaptive, truth)
+    rec = RunRecord(
+        models=tuple(models), adaptive=adaptive, truth=truth, adaptive_tau=a_tau,
+        random_tau=float("nan"), static_tau=float("nan"), fixed_tau=float("nan"),
+        items_adaptive=n_used, items_random=0, items_static=0, items_fixed=0, pct_used=pct,
+        cost_adaptive=adaptive.cost_spent, cost_fixed=float("nan"),
+        tie_precision=tp, tie_recall=tr, tie_f1=tf, adapt_tie_frac=len(pred_ties) / n_pairs,
+        gt_tie_frac=len(gt_ties) / n_pairs, confident_accuracy=acc, n_confident=n_conf,
+    )
+    if not baselines:
+        return rec
+    # Random at the adaptive ranker's spend.
+    rand_make = method_factory(method, reference, calibration=cal, seed=seed + 7919)
+    rnd = rank_random(models, rand_make, score, budget=max(adaptive.cost_spent, min(costs.values())),
+                      costs=costs, gamma=gamma, seed=np.random.default_rng([seed, 1]))
+    rec.random_tau = kendall_tau(rnd.means, truth)
+    rec.items_random = rnd.n_items_used
+    # Static subset: the same items for every model, as many as the spend allows.
+    n_static = max(1, int(adaptive.cost_spent // sum(costs.values())))
+    itc = corrected_item_total_correlation(calibrate(reference.scores).scale(reference.scores))
+    subset = static_subset(itc, min(n_static, reference.n_items))
+    st = rank_static(models, subset, score)
+    rec.static_tau = kendall_tau(st, truth)
+    rec.items_static = len(subset) * len(models)
+    # Fixed-length CAT: everyone gets the busiest model's count.
+    n_fixed = max(adaptive.items_per_model.values())
+    fixed = rank_fixed_length(models, method_factory(method, reference, calibration=cal, seed=seed), score,
+                              n_items=n_fixed, costs=costs, gamma=gamma)
+    rec.fixed_tau = kendall_tau(fixed.means, truth)
+    rec.items_fixed = fixed.n_items_used
+    rec.cost_fixed = fixed.cost_spent
+    return rec
+
+
+def backtest_folds(matrix: ScoreMatrix, *, folds: int, holdout: int, seed: int) -> list[list[str]]:
+    """``folds`` disjoint groups of ``holdout`` complete models, from a shuffle seeded by ``seed``."""
+    for label, v, lo in (("folds", folds, 1), ("holdout", holdout, 2)):
+        if int(v) != v or v < lo:
+            raise ConfigurationError(f"{label} must be an integer >= {lo}, got {v}")
+    pool = complete_models(matrix)
+    need = folds * holdout
+    if need > len(pool) - 2:
+        raise ConfigurationError(
+            f"{folds} folds x {holdout} held-out models need {need} complete models plus 2 references, "
+            f"but {matrix.name or 'the matrix'} has {len(pool)} complete models; lower --folds or --holdout"
+        )
+    perm = np.random.default_rng(seed).permutation(len(pool))
+    return [[pool[j] for j in perm[f * holdout:(f + 1) * holdout]] for f in range(folds)]
+
+
+def run_backtest(
+    matrix: ScoreMatrix,
+    *,
+    method: str = "cat",
+    folds: int = 5,
+    holdout: int = 4,
+    seeds: int = 20,
+    gamma: float = 0.95,
+    budget_per_model: float = 20.0,
+    min_items: int = 10,
+    first_seed: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[RunRecord]:
+    """The paper's Table 2–4 protocol: ``seeds`` x ``folds`` held-out sets, each ranked by all methods."""
+    if method not in RANK_METHODS:
+        raise ConfigurationError(f"method must be one of {list(RANK_METHODS)} for ranking, got {method!r}")
+    if int(seeds) != seeds or seeds < 1:
+        raise ConfigurationError(f"seeds must be a positive integer, got {seeds}")
+    check_gamma(gamma)
+    out = []
+    total = seeds * folds
+    for s in range(first_seed, first_seed + seeds):
+        for group in backtest_folds(matrix, folds=folds, holdout=holdout, seed=s):
+            out.append(simulate_ranking(matrix, group, method=method, gamma=gamma, budget_per_model=budget_per_model,
+                                        min_items=min_items, seed=s))
+            if progress is not None:
+                progress(len(out), total)
+    return out
+
+
+def run_family_holdout(
+    matrix: ScoreMatrix,
+    families: Sequence[str],
+    *,
+    method: str = "cat",
+    seeds: int = 20,
+    gamma: float = 0.95,
+    budget_per_model: float = 20.0,
+    min_items: int = 10,
+    first_seed: int = 0,
+) -> list[RunRecord]:
+    """Family hold-out (paper §7.5): rank every complete model of ``families``, calibrating on the other families.
+
+    The family of a model is :func:`model_family`. Seeds vary the method seeds and the random baseline.
+    """
+    if method not in RANK_METHODS:
+        raise ConfigurationError(f"method must be one of {list(RANK_METHODS)} for ranking, got {method!r}")
+    fams = {str(f) for f in families}
+    known = sorted({model_family(m) for m in matrix.model_ids})
+    unknown = sorted(fams - set(known))
+    if unknown:
+        raise ConfigurationError(f"unknown model families {unknown}; families in this matrix: {known}")
+    in_family = [m for m in matrix.model_ids if model_family(m) in fams]
+    targets = [m for m in complete_models(matrix) if m in set(in_family)]
+    reference = matrix.drop_models(in_family)
+    return [
+        simulate_ranking(matrix, targets, method=method, gamma=gamma, budget_per_model=budget_per_model,
+                         min_items=min_items, seed=s, reference=reference)
+        for s in range(first_seed, first_seed + seeds)
+    ]
+
+
+def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
+    v = np.asarray([x for x in values if not math.isnan(x)], dtype=float)
+    if v.size == 0:
+        return float("nan"), float("nan")
+    return float(v.mean()), float(v.std(ddof=0))
+
+
+def summarise(records: Sequence[RunRecord]) -> dict[str, float]:
+    """Means (and sds) over runs of every reported metric; NaN entries are skipped."""
+    keys = ["adaptive_tau", "random_tau", "static_tau", "fixed_tau", "items_adaptive", "items_random",
+            "items_static", "items_fixed", "pct_used", "tie_precision", "tie_recall", "tie_f1",
+            "adapt_tie_frac", "gt_tie_frac", "confident_accuracy"]
+    out: dict[str, float] = {"n_runs": len(records)}
+    for k in keys:
+        m, s = _mean_sd([float(getattr(r, k)) for r in records])
+        out[k] = m
+        out[k + "_sd"] = s
+    item_sav = [1 - r.items_adaptive / r.items_fixed for r in records if r.items_fixed]
+    cost_sav = [1 - r.cost_adaptive / r.cost_fixed for r in records if r.cost_fixed and not math.isnan(r.cost_fixed)]
+    out["item_savings_vs_fixed"] = _mean_sd(item_sav)[0]
+    out["cost_savings_vs_fixed"] = _mean_sd(cost_sav)[0]
+    return out

@@ -1,0 +1,436 @@
+"""Continuous item response theory: pure maths (continuous-CAT paper §4–§5, App. E).
+
+The heteroskedastic normal response model (paper §4; ../shared/SPEC.md §4)::
+
+    X | θ, b, k ~ N(μ, k·μ(1 − μ)),     μ = 1 / (1 + exp(−(θ − b)))
+
+keeps the logistic mean of the 1PL model and a variance shaped like the
+Bernoulli one, inflated by a global noise factor k (discrimination a = 1/√k).
+Everything here is a function of arrays: calibration from reference models
+(§5), Fisher information (§4, App. E), the posterior of θ on a grid, and the
+prediction of the full-benchmark score from θ. The CAT method
+(:mod:`activeeval.methods.cat`) and the ranker only call these.
+
+Conventions: ``scores`` are arrays of shape (n_models, n_items) with values
+in [0, 1] (use :func:`minmax_params` / :func:`minmax_apply` first for metrics
+that are not); ``theta`` is ability, ``b`` difficulty, ``k`` the noise factor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit, log_expit
+
+from activeeval.exceptions import ConfigurationError, InvalidScoresError
+
+__all__ = [
+    "DEFAULT_CLIP",
+    "Calibration",
+    "response_mean",
+    "response_var",
+    "logit_clipped",
+    "item_difficulty",
+    "model_ability",
+    "noise_factor",
+    "discrimination",
+    "ability_correlation",
+    "corrected_item_total_correlation",
+    "minmax_params",
+    "minmax_apply",
+    "fisher_information",
+    "full_minus_tilde_slope",
+    "log_likelihood",
+    "grid_posterior",
+    "default_grid",
+    "posterior_moments",
+    "calibrate",
+]
+
+#: Proportions are clipped to [DEFAULT_CLIP, 1 − DEFAULT_CLIP] before a logit, so an
+#: item that every reference scores 0 (or 1) gets a finite difficulty
+#: |b| = log((1 − 1e-3)/1e-3) ≈ 6.91 instead of ±inf. 1e-3 is below 1/K for any
+#: realistic number K of reference models, so it only bites on all-0/all-1 items.
+DEFAULT_CLIP = 1e-3
+
+
+# ----------------------------------------------------------------- response
+def response_mean(theta: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
+    """μ = 1 / (1 + exp(−(θ − b))), the logistic mean of paper §4 (broadcasts)."""
+    return expit(np.subtract(theta, b))
+
+
+def response_var(mu: np.ndarray | float, k: float) -> np.ndarray:
+    """σ² = k·μ(1 − μ), the heteroskedastic variance of paper §4."""
+    mu = np.asarray(mu, dtype=float)
+    return k * mu * (1.0 - mu)
+
+
+def logit_clipped(p: np.ndarray | float, clip: float = DEFAULT_CLIP) -> np.ndarray:
+    """logit(p) after clipping p to [clip, 1 − clip]: always finite."""
+    _check_clip(clip)
+    p = np.clip(np.asarray(p, dtype=float), clip, 1.0 - clip)
+    return np.log(p) - np.log1p(-p)
+
+
+def _check_clip(clip: float) -> None:
+    if not (0.0 < clip < 0.5):
+        raise ConfigurationError(f"clip must be in (0, 0.5) (a proportion bound before the logit), got {clip}")
+
+
+def _check_unit_scores(scores: np.ndarray, what: str = "scores") -> np.ndarray:
+    y = np.asarray(scores, dtype=float)
+    if y.ndim != 2:
+        raise InvalidScoresError(f"{what} must be a 2-D array (models x items), got shape {y.shape}")
+    if not np.all(np.isfinite(y)):
+        raise InvalidScoresError(
+            f"{what} contain NaN or inf; drop incomplete models or items first (ScoreMatrix.dropna)"
+        )
+    if y.size and (y.min() < 0.0 or y.max() > 1.0):
+        raise InvalidScoresError(
+            f"{what} must lie in [0, 1], got range [{y.min():g}, {y.max():g}]; "
+            "min-max scale them first (irt.minmax_params / irt.minmax_apply)"
+        )
+    return y
+
+
+# --------------------------------------------------------------- calibration
+def item_difficulty(scores: np.ndarray, clip: float = DEFAULT_CLIP) -> np.ndarray:
+    """Item difficulties b_i = log((1 − p̂_i)/p̂_i) (paper §5, "Item Difficulty").
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n_models, n_items)
+        Reference scores in [0, 1], complete.
+    clip : float
+        p̂_i = mean score on item i is clipped to [clip, 1 − clip], so items
+        every reference scores 0 or 1 get a finite b (never NaN/inf).
+
+    Returns
+    -------
+    ndarray of shape (n_items,)
+    """
+    y = _check_unit_scores(scores)
+    return -logit_clipped(y.mean(axis=0), clip)
+
+
+def model_ability(scores: np.ndarray, clip: float = DEFAULT_CLIP) -> np.ndarray:
+    """Reference abilities θ_j = logit(ȳ_j), ȳ_j = mean scaled score (paper §5), clipped.
+
+    Returns ndarray of shape (n_models,).
+    """
+    y = _check_unit_scores(scores)
+    return logit_clipped(y.mean(axis=1), clip)
+
+
+def noise_factor(scores: np.ndarray, theta: np.ndarray, b: np.ndarray) -> float:
+    """Global noise k by the method of moments (paper §5, "Noise Parameter").
+
+    k = Σ_ij (y_ij − μ_ij)² / Σ_ij μ_ij(1 − μ_ij),  μ_ij = σ(θ_j − b_i).
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n_models, n_items)
+    theta : ndarray of shape (n_models,)
+    b : ndarray of shape (n_items,)
+
+    Returns
+    -------
+    float
+        k > 0. A perfectly fitting (deterministic) matrix would give k = 0;
+        k is floored at 1e-6 so that a = 1/√k and Ĩ = μ(1−μ)/k stay finite.
+    """
+    y = _check_unit_scores(scores)
+    theta = np.asarray(theta, dtype=float)
+    b = np.asarray(b, dtype=float)
+    if theta.shape != (y.shape[0],) or b.shape != (y.shape[1],):
+        raise ConfigurationError(
+            f"theta must have shape ({y.shape[0]},) and b shape ({y.shape[1]},) for scores of shape {y.shape}; "
+            f"got {theta.shape} and {b.shape}"
+        )
+    mu = response_mean(theta[:, None], b[None, :])
+    denom = float(np.sum(mu * (1.0 - mu)))
+    # With θ and b clipped to |.| ≤ ~6.9, μ(1−μ) ≥ ~1e-6 per entry, so denom > 0.
+    return max(float(np.sum((y - mu) ** 2)) / denom, 1e-6)
+
+
+def discrimination(k: float) -> float:
+    """a = 1/√k, the 1PL discrimination equivalent to the noise k (paper §4)."""
+    if not (np.isfinite(k) and k > 0):
+        raise ConfigurationError(f"k must be a positive number, got {k}")
+    return 1.0 / float(np.sqrt(k))
+
+
+def _pearson_columns(y: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Pearson correlation of each column of y with x; 0 where a column (or x) is constant."""
+    yc = y - y.mean(axis=0, keepdims=True)
+    xc = x - x.mean()
+    num = xc @ yc
+    den = np.sqrt((yc**2).sum(axis=0) * float((xc**2).sum()))
+    out = np.zeros(y.shape[1])
+    ok = den > 0
+    out[ok] = num[ok] / den[ok]
+    return out
+
+
+def ability_correlation(scores: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """Pearson correlation of each item's scores with the reference abilities (paper §5 filter).
+
+    Items with a negative value are the "negative discrimination" items that
+    the paper removes from the adaptive pool. Constant items (all references
+    score the same, e.g. all 0) have no correlation; they get 0 and are kept.
+
+    Returns ndarray of shape (n_items,).
+    """
+    y = _check_unit_scores(scores)
+    return _pearson_columns(y, np.asarray(theta, dtype=float))
+
+
+def corrected_item_total_correlation(scores: np.ndarray) -> np.ndarray:
+    """Correlation of item i with the total over the *other* items (the static-subset criterion, §7.1).
+
+    Returns ndarray of shape (n_items,); 0 for constant items.
+    """
+    y = _check_unit_scores(scores)
+    total = y.sum(axis=1, keepdims=True)
+    rest = total - y  # (n_models, n_items): total without item i
+    yc = y - y.mean(axis=0, keepdims=True)
+    rc = rest - rest.mean(axis=0, keepdims=True)
+    num = (yc * rc).sum(axis=0)
+    den = np.sqrt((yc**2).sum(axis=0) * (rc**2).sum(axis=0))
+    out = np.zeros(y.shape[1])
+    ok = den > 0
+    out[ok] = num[ok] / den[ok]
+    return out
+
+
+def minmax_params(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-item minimum and width over the calibration models (paper App. A scaling).
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n_models, n_items), finite
+
+    Returns
+    -------
+    low, width : ndarray of shape (n_items,)
+        The scaled score is (x − low)/width clipped to [0, 1]. An item on which
+        every calibration model has the same value has width 0; it is given
+        width 1 so the map stays finite (such an item carries no ranking
+        signal: all references sit at scaled 0 and its b is clipped).
+    """
+    x = np.asarray(scores, dtype=float)
+    if x.ndim != 2 or not np.all(np.isfinite(x)):
+        raise InvalidScoresError("scores to scale must be a complete 2-D array (models x items) of finite numbers")
+    low = x.min(axis=0)
+    width = x.max(axis=0) - low
+    width = np.where(width > 0, width, 1.0)
+    return low, width
+
+
+def minmax_apply(x: np.ndarray | float, low: np.ndarray | float, width: np.ndarray | float) -> np.ndarray:
+    """(x − low)/width clipped to [0, 1]: a new model can fall outside the calibration range."""
+    return np.clip((np.asarray(x, dtype=float) - low) / width, 0.0, 1.0)
+
+
+# ------------------------------------------------------- Fisher information
+def fisher_information(
+    theta: np.ndarray | float, b: np.ndarray | float, k: float, full: bool = False
+) -> np.ndarray:
+    """Fisher information of one item about θ (paper §4 and App. E).
+
+    Ĩ(θ | b, k) = μ(1 − μ)/k  (``full=False``, the paper's default), or
+    I(θ | b, k) = μ(1 − μ)/k + (1 − 2μ)²/2  (``full=True``), the exact
+    information of N(μ, kμ(1−μ)): (μ′)²/σ² + [(σ²)′]²/(2σ⁴) with μ′ = μ(1−μ).
+
+    With u = μ(1−μ), (1−2μ)² = 1 − 4u, so I = ½ + u·(a² − 2): linear in u with
+    slope a² − 2. For a = 1/√k > √2 both orders items identically (App. E).
+    """
+    if not (np.isfinite(k) and k > 0):
+        raise ConfigurationError(f"k must be a positive number, got {k}")
+    mu = response_mean(theta, b)
+    u = mu * (1.0 - mu)
+    info = u / k
+    if full:
+        info = info + (1.0 - 2.0 * mu) ** 2 / 2.0
+    return info
+
+
+def full_minus_tilde_slope(k: float) -> float:
+    """Slope a² − 2 of the full information in u = μ(1−μ) (App. E): > 0 ⇔ a > √2."""
+    return 1.0 / k - 2.0
+
+
+# ------------------------------------------------------------- posterior
+def default_grid(center: float = 0.0, half_width: float = 12.0, n_points: int = 961) -> np.ndarray:
+    """The θ grid of the posterior: ``n_points`` equally spaced points on center ± half_width.
+
+    ±12 covers every clipped difficulty (|b| ≤ 6.91) with room for the prior;
+    961 points give a spacing of 0.025, far below any posterior sd reached
+    with a few hundred items (≈ √k / √(n/4) ≳ 0.05).
+    """
+    if int(n_points) != n_points or n_points < 3:
+        raise ConfigurationError(f"n_points must be an integer >= 3, got {n_points}")
+    if not half_width > 0:
+        raise ConfigurationError(f"half_width must be > 0, got {half_width}")
+    return np.linspace(center - half_width, center + half_width, int(n_points))
+
+
+def log_likelihood(
+    theta: np.ndarray, b: float, x: float, k: float, likelihood: str = "quasi"
+) -> np.ndarray:
+    """Log-likelihood of one scaled score x ∈ [0, 1] at every θ in ``theta``.
+
+    Parameters
+    ----------
+    likelihood : {"quasi", "normal"}
+        ``"quasi"`` (default): the quasi-likelihood of the heteroskedastic
+        normal model, (1/k)·[x log μ + (1 − x) log(1 − μ)]. Its score is
+        (x − μ)/k and its information exactly Ĩ = μ(1−μ)/k: it is the
+        likelihood that matches the paper's Ĩ (the mean term of the normal
+        likelihood, the variance held fixed). For 0/1 scores it is the 1PL
+        (Rasch) likelihood tempered by 1/k.
+        ``"normal"``: the full density log N(x; μ, kμ(1−μ)), whose
+        information is the full I. Beware: at x = 0 or 1 it grows without
+        bound as μ → x (the variance collapses), so on binary data it piles
+        the posterior onto the edge of the grid. Prefer "quasi" there.
+    """
+    if likelihood == "quasi":
+        z = theta - b
+        # log(1 − μ) = log μ − z, so one log-sigmoid pass gives both terms.
+        return (log_expit(z) - (1.0 - x) * z) / k
+    if likelihood == "normal":
+        mu = response_mean(theta, b)
+        # The floor keeps the log finite where μ(1−μ) underflows at the grid's edge.
+        var = np.maximum(k * mu * (1.0 - mu), 1e-300)
+        return -0.5 * (np.log(2.0 * np.pi * var) + (x - mu) ** 2 / var)
+    raise ConfigurationError(f"likelihood must be 'quasi' or 'normal', got {likelihood!r}")
+
+
+def grid_posterior(
+    theta: np.ndarray,
+    prior_mean: float,
+    prior_sd: float,
+    b: np.ndarray,
+    x: np.ndarray,
+    k: float,
+    likelihood: str = "quasi",
+) -> np.ndarray:
+    """Normalised posterior of θ on ``theta`` after observing scores x at difficulties b (batch form).
+
+    p(θ | x) ∝ N(θ; θ0, σ0²) · Π_i L(x_i | θ, b_i, k), evaluated in log space.
+    Returns the probabilities, ndarray of the shape of ``theta`` summing to 1.
+    """
+    logp = -0.5 * ((theta - prior_mean) / prior_sd) ** 2
+    for bi, xi in zip(np.atleast_1d(b), np.atleast_1d(x)):
+        logp = logp + log_likelihood(theta, float(bi), float(xi), k, likelihood)
+    p = np.exp(logp - logp.max())
+    return p / p.sum()
+
+
+def posterior_moments(theta: np.ndarray, weights: np.ndarray) -> tuple[float, float]:
+    """Mean and variance of θ under normalised grid weights."""
+    mean = float(weights @ theta)
+    var = float(weights @ (theta - mean) ** 2)
+    return mean, var
+
+
+# ---------------------------------------------------------------- bundle
+@dataclass(frozen=True)
+class Calibration:
+    """Item parameters fitted on reference models (paper §5).
+
+    Attributes
+    ----------
+    b : ndarray of shape (n_items,)
+        Difficulties, finite.
+    k : float
+        Global noise factor; ``a = 1/√k``.
+    theta_ref : ndarray of shape (n_models,)
+        Reference abilities θ_j = logit(ȳ_j).
+    correlation : ndarray of shape (n_items,)
+        Item score vs ability correlation (0 for constant items).
+    pool : ndarray of bool, shape (n_items,)
+        Items in the adaptive pool (correlation ≥ 0 unless filtering is off).
+    low, width : ndarray of shape (n_items,)
+        Min-max map from raw scores to [0, 1] (low 0, width 1 when unscaled).
+    scaled : bool
+        Whether the raw scores were min-max scaled.
+    """
+
+    b: np.ndarray
+    k: float
+    theta_ref: np.ndarray
+    correlation: np.ndarray
+    pool: np.ndarray
+    low: np.ndarray
+    width: np.ndarray
+    scaled: bool
+
+    @property
+    def a(self) -> float:
+        return discrimination(self.k)
+
+    @property
+    def n_items(self) -> int:
+        return int(self.b.shape[0])
+
+    def scale(self, x: np.ndarray | float, item: int | np.ndarray | slice = slice(None)) -> np.ndarray:
+        """Raw score(s) of ``item`` mapped to [0, 1]."""
+        if not self.scaled:
+            return np.clip(np.asarray(x, dtype=float), 0.0, 1.0)
+        return minmax_apply(x, self.low[item], self.width[item])
+
+
+def calibrate(
+    scores: np.ndarray,
+    *,
+    scale: str = "auto",
+    clip: float = DEFAULT_CLIP,
+    filter_negative: bool = True,
+) -> Calibration:
+    """Fit b, k (and a = 1/√k) on complete reference scores (paper §5).
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n_models, n_items)
+        Complete raw reference scores (no NaN: apply ScoreMatrix.dropna first).
+    scale : {"auto", "minmax", "none"}
+        "minmax" scales each item to [0, 1] over the references (App. A);
+        "auto" does so only if some score lies outside [0, 1].
+    clip : float
+        Proportion clip before each logit (see :data:`DEFAULT_CLIP`).
+    filter_negative : bool
+        Drop items whose scores correlate negatively with the reference
+        abilities from the adaptive pool (paper §5).
+    """
+    if scale not in ("auto", "minmax", "none"):
+        raise ConfigurationError(f"scale must be 'auto', 'minmax' or 'none', got {scale!r}")
+    _check_clip(clip)
+    x = np.asarray(scores, dtype=float)
+    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
+        raise InvalidScoresError(
+            f"calibration needs at least 2 reference models and 2 items, got shape {x.shape}"
+        )
+    if not np.all(np.isfinite(x)):
+        raise InvalidScoresError(
+            "calibration scores contain NaN or inf; drop incomplete models or items first (ScoreMatrix.dropna)"
+        )
+    use_minmax = scale == "minmax" or (scale == "auto" and (x.min() < 0.0 or x.max() > 1.0))
+    if use_minmax:
+        low, width = minmax_params(x)
+        y = minmax_apply(x, low, width)
+    else:
+        if x.min() < 0.0 or x.max() > 1.0:
+            raise InvalidScoresError(
+                f"scores lie in [{x.min():g}, {x.max():g}], outside [0, 1], and scale='none'; use scale='minmax'"
+            )
+        low, width = np.zeros(x.shape[1]), np.ones(x.shape[1])
+        y = x
+    b = item_difficulty(y, clip)
+    theta = model_ability(y, clip)
+    k = noise_factor(y, theta, b)
+    corr = ability_correlation(y, theta)
+    pool = corr >= 0 if filter_negative else np.ones(y.shape[1], dtype=bool)
+    return Calibration(b=b, k=k, theta_ref=theta, correlation=corr, pool=pool, low=low, width=width, scaled=use_minmax)

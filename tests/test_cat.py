@@ -1,0 +1,231 @@
+"""Continuous CAT (activeeval.methods.cat): posterior, selection, estimates, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from activeeval import irt
+from activeeval.data.matrix import ScoreMatrix
+from activeeval.exceptions import ConfigurationError, MissingScoresWarning
+from activeeval.methods.cat import ContinuousCAT
+from activeeval.methods.registry import make_method
+
+
+def synthetic(n_models=30, n_items=200, k=0.2, seed=0, binary=False):
+    """Scores drawn from the heteroskedastic normal model (clipped to [0, 1]) or Bernoulli."""
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(0, 1, n_models)
+    b = rng.normal(0, 1.5, n_items)
+    mu = 1 / (1 + np.exp(-(theta[:, None] - b[None, :])))
+    if binary:
+        y = (rng.random(mu.shape) < mu).astype(float)
+    else:
+        y = np.clip(mu + rng.normal(0, 1, mu.shape) * np.sqrt(k * mu * (1 - mu)), 0, 1)
+    return ScoreMatrix(y, [f"m{j}" for j in range(n_models)], [f"i{i}" for i in range(n_items)])
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return synthetic()
+
+
+def play(cat, truth, n):
+    for _ in range(n):
+        i = cat.select()
+        cat.observe(i, truth[i])
+
+
+def test_calibration_is_the_irt_one(ref):
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0)
+    cal = irt.calibrate(ref.drop_models(["m0"]).scores)
+    np.testing.assert_array_equal(cat.calibration.b, cal.b)
+    assert cat.k == cal.k
+
+
+@pytest.mark.parametrize("likelihood", ["quasi", "normal"])
+def test_sequential_posterior_equals_brute_force_grid(ref, likelihood):
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, likelihood=likelihood)
+    truth = ref.model_scores("m0")
+    play(cat, truth, 25)
+    items = np.array(cat.observed_items)
+    # Brute force: the batch posterior on a 10x finer grid, built independently from the formulas.
+    fine = np.linspace(-12, 12, 9601)
+    w = irt.grid_posterior(fine, cat.prior_mean, cat.prior_sd, cat.calibration.b[items], truth[items], cat.k,
+                           likelihood)
+    mean, var = irt.posterior_moments(fine, w)
+    # Grid spacing 0.025 vs 0.0025: discretisation error of the moments is far below 1e-4 here.
+    assert cat.theta == pytest.approx(mean, abs=1e-4)
+    assert cat.se == pytest.approx(np.sqrt(var), abs=1e-4)
+
+
+def test_quasi_posterior_is_close_to_the_gaussian_fisher_se(ref):
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0)
+    play(cat, ref.model_scores("m0"), 60)
+    # Laplace approximation SE = 1/√(prior precision + ΣĨ): within a few % after 60 items.
+    assert cat.se == pytest.approx(cat.fisher_se(), rel=0.05)
+
+
+def test_selection_is_argmax_information_over_unused_pool(ref):
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0)
+    truth = ref.model_scores("m0")
+    pool = cat.calibration.pool
+    for _ in range(40):
+        info = cat.item_information()
+        info[~pool] = -np.inf
+        info[list(cat.observed_items)] = -np.inf
+        i = cat.select()
+        assert info[i] == pytest.approx(info.max(), rel=1e-12)  # ties in information are equal to round-off
+        cat.observe(i, truth[i])
+
+
+def test_full_information_selection_below_sqrt2_takes_the_tails():
+    ref = synthetic(seed=1, binary=True)  # Bernoulli scores: k ≈ 1, so a < √2
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, information="full")
+    assert cat.calibration.a < np.sqrt(2)
+    truth = ref.model_scores("m0")
+    for _ in range(10):
+        info = cat.item_information()
+        info[~cat.calibration.pool] = -np.inf
+        info[list(cat.observed_items)] = -np.inf
+        i = cat.select()
+        assert info[i] == pytest.approx(info.max(), rel=1e-12)  # round-off only
+        cat.observe(i, truth[i])
+
+
+def test_tilde_and_full_administer_identical_items_above_sqrt2(ref):
+    # App. E / Table 9: with a > √2 the two criteria give bit-identical runs.
+    truth = ref.model_scores("m0")
+    runs = []
+    for information in ("tilde", "full"):
+        cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, information=information)
+        assert cat.calibration.a > np.sqrt(2)
+        play(cat, truth, 40)
+        runs.append((cat.observed_items, cat.theta))
+    assert runs[0] == runs[1]
+
+
+def test_select_is_pure_and_batch_respects_exclude(ref):
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0)
+    assert cat.select() == cat.select()
+    batch = cat.select_batch(5)
+    assert len(set(batch)) == 5 and batch[0] == cat.select()
+    again = cat.select_batch(3, exclude=batch[:2])
+    assert not set(again) & set(batch[:2])
+    assert again[0] == batch[2]
+
+
+def test_pool_exhaustion_falls_back_to_remaining_items():
+    ref = synthetic(n_items=12)
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0)
+    truth = ref.model_scores("m0")
+    play(cat, truth, 12)
+    e = cat.estimate()
+    assert sorted(cat.observed_items) == list(range(12))
+    assert e.mean == pytest.approx(truth.mean(), abs=1e-12) and e.var == 0.0  # exact once everything is seen
+
+
+def test_estimate_on_score_scale_is_sane(ref):
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0)
+    truth = ref.model_scores("m0")
+    play(cat, truth, 50)
+    e = cat.estimate()
+    # The model is well specified here: the score estimate lies within 3 sd (+ a 0.02 misfit allowance).
+    assert abs(e.mean - truth.mean()) < 3 * e.std + 0.02
+    assert cat.ability().var == pytest.approx(cat.se**2)
+    assert cat.ability().bounds is None
+
+
+def test_all_zero_one_items_and_binary_scores():
+    ref = synthetic(binary=True, seed=3)
+    y = ref.scores.copy()
+    y[:, 0] = 0.0
+    y[:, 1] = 1.0
+    ref = ScoreMatrix(y, ref.model_ids, ref.item_ids)
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0)
+    assert np.all(np.isfinite(cat.calibration.b))
+    play(cat, ref.model_scores("m0"), 30)
+    assert np.isfinite(cat.theta) and np.isfinite(cat.estimate().mean)
+
+
+def test_missing_reference_scores_drop_models_with_warning(ref):
+    y = ref.scores.copy()
+    y[3, 5] = np.nan
+    r = ScoreMatrix(y, ref.model_ids, ref.item_ids)
+    with pytest.warns(MissingScoresWarning):
+        cat = ContinuousCAT(r, seed=0)
+    assert "m3" not in cat.reference.model_ids and cat.n_items == ref.n_items
+
+
+def test_minmax_scaled_metric_round_trip():
+    ref = synthetic(seed=4)
+    raw = ScoreMatrix(ref.scores * 40 + 10, ref.model_ids, ref.item_ids, score_range=None)
+    cat = ContinuousCAT(raw.drop_models(["m0"]), seed=0)
+    assert cat.calibration.scaled
+    truth = raw.model_scores("m0")
+    play(cat, truth, 30)
+    e = cat.estimate()
+    assert 10 <= e.mean <= 50  # reported on the raw metric scale
+
+
+def test_registry_builds_cat(ref):
+    m = make_method("cat", ref, seed=0)
+    assert isinstance(m, ContinuousCAT)
+
+
+def test_error_messages(ref):
+    with pytest.raises(ConfigurationError, match=r"information must be 'tilde' or 'full', got 'max'"):
+        ContinuousCAT(ref, information="max")
+    with pytest.raises(ConfigurationError, match=r"likelihood must be 'quasi' or 'normal', got 'beta'"):
+        ContinuousCAT(ref, likelihood="beta")
+    with pytest.raises(ConfigurationError, match=r"prior_sd must be a positive number, got -1"):
+        ContinuousCAT(ref, prior_sd=-1)
+    with pytest.raises(ConfigurationError, match=r"prior_mean must be a finite number, got nan"):
+        ContinuousCAT(ref, prior_mean=float("nan"))
+    small = irt.calibrate(synthetic(n_items=10).scores)
+    with pytest.raises(ConfigurationError, match=r"calibration must be an irt.Calibration for the reference's 200 "
+                                                 r"items, got 10"):
+        ContinuousCAT(ref, calibration=small)
+
+
+def test_method_contract_and_replay(ref):
+    from activeeval.exceptions import DuplicateObservationError, ScoreOutOfRangeError
+    from activeeval.methods.base import Method
+
+    cat = ContinuousCAT(ref, seed=0)
+    assert isinstance(cat, Method)
+    cat.observe("i3", 0.4)
+    cat.observe(5, 0.9)
+    before = (cat.observed_items, cat.estimate(), cat.theta)
+    with pytest.raises(DuplicateObservationError, match=r"item 'i3' was already observed"):
+        cat.observe("i3", 0.1)
+    with pytest.raises(ScoreOutOfRangeError, match=r"outside the score range \[0, 1\]"):
+        cat.observe("i4", 1.5)
+    assert (cat.observed_items, cat.estimate(), cat.theta) == before  # a bad call loses nothing
+    play(cat, ref.model_scores("m1"), 20)
+    # State is a function of configuration + history: replaying gives the same method.
+    replay = ContinuousCAT(ref, seed=0)
+    replay.observe_many(cat.observed_items, cat.observed_scores)
+    assert replay.estimate() == cat.estimate() and replay.theta == cat.theta and replay.select() == cat.select()
+
+
+@pytest.mark.parametrize("farthest", [False, True])
+def test_sorted_pool_matches_brute_force(farthest):
+    from activeeval.methods.cat import _SortedPool
+
+    rng = np.random.default_rng(5)
+    b = np.round(rng.normal(0, 2, 300), 1)  # rounded: many exact ties in b
+    items = np.flatnonzero(rng.random(300) < 0.8)
+    pool = _SortedPool(items, b)
+    free = set(items.tolist())
+    for _ in range(200):
+        theta = float(rng.normal(0, 2))
+        skip = set(rng.choice(items, size=5).tolist())
+        got = pool.nearest(theta, 3, skip, farthest=farthest)
+        cand = [i for i in free if i not in skip]
+        dist = sorted((abs(b[i] - theta) for i in cand), reverse=farthest)[: len(got)]
+        assert len(got) == min(3, len(cand))
+        np.testing.assert_allclose([abs(b[i] - theta) for i in got], dist, rtol=0, atol=1e-12)  # same distances
+        gone = int(rng.choice(sorted(free)))
+        pool.remove(gone)
+        free.discard(gone)

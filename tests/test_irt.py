@@ -1,0 +1,179 @@
+"""Continuous IRT maths (activeeval.irt) against hand-computed values and brute force."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from activeeval import irt
+from activeeval.exceptions import ConfigurationError, InvalidScoresError
+
+# A 3-model x 4-item matrix small enough to calibrate by hand.
+Y = np.array(
+    [
+        [1.0, 0.5, 0.0, 0.2],
+        [1.0, 0.7, 0.0, 0.4],
+        [1.0, 0.9, 0.0, 0.9],
+    ]
+)
+
+
+def test_difficulty_hand_values():
+    b = irt.item_difficulty(Y, clip=1e-3)
+    # p̂ = (1, 0.7, 0, 0.5): b = log((1−p)/p), all-1 and all-0 items clipped to p = 1 − 1e-3 / 1e-3.
+    expected = [math.log(1e-3 / (1 - 1e-3)), math.log(0.3 / 0.7), math.log((1 - 1e-3) / 1e-3), 0.0]
+    np.testing.assert_allclose(b, expected, rtol=1e-12)  # closed form: round-off only
+    assert np.all(np.isfinite(b))
+
+
+def test_ability_and_k_hand_values():
+    theta = irt.model_ability(Y)
+    ybar = Y.mean(axis=1)  # (0.425, 0.525, 0.7)
+    np.testing.assert_allclose(theta, np.log(ybar / (1 - ybar)), rtol=1e-12)  # round-off only
+    b = irt.item_difficulty(Y)
+    k = irt.noise_factor(Y, theta, b)
+    # Hand formula written out with explicit loops.
+    num = den = 0.0
+    for j in range(3):
+        for i in range(4):
+            mu = 1.0 / (1.0 + math.exp(-(theta[j] - b[i])))
+            num += (Y[j, i] - mu) ** 2
+            den += mu * (1 - mu)
+    assert k == pytest.approx(num / den, rel=1e-12)  # round-off only
+    assert irt.discrimination(k) == pytest.approx(1 / math.sqrt(k), rel=1e-15)
+
+
+def test_all_zero_and_all_one_items_never_nan():
+    y = np.zeros((5, 3))
+    y[:, 1] = 1.0
+    cal = irt.calibrate(y)
+    for arr in (cal.b, cal.theta_ref, cal.correlation):
+        assert np.all(np.isfinite(arr))
+    assert math.isfinite(cal.k) and cal.k > 0
+
+
+def test_negative_discrimination_filter():
+    y = np.array([[0.1, 0.9, 0.2], [0.5, 0.5, 0.5], [0.9, 0.1, 0.8]])
+    cal = irt.calibrate(y)
+    # Item 1 goes down as ability goes up: out of the pool; the others stay.
+    assert cal.pool.tolist() == [True, False, True]
+    assert cal.correlation[1] < 0
+    assert irt.calibrate(y, filter_negative=False).pool.all()
+
+
+def test_minmax_scaling_for_metrics_outside_unit_interval():
+    x = np.array([[10.0, 3.0, 5.0], [20.0, 3.0, 7.0], [30.0, 3.0, 6.0]])
+    cal = irt.calibrate(x)
+    assert cal.scaled
+    np.testing.assert_allclose(cal.low, [10, 3, 5])
+    np.testing.assert_allclose(cal.width, [20, 1, 2])  # constant item gets width 1
+    np.testing.assert_allclose(cal.scale(25.0, 0), 0.75)
+    np.testing.assert_allclose(cal.scale(99.0, 0), 1.0)  # outside the calibration range: clipped
+    assert not irt.calibrate(Y).scaled
+
+
+@pytest.mark.parametrize("k", [0.05, 0.3, 0.5, 1.0, 2.0])
+def test_fisher_information_forms(k):
+    theta, b = 0.7, np.linspace(-4, 4, 41)
+    mu = 1 / (1 + np.exp(-(theta - b)))
+    np.testing.assert_allclose(irt.fisher_information(theta, b, k), mu * (1 - mu) / k, rtol=1e-12)
+    full = irt.fisher_information(theta, b, k, full=True)
+    np.testing.assert_allclose(full, mu * (1 - mu) / k + (1 - 2 * mu) ** 2 / 2, rtol=1e-12)
+    # App. E: I = ½ + u(a² − 2).
+    np.testing.assert_allclose(full, 0.5 + mu * (1 - mu) * (1 / k - 2), rtol=1e-12)
+
+
+def test_full_information_matches_numerical_fisher():
+    # I(θ) = E[(∂/∂θ log N(X; μ, kμ(1−μ)))²], by quadrature over X.
+    k, b, theta = 0.4, 0.3, -0.5
+    mu = 1 / (1 + math.exp(-(theta - b)))
+    sd = math.sqrt(k * mu * (1 - mu))
+    x = np.linspace(mu - 10 * sd, mu + 10 * sd, 20001)
+    h = 1e-5
+
+    def logpdf(t):
+        m = 1 / (1 + np.exp(-(t - b)))
+        return norm.logpdf(x, m, np.sqrt(k * m * (1 - m)))
+
+    score = (logpdf(theta + h) - logpdf(theta - h)) / (2 * h)
+    info = np.trapezoid(score**2 * norm.pdf(x, mu, sd), x)
+    exact = float(irt.fisher_information(theta, b, k, full=True))
+    assert info == pytest.approx(exact, rel=1e-5)  # finite differences (h=1e-5) + quadrature error
+
+
+@pytest.mark.parametrize("a", [1.5, 2.0, 3.0, 4.7])
+def test_tilde_and_full_order_items_identically_above_sqrt2(a):
+    k = 1 / a**2
+    rng = np.random.default_rng(0)
+    b = rng.normal(0, 2, 200)
+    for theta in (-2.0, 0.0, 1.3):
+        tilde = irt.fisher_information(theta, b, k)
+        full = irt.fisher_information(theta, b, k, full=True)
+        assert np.array_equal(np.argsort(-tilde, kind="stable"), np.argsort(-full, kind="stable"))
+    assert irt.full_minus_tilde_slope(k) > 0
+
+
+def test_full_order_reverses_below_sqrt2():
+    k = 1 / 1.2**2  # a = 1.2 < √2
+    b = np.array([-3.0, 0.0, 3.5])
+    full = irt.fisher_information(0.0, b, k, full=True)
+    assert int(np.argmax(full)) == 2  # farthest item wins
+    assert int(np.argmax(irt.fisher_information(0.0, b, k))) == 1
+
+
+def test_quasi_likelihood_score_and_information():
+    # d/dθ of the quasi log-likelihood is (x − μ)/k; minus its second derivative is Ĩ.
+    k, b, x, theta, h = 0.3, 0.2, 0.8, -0.4, 1e-4
+    ll = lambda t: float(irt.log_likelihood(np.array([t]), b, x, k)[0])  # noqa: E731
+    mu = 1 / (1 + math.exp(-(theta - b)))
+    assert (ll(theta + h) - ll(theta - h)) / (2 * h) == pytest.approx((x - mu) / k, rel=1e-7)  # O(h²) FD error
+    second = (ll(theta + h) - 2 * ll(theta) + ll(theta - h)) / h**2
+    assert -second == pytest.approx(mu * (1 - mu) / k, rel=1e-5)  # O(h²) FD error, cancellation ~1e-8/h²
+
+
+def test_normal_likelihood_is_the_density():
+    k, b, x = 0.3, 0.2, 0.8
+    t = np.array([-1.0, 0.5])
+    mu = 1 / (1 + np.exp(-(t - b)))
+    np.testing.assert_allclose(irt.log_likelihood(t, b, x, k, "normal"),
+                               norm.logpdf(x, mu, np.sqrt(k * mu * (1 - mu))), rtol=1e-12)
+
+
+def test_corrected_item_total_correlation():
+    y = np.array([[0.1, 0.2, 0.9], [0.5, 0.4, 0.1], [0.9, 0.8, 0.5]])
+    r = irt.corrected_item_total_correlation(y)
+    for i in range(3):
+        rest = np.delete(y, i, axis=1).sum(axis=1)
+        assert r[i] == pytest.approx(np.corrcoef(y[:, i], rest)[0, 1], rel=1e-12)  # round-off only
+
+
+def test_error_messages():
+    with pytest.raises(InvalidScoresError, match=r"scores contain NaN or inf; drop incomplete models or items first"):
+        irt.item_difficulty(np.array([[0.1, np.nan], [0.2, 0.3]]))
+    with pytest.raises(InvalidScoresError, match=r"scores must lie in \[0, 1\], got range \[0, 2\]; min-max scale"):
+        irt.item_difficulty(np.array([[0.0, 2.0], [0.2, 0.3]]))
+    with pytest.raises(InvalidScoresError, match=r"calibration needs at least 2 reference models and 2 items"):
+        irt.calibrate(np.ones((1, 5)))
+    with pytest.raises(InvalidScoresError, match=r"calibration scores contain NaN or inf"):
+        irt.calibrate(np.array([[0.1, np.nan], [0.2, 0.3]]))
+    with pytest.raises(InvalidScoresError, match=r"outside \[0, 1\], and scale='none'; use scale='minmax'"):
+        irt.calibrate(np.array([[0.0, 2.0], [0.2, 0.3]]), scale="none")
+    with pytest.raises(ConfigurationError, match=r"scale must be 'auto', 'minmax' or 'none', got 'log'"):
+        irt.calibrate(Y, scale="log")
+    with pytest.raises(ConfigurationError, match=r"clip must be in \(0, 0.5\)"):
+        irt.calibrate(Y, clip=0.7)
+    with pytest.raises(ConfigurationError, match=r"k must be a positive number, got -1"):
+        irt.fisher_information(0.0, 0.0, -1)
+    with pytest.raises(ConfigurationError, match=r"k must be a positive number, got 0"):
+        irt.discrimination(0)
+    with pytest.raises(ConfigurationError, match=r"likelihood must be 'quasi' or 'normal', got 'beta'"):
+        irt.log_likelihood(np.zeros(3), 0.0, 0.5, 1.0, "beta")
+    with pytest.raises(ConfigurationError, match=r"theta must have shape \(3,\) and b shape \(4,\)"):
+        irt.noise_factor(Y, np.zeros(2), np.zeros(4))
+    with pytest.raises(ConfigurationError, match=r"n_points must be an integer >= 3"):
+        irt.default_grid(n_points=2)
+    with pytest.raises(InvalidScoresError, match=r"complete 2-D array"):
+        irt.minmax_params(np.array([1.0, 2.0]))
