@@ -94,10 +94,10 @@ def test_sequential_updates_equal_batch_posteriors(seed: int, n_obs: int, kind: 
     assert method.estimate().var == pytest.approx(brute_force_var_r(method), abs=1e-10)
 
 
-@pytest.mark.parametrize("refit_every", [None, 7])
-def test_rebuild_after_refit_matches_batch(refit_every: int | None) -> None:
+@pytest.mark.parametrize(("refit_every", "noise"), [(None, "fixed"), (7, "fixed"), (7, "learned")])
+def test_rebuild_after_refit_matches_batch(refit_every: int | None, noise: str) -> None:
     ref = continuous_reference(8, 60, 3)
-    method = BayesAME(ref, seed=1, refit_every=refit_every)
+    method = BayesAME(ref, seed=1, refit_every=refit_every, noise=noise)
     target = np.random.default_rng(2).random(60)
     for _ in range(30):
         i = method.select()
@@ -105,6 +105,7 @@ def test_rebuild_after_refit_matches_batch(refit_every: int | None) -> None:
     if refit_every:
         assert len(method.refits) == 4
         assert (method.alpha, method.beta) != (1.0, 1.0)
+        assert (method.sigma2 != 1e-4) == (noise == "learned")
     (m7, c7), _, _ = brute_force(method)
     np.testing.assert_allclose(method.posterior()[0], m7, atol=ATOL)
     np.testing.assert_allclose(method.posterior_cov(), c7, atol=ATOL)
@@ -160,17 +161,18 @@ def test_information_gain_zero_when_no_variance() -> None:
     seed=st.integers(0, 10_000),
     alpha=st.floats(0.05, 5.0),
     beta=st.floats(0.05, 5.0),
+    sigma2=st.floats(1e-3, 0.5),
 )
-def test_nlml_gradient_matches_finite_differences(seed: int, alpha: float, beta: float) -> None:
+def test_nlml_gradient_matches_finite_differences(seed: int, alpha: float, beta: float, sigma2: float) -> None:
     rng = np.random.default_rng(seed)
     phi = rng.random((12, 4))
     d2 = sq_dists(phi, phi)
     resid = rng.normal(scale=0.3, size=12)
-    noise = np.full(12, 1e-2) * rng.integers(1, 4, size=12)
-    x = np.array([alpha, beta])
-    _, grad = nlml_bucket_form(x, d2, resid, noise, 4)
-    numeric = approx_fprime(x, lambda p: nlml_bucket_form(p, d2, resid, noise, 4)[0], 1e-7)
-    # Central-difference error of a smooth function at step 1e-7 is ~1e-6 relative.
+    scale = rng.integers(1, 4, size=12).astype(float)
+    x = np.array([alpha, beta, sigma2])
+    _, grad = nlml_bucket_form(x, d2, resid, scale, 4)
+    numeric = approx_fprime(x, lambda p: nlml_bucket_form(p, d2, resid, scale, 4)[0], 1e-7)
+    # Forward differences at step 1e-7 carry ~1e-7/curvature error: 1e-4 relative is ample.
     np.testing.assert_allclose(grad, numeric, rtol=1e-4, atol=1e-5)
 
 

@@ -127,6 +127,7 @@ def test_missing_reference_scores_are_dropped_loudly() -> None:
         ({"weights": [1, 2]}, "weights must be 6 non-negative numbers"),
         ({"tolerance": -1}, "tolerance must be >= 0"),
         ({"n0": -1}, "n0 must be a non-negative integer"),
+        ({"noise": "auto"}, "noise must be .fixed. or .learned."),
     ],
 )
 def test_configuration_errors(kwargs: dict, message: str) -> None:

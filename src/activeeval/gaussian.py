@@ -212,40 +212,53 @@ def nlml_bucket_form(
     params: np.ndarray,
     d2: np.ndarray,
     resid: np.ndarray,
-    noise: np.ndarray,
+    noise_scale: np.ndarray,
     n_refs: int,
 ) -> tuple[float, np.ndarray]:
-    """Eq. 11 (bucket form over observed buckets) and its gradient in (α, β).
+    """Eq. 11 (bucket form over observed buckets) and its gradient in (α, β, σ²).
 
-    L(α, β) = ½ rᵀ (Σ_OO + Δ)⁻¹ r + ½ log|Σ_OO + Δ| + (m/2) log 2π, with
-    r = s̄_O − μ_O. It differs from the item form only by a constant that does
-    not depend on (α, β), so both have the same minimiser.
+    L = ½ rᵀ K⁻¹ r + ½ log|K| + (m/2) log 2π with K = Σ_OO + σ² diag(N_b / n_b)
+    and r = s̄_O − μ_O. It differs from the item form only by a constant that
+    does not depend on (α, β), so both have the same minimiser in (α, β).
 
     Parameters
     ----------
-    params : ndarray (2,)
-        (α, β).
+    params : ndarray (3,)
+        (α, β, σ²).
     d2 : ndarray (m, m)
         Squared distances between the observed buckets' reference vectors.
     resid : ndarray (m,)
-    noise : ndarray (m,)
-        Δ's diagonal, σ² N_b / n_b.
+        r.
+    noise_scale : ndarray (m,)
+        N_b / n_b, so that Δ = σ² diag(noise_scale).
+    n_refs : int
+        K, the number of reference models.
+
+    Returns
+    -------
+    value : float
+    grad : ndarray (3,)
+        ∂L/∂(α, β, σ²); ``inf`` and zeros where K is not positive definite.
     """
-    alpha, beta = np.asarray(params, dtype=float)
+    alpha, beta, sigma2 = np.asarray(params, dtype=float)
     scaled = d2 / n_refs
     e = np.exp(-beta * scaled)
-    gram = alpha * e + np.diag(noise)
+    gram = alpha * e + np.diag(sigma2 * noise_scale)
     try:
         factor = cho_factor(gram, lower=True, check_finite=False)
     except LinAlgError:
-        return np.inf, np.zeros(2)
+        return np.inf, np.zeros(3)
     a = cho_solve(factor, resid)
     m = resid.size
     value = 0.5 * float(resid @ a) + float(np.log(np.diag(factor[0])).sum()) + 0.5 * m * np.log(2 * np.pi)
-    # ∂L/∂θ = ½ tr((K⁻¹ − a aᵀ) ∂K/∂θ); one solve for K⁻¹ serves both traces
-    # (tr(A B) = Σ A ⊙ B for symmetric B), O(m³) once instead of per parameter.
+    # ∂L/∂θ = ½ tr((K⁻¹ − a aᵀ) ∂K/∂θ); one solve for K⁻¹ serves every trace
+    # (tr(W B) = Σ W ⊙ B for symmetric B): O(m³) once instead of per parameter.
     w = cho_solve(factor, np.eye(m)) - np.outer(a, a)
-    d_alpha = e
-    d_beta = -alpha * e * scaled
-    grad = np.array([0.5 * float((w * d_alpha).sum()), 0.5 * float((w * d_beta).sum())])
+    grad = np.array(
+        [
+            0.5 * float((w * e).sum()),
+            0.5 * float((w * (-alpha * e * scaled)).sum()),
+            0.5 * float(np.diag(w) @ noise_scale),
+        ]
+    )
     return value, grad
