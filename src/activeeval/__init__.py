@@ -7,34 +7,60 @@ an honest interval and an automatic stop.
 >>> ref = datasets.load("ifeval")
 >>> method = BayesAME(ref.drop_models([ref.model_ids[0]]), epsilon2=0.05, seed=0)
 >>> item = method.select()  # index of the next item to evaluate
+
+The public names are imported lazily (PEP 562), so that ``import activeeval``
+and every CLI command start fast; ``from activeeval import X`` works as usual.
 """
 
 from __future__ import annotations
 
-from activeeval import datasets
-from activeeval.data.io import read_scores, write_scores
-from activeeval.data.matrix import DropReport, ScoreMatrix
-from activeeval.exceptions import ActiveEvalError
-from activeeval.methods import BaseMethod, BayesAME, Estimate, Method, RSMean
-from activeeval.stopping import AnyOf, BudgetRule, StoppingRule, WindowCIRule
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "ActiveEvalError",
-    "AnyOf",
-    "BaseMethod",
-    "BayesAME",
-    "BudgetRule",
-    "DropReport",
-    "Estimate",
-    "Method",
-    "RSMean",
-    "ScoreMatrix",
-    "StoppingRule",
-    "WindowCIRule",
-    "datasets",
-    "read_scores",
-    "write_scores",
-    "__version__",
-]
+_EXPORTS: dict[str, str] = {
+    "ActiveEvalError": "activeeval.exceptions",
+    "AnyOf": "activeeval.stopping",
+    "BaseMethod": "activeeval.methods.base",
+    "BayesAME": "activeeval.methods.bayesame",
+    "BudgetRule": "activeeval.stopping",
+    "DropReport": "activeeval.data.matrix",
+    "Estimate": "activeeval.methods.estimate",
+    "Method": "activeeval.methods.base",
+    "RSMean": "activeeval.methods.baselines.rs_mean",
+    "ScoreMatrix": "activeeval.data.matrix",
+    "StoppingRule": "activeeval.stopping",
+    "WindowCIRule": "activeeval.stopping",
+    "read_scores": "activeeval.data.io",
+    "write_scores": "activeeval.data.io",
+}
+_MODULES = {"datasets": "activeeval.datasets"}
+
+__all__ = [*_EXPORTS, *_MODULES, "__version__"]
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from activeeval import datasets
+    from activeeval.data.io import read_scores, write_scores
+    from activeeval.data.matrix import DropReport, ScoreMatrix
+    from activeeval.exceptions import ActiveEvalError
+    from activeeval.methods.base import BaseMethod, Method
+    from activeeval.methods.baselines.rs_mean import RSMean
+    from activeeval.methods.bayesame import BayesAME
+    from activeeval.methods.estimate import Estimate
+    from activeeval.stopping import AnyOf, BudgetRule, StoppingRule, WindowCIRule
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MODULES:
+        value = importlib.import_module(_MODULES[name])
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module 'activeeval' has no attribute {name!r}")
+    globals()[name] = value  # cache: later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

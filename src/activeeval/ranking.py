@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Union
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtr, ndtri  # Φ and Φ⁻¹; scipy.stats costs ~1 s to import
 
 from activeeval.exceptions import ConfigurationError, DataFormatError
 from activeeval.methods.base import Method, SeedLike
@@ -75,7 +75,7 @@ def pairwise_confidence(mean_i: float, var_i: float, mean_j: float, var_j: float
     diff = mean_i - mean_j
     if sd == 0.0:
         return 1.0 if diff > 0 else (0.0 if diff < 0 else 0.5)
-    return float(norm.cdf(diff / sd))
+    return float(ndtr(diff / sd))
 
 
 def check_gamma(gamma: float) -> float:
@@ -264,7 +264,7 @@ class RankResult:
         return out
 
     def to_dict(self, level: float | None = None) -> dict[str, Any]:
-        z = float(norm.ppf(0.5 + (level if level is not None else self.gamma) / 2.0))
+        z = float(ndtri(0.5 + (level if level is not None else self.gamma) / 2.0))
         rows = []
         for rank, m in enumerate(self.ranking, start=1):
             sd = math.sqrt(max(self.variances[m], 0.0))

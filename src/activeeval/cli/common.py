@@ -50,9 +50,12 @@ def cli_errors(func: F) -> F:
             except ActiveEvalError as exc:
                 raise fail(exc) from None
             finally:
+                shown: set[str] = set()
                 for w in caught:
                     if issubclass(w.category, MissingScoresWarning):
-                        typer.echo(f"note: {one_line(w.message)}", err=True)
+                        if (text := one_line(w.message)) not in shown:  # one note per distinct drop
+                            shown.add(text)
+                            typer.echo(f"note: {text}", err=True)
                     else:
                         warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 

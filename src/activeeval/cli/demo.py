@@ -3,16 +3,8 @@
 from __future__ import annotations
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from activeeval import datasets
 from activeeval.cli.common import app, cli_errors, print_json
-from activeeval.experiments.simulate import hold_out, run_fixed, run_until_stop
-from activeeval.methods.base import BaseMethod
-from activeeval.methods.baselines import RSMean
-from activeeval.methods.bayesame import BayesAME
 
 
 @app.command()
@@ -26,6 +18,16 @@ def demo(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Hold out one real model, estimate its score with BayesAME, stop automatically, compare with the truth."""
+    # Imported here so that other commands do not pay for them at start-up.
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.table import Table
+
+    from activeeval import datasets
+    from activeeval.experiments.simulate import hold_out, run_fixed, run_until_stop
+    from activeeval.methods.baselines.rs_mean import RSMean
+    from activeeval.methods.bayesame import BayesAME
+
     matrix = datasets.resolve(dataset)
     split = hold_out(matrix, target, seed)
     method = BayesAME(split.reference, epsilon1=epsilon1, epsilon2=epsilon2, seed=seed)
@@ -44,7 +46,7 @@ def demo(
     ) as progress:
         task = progress.add_task("run", total=n_items, dataset=matrix.name or dataset, status="")
 
-        def show(m: BaseMethod, item: int, score: float) -> None:
+        def show(m: BayesAME, item: int, score: float) -> None:
             est = m.estimate()
             lo, hi = est.ci()
             progress.update(
@@ -63,7 +65,7 @@ def demo(
         "dataset": matrix.name or dataset,
         "target": split.target,
         "n_items": n_items,
-        "n_references": split.reference.n_models,
+        "n_references": method.reference.n_models,
         "regime": method.regime,
         "n_used": est.n_observed,
         "fraction_used": est.n_observed / n_items,
@@ -86,7 +88,7 @@ def demo(
     table = Table(title=f"{result['dataset']}: {split.target}", show_header=False)
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("references", f"{split.reference.n_models} models ({method.regime} regime, B = {method.n_buckets})")
+    table.add_row("references", f"{method.reference.n_models} models ({method.regime} regime, B = {method.n_buckets})")
     table.add_row("items used", f"{est.n_observed} of {n_items} ({100 * est.n_observed / n_items:.1f} %)")
     table.add_row("stopped by", stopped_by)
     table.add_row("BayesAME estimate", f"{est.mean:.4f}")

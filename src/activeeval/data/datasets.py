@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from activeeval.data.io import read_scores
 from activeeval.data.matrix import ScoreKind, ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DataFormatError, UnknownDatasetError
 
@@ -203,6 +202,8 @@ def load(name: str) -> ScoreMatrix:
 
 def _read_dataset(path: Path, entry: DatasetInfo) -> ScoreMatrix:
     # Leaderboard exports repeat some models with identical rows; keep one (see the catalog notes).
+    from activeeval.data.io import read_scores  # pandas: imported on first load
+
     return read_scores(
         path,
         layout="wide",
@@ -273,6 +274,8 @@ def resolve(name_or_path: str | os.PathLike[str], **read_kwargs: object) -> Scor
         isinstance(name_or_path, os.PathLike) or os.sep in text or "/" in text or text.lower().endswith(_FILE_SUFFIXES)
     )
     if path.is_file() or looks_like_path:
+        from activeeval.data.io import read_scores
+
         return read_scores(path, **read_kwargs)  # type: ignore[arg-type]
     known = _all_known()
     if text.strip().lower() not in known:

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.stats import kendalltau
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, InvalidScoresError
@@ -91,6 +90,8 @@ def kendall_tau(predicted: Mapping[str, float], truth: Mapping[str, float]) -> f
     y = [truth[m] for m in models]
     if len(set(x)) < 2 or len(set(y)) < 2:
         return float("nan")
+    from scipy.stats import kendalltau  # scipy.stats is slow to import: only when needed
+
     return float(kendalltau(x, y).statistic)
 
 

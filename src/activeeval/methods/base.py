@@ -179,7 +179,7 @@ class BaseMethod(ABC):
         if int(k) != k or k < 1:
             raise ConfigurationError(f"k must be a positive integer, got {k}")
         excl = sorted({self.reference.item_index(i) for i in exclude})
-        available = self.n_items - int(self._observed.sum()) - sum(1 for i in excl if not self._observed[i])
+        available = self.n_items - self.n_observed - sum(1 for i in excl if not self._observed[i])
         if available <= 0:
             raise SessionStateError(
                 "every item is already observed or pending; nothing left to select "
