@@ -15,6 +15,9 @@ def demo(
     epsilon1: float = typer.Option(0.005, help="Stop only once R-hat varied by at most this over the last 30 steps."),
     epsilon2: float = typer.Option(0.03, help="Stop once the 95% interval is at most this wide."),
     seed: int = typer.Option(0, min=0, help="Seed for the target choice and the method."),
+    noise: str = typer.Option(
+        "fixed", help="BayesAME noise σ²: 'fixed' (the paper's default) or 'learned' with (α, β) by the NLML."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
     """Hold out one real model, estimate its score with BayesAME, stop automatically, compare with the truth."""
@@ -30,7 +33,7 @@ def demo(
 
     matrix = datasets.resolve(dataset)
     split = hold_out(matrix, target, seed)
-    method = BayesAME(split.reference, epsilon1=epsilon1, epsilon2=epsilon2, seed=seed)
+    method = BayesAME(split.reference, epsilon1=epsilon1, epsilon2=epsilon2, seed=seed, noise=noise)
     n_items = method.n_items
     console = Console(stderr=True) if json_out else Console()
 
@@ -81,6 +84,7 @@ def demo(
         "epsilon1": epsilon1,
         "epsilon2": epsilon2,
         "seed": seed,
+        "noise": noise,
     }
     if json_out:
         print_json(result)

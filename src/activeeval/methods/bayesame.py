@@ -38,7 +38,7 @@ from activeeval.methods.base import BaseMethod, SeedLike
 from activeeval.methods.estimate import Estimate
 from activeeval.stopping import StoppingRule
 
-__all__ = ["BayesAME", "RefitRecord"]
+__all__ = ["BayesAME", "BayesAMERS", "RefitRecord"]
 
 SIGMA2_UNIQUE = 1e-4  # App. C.1
 SIGMA2_NON_UNIQUE = 1e-1  # App. C.1
@@ -450,3 +450,15 @@ class BayesAME(BaseMethod):
         """App. A.3 diagnostic: Var(R | s_C) + (R̂_Bayes − R̂_CV)²."""
         bayes, cv = self._estimators()
         return self.estimate().var + (bayes - cv) ** 2
+
+
+class BayesAMERS(BayesAME):
+    """BayesAME-RS: BayesAME's posterior and estimator with uniformly random items (paper §5.1)."""
+
+    name = "bayesame-rs"
+
+    def __init__(self, reference: ScoreMatrix, **kwargs: object) -> None:
+        if kwargs.get("selection", "random") != "random":
+            raise ConfigurationError("BayesAME-RS selects items at random; do not pass selection=")
+        kwargs["selection"] = "random"
+        super().__init__(reference, **kwargs)  # type: ignore[arg-type]

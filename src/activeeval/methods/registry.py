@@ -1,27 +1,35 @@
-"""Methods by name, for the CLI, sessions and the backtest engine."""
+"""Methods by name, for the CLI, sessions and the backtest engine.
+
+Each name maps to ``"module:attribute"`` (imported on first use, so a session
+with BayesAME does not import every baseline's dependencies) or to a factory
+``f(reference, **kwargs) -> BaseMethod`` registered at run time.
+"""
 
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable
 from typing import Any
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.base import BaseMethod
-from activeeval.methods.baselines import RSMean
-from activeeval.methods.bayesame import BayesAME
-from activeeval.methods.cat import ContinuousCAT
 
-__all__ = ["METHODS", "make_method", "method_names", "register"]
+__all__ = ["METHODS", "make_method", "method_names", "register", "resolve_factory"]
 
 MethodFactory = Callable[..., BaseMethod]
 
-METHODS: dict[str, MethodFactory] = {
-    "bayesame": BayesAME,
-    "bayesame-rs": lambda reference, **kw: BayesAME(reference, selection="random", **kw),
-    "rs-mean": RSMean,
-    "cat": ContinuousCAT,
+METHODS: dict[str, str | MethodFactory] = {
+    "bayesame": "activeeval.methods.bayesame:BayesAME",
+    "bayesame-rs": "activeeval.methods.bayesame:BayesAMERS",
+    "rs-mean": "activeeval.methods.baselines.rs_mean:RSMean",
+    "seq-apw": "activeeval.methods.baselines.seq_apw:SeqAPW",
+    "bayes-aipw": "activeeval.methods.baselines.bayes_aipw:BayesAIPW",
+    "bayes-rs-learn": "activeeval.methods.baselines.bayes_rs_learn:BayesRSLearn",
+    "proeval": "activeeval.methods.baselines.proeval:ProEval",
+    "irt": "activeeval.methods.baselines.irt:IRTBaseline",
+    "cat": "activeeval.methods.cat:ContinuousCAT",
 }
 
 
@@ -34,18 +42,26 @@ def method_names() -> list[str]:
     return list(METHODS)
 
 
-def make_method(name: str, reference: ScoreMatrix, **kwargs: Any) -> BaseMethod:
-    """Build the method called ``name`` on ``reference``.
+def resolve_factory(name: str) -> MethodFactory:
+    """The class or factory registered as ``name``.
 
     Raises :class:`ConfigurationError` for an unknown name, suggesting the
     closest known one.
     """
     try:
-        factory = METHODS[name]
+        spec = METHODS[name]
     except KeyError:
         close = difflib.get_close_matches(str(name), METHODS, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigurationError(
             f"unknown method {name!r}{hint}; choose one of: {', '.join(METHODS)}"
         ) from None
-    return factory(reference, **kwargs)
+    if isinstance(spec, str):
+        module, _, attr = spec.partition(":")
+        return getattr(importlib.import_module(module), attr)
+    return spec
+
+
+def make_method(name: str, reference: ScoreMatrix, **kwargs: Any) -> BaseMethod:
+    """Build the method called ``name`` on ``reference``."""
+    return resolve_factory(name)(reference, **kwargs)
