@@ -255,7 +255,8 @@ class BayesAME(BaseMethod):
         """Recompute the posterior from the bucket form (Eq. 8) at the current (α, β)."""
         n_buckets = self.n_buckets
         obs = np.flatnonzero(self._n_b > 0)
-        self._v = np.empty((max(2 * obs.size, 64), n_buckets))
+        # Room for the observations until the next refit; grows by doubling beyond that.
+        self._v = np.empty((obs.size + max(self.refit_every, 64), n_buckets))
         self._rows = obs.size
         sigma_n = kernel_matvec(self._feat, self._counts, self.alpha, self.beta, self._d2_full)
         if obs.size == 0:
