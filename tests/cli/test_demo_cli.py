@@ -52,3 +52,12 @@ def test_demo_bad_input_exits_2_with_one_line(args: list[str], message: str) -> 
     assert message in result.stderr
     assert "Traceback" not in result.output
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_demo_fixed_budget_on_the_largest_bundled_benchmark() -> None:
+    result = runner.invoke(app, ["demo", "--dataset", "mmlu_pro", "--max-items", "40", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["stopped_by"] == "budget" and out["n_used"] == 40 and out["n_items"] == 12032
+    # mmlu_pro has missing reference scores: the drop is reported, not silent.
+    assert "note: 1713 missing reference score(s): dropped 3 model(s)" in result.stderr
