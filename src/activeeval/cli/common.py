@@ -38,26 +38,32 @@ def fail(message: object) -> typer.Exit:
 def cli_errors(func: F) -> F:
     """Turn library errors into a one-line message and exit code 2.
 
-    Missing-score warnings are shown as one ``note:`` line on stderr.
+    Warnings are printed on stderr once each, after the command: missing-score
+    drops as ``note:`` lines, anything else as ``warning:`` lines.
     """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always", MissingScoresWarning)
-            try:
-                return func(*args, **kwargs)
-            except ActiveEvalError as exc:
-                raise fail(exc) from None
-            finally:
-                shown: set[str] = set()
-                for w in caught:
-                    if issubclass(w.category, MissingScoresWarning):
-                        if (text := one_line(w.message)) not in shown:  # one note per distinct drop
-                            shown.add(text)
-                            typer.echo(f"note: {text}", err=True)
-                    else:
-                        warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", MissingScoresWarning)
+                try:
+                    return func(*args, **kwargs)
+                except ActiveEvalError as exc:
+                    raise fail(exc) from None
+        finally:
+            # Re-emit outside the recording context: showing a warning inside
+            # it would append to `caught` while we iterate over it.
+            # Each distinct warning once (a backtest repeats the same ones per run).
+            shown: set[str] = set()
+            for w in caught:
+                if issubclass(w.category, MissingScoresWarning):
+                    text = f"note: {one_line(w.message)}"
+                else:
+                    text = f"warning: {w.category.__name__}: {one_line(w.message)}"
+                if text not in shown:
+                    shown.add(text)
+                    typer.echo(text, err=True)
 
     return wrapper  # type: ignore[return-value]
 
