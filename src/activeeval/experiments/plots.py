@@ -1,0 +1,73 @@
+"""PNG plots of a backtest (matplotlib, Agg backend): RMSE Log, RMSE Gain, cost–accuracy, coverage."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from activeeval.exceptions import ConfigurationError
+
+__all__ = ["write_plots"]
+
+
+def _pyplot():  # noqa: ANN202
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ConfigurationError(
+            'plots need matplotlib: pip install "activeeval[plot]" (or pass --no-plots)'
+        ) from None
+    return plt
+
+
+def write_plots(curves, cost, out_dir: Path, title: str) -> list[Path]:  # noqa: ANN001
+    """Write rmse_log.png, rmse_gain.png, cost_accuracy.png and coverage.png; return their paths.
+
+    ``curves`` and ``cost`` are the frames of
+    :func:`~activeeval.experiments.tables.curves_frame` and
+    :func:`~activeeval.experiments.tables.cost_accuracy_frame`.
+    """
+    plt = _pyplot()
+    out_dir = Path(out_dir)
+    paths = []
+    specs = [
+        ("rmse_log.png", "rmse_log", "RMSE × 100", True, None),
+        ("rmse_gain.png", "gain_db", "RMSE Gain vs RS-Mean (dB)", False, None),
+        ("coverage.png", "coverage", "realised coverage of the 95 % interval", False, 0.95),
+    ]
+    for fname, col, ylabel, logy, hline in specs:
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for name, g in curves.groupby("method", sort=False):
+            if g[col].notna().any():
+                ax.plot(100 * g["fraction"], g[col], label=name, lw=1.2)
+        if logy:
+            ax.set_yscale("log")
+            # exact methods reach round-off (~1e-14) at n = N; keep the axis on the informative range
+            body = curves.loc[(curves["fraction"] <= 0.95) & (curves[col] > 0), col]
+            if not body.empty:
+                ax.set_ylim(bottom=float(body.min()) / 3)
+        if hline is not None:
+            ax.axhline(hline, color="k", ls=":", lw=1)
+        ax.set_xlabel("coreset size n (% of N)")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(out_dir / fname, dpi=120)
+        plt.close(fig)
+        paths.append(out_dir / fname)
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for name, g in cost.groupby("method", sort=False):
+        ax.plot(100 * g["mean_fraction"], g["rmse_log"], marker="o", label=name, lw=1.2)
+    ax.set_yscale("log")
+    ax.set_xlabel("mean coreset size at stop (% of N)")
+    ax.set_ylabel("RMSE at stop × 100")
+    ax.set_title(title + " — cost–accuracy (ε2 sweep)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out_dir / "cost_accuracy.png", dpi=120)
+    plt.close(fig)
+    paths.append(out_dir / "cost_accuracy.png")
+    return paths

@@ -1,0 +1,294 @@
+"""Run a backtest: every (method, seed) task over every target, locally or on a cluster.
+
+One task = one method and one seed: it samples that seed's references (shared
+by all targets) and plays the method on each target to the end (n = N),
+keeping the whole trajectory. Fixed-size curves read the trajectory at every
+n; stopping-rule runs for each ε2 are read off the same trajectory (no
+method's selection depends on ε). Results depend only on the task's
+coordinates, so they are identical whatever the backend, the number of
+workers or the completion order (tested).
+
+Backends: ``local`` (processes via :mod:`concurrent.futures`; all cores by
+default; ``workers=1`` runs in this process), ``ray`` and ``dask``
+(optional extras; pass ``address`` to join an existing cluster, otherwise a
+local one is started).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from activeeval.data.matrix import ScoreMatrix
+from activeeval.exceptions import ConfigurationError
+from activeeval.experiments.protocol import BacktestConfig, Split, make_split, method_seed, sample_references
+from activeeval.experiments.simulate import run_fixed
+from activeeval.methods.registry import METHODS, make_method
+
+__all__ = ["BACKENDS", "BacktestResult", "run_backtest", "run_task", "check_methods"]
+
+BACKENDS = ("local", "ray", "dask")
+
+
+@dataclass
+class BacktestResult:
+    """Trajectories of every run, with what is needed to compute the metrics.
+
+    Attributes
+    ----------
+    means, vars : dict of str to ndarray of shape (n_targets, n_seeds, n_items)
+        R̂ and Var_R after n = 1..N items (index n − 1), per method.
+    truth : ndarray of shape (n_targets,)
+        R* of each target.
+    """
+
+    dataset: str
+    config: BacktestConfig
+    split: Split
+    n_items: int
+    truth: np.ndarray
+    means: dict[str, np.ndarray]
+    vars: dict[str, np.ndarray]
+    wall_time: float = 0.0
+    backend: str = "local"
+    workers: int = 1
+    reference_sizes: list[int] = field(default_factory=list)
+
+    @property
+    def methods(self) -> list[str]:
+        return list(self.means)
+
+
+def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
+    """Validate method names against the registry (ConfigurationError naming the unknown one)."""
+    import difflib
+
+    out = []
+    for name in methods:
+        if name not in METHODS:
+            close = difflib.get_close_matches(name, METHODS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigurationError(f"unknown method {name!r}{hint}; choose from: {', '.join(METHODS)}")
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
+def run_task(
+    matrix: ScoreMatrix, config: BacktestConfig, split: Split, method: str, seed_index: int
+) -> tuple[str, int, np.ndarray, np.ndarray]:
+    """Play ``method`` on every target with seed ``seed_index``; (method, seed, means (T, N), vars (T, N))."""
+    refs = sample_references(split.pool, config.ref_fraction, seed_index, config.root_seed)
+    reference = matrix.select_models(refs)
+    n_items = matrix.n_items
+    means = np.empty((len(split.targets), n_items))
+    vars_ = np.empty((len(split.targets), n_items))
+    options = dict(config.method_options.get(method, {}))
+    for t_idx, target in enumerate(split.targets):
+        truth = np.asarray(matrix.model_scores(target), dtype=float)
+        m = make_method(method, reference, seed=method_seed(config.root_seed, seed_index, t_idx), **options)
+        run_fixed(m, truth, n_items)
+        traj = m.trajectory
+        means[t_idx] = [e.mean for e in traj]
+        vars_[t_idx] = [e.var for e in traj]
+    return method, seed_index, means, vars_
+
+
+# ------------------------------------------------------------------ local
+_WORKER: dict = {}
+
+
+def _limit_threads() -> None:
+    # one BLAS/OpenMP thread per worker: the parallelism is across tasks
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(1)
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        pass
+
+
+def _init_worker(matrix: ScoreMatrix, config: BacktestConfig, split: Split) -> None:
+    _limit_threads()
+    _WORKER.update(matrix=matrix, config=config, split=split)
+
+
+def _worker_task(method: str, seed_index: int) -> tuple[str, int, np.ndarray, np.ndarray]:
+    return run_task(_WORKER["matrix"], _WORKER["config"], _WORKER["split"], method, seed_index)
+
+
+def _run_local(matrix, config, split, tasks, workers, on_done):  # noqa: ANN001, ANN202
+    if workers == 1:
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # pragma: no cover
+            threadpool_limits = None
+        ctx = threadpool_limits(1) if threadpool_limits is not None else None
+        try:
+            for method, s in tasks:
+                on_done(run_task(matrix, config, split, method, s))
+        finally:
+            if ctx is not None:
+                ctx.restore_original_limits()
+        return
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(matrix, config, split)) as pool:
+        futures = [pool.submit(_worker_task, method, s) for method, s in tasks]
+        for fut in as_completed(futures):
+            on_done(fut.result())
+
+
+def _run_ray(matrix, config, split, tasks, workers, on_done, address):  # noqa: ANN001, ANN202
+    try:
+        import ray
+    except ImportError:
+        raise ConfigurationError(
+            '--backend ray needs Ray: pip install "activeeval[ray]" (or pip install "ray>=2.9")'
+        ) from None
+    started = False
+    if not ray.is_initialized():
+        ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False, log_to_driver=False)
+        started = True
+    try:
+
+        @ray.remote(num_cpus=1)
+        def remote_task(m, c, sp, method, s):  # noqa: ANN001, ANN202
+            _limit_threads()
+            return run_task(m, c, sp, method, s)
+
+        refs = (ray.put(matrix), ray.put(config), ray.put(split))
+        pending = [remote_task.remote(*refs, method, s) for method, s in tasks]
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            on_done(ray.get(done[0]))
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _run_dask(matrix, config, split, tasks, workers, on_done, address):  # noqa: ANN001, ANN202
+    try:
+        from distributed import Client, LocalCluster, as_completed
+    except ImportError:
+        raise ConfigurationError(
+            '--backend dask needs Dask distributed: pip install "activeeval[dask]" (or pip install "dask[distributed]")'
+        ) from None
+    cluster = None
+    if address:
+        client = Client(address)
+    else:
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
+        client = Client(cluster)
+    try:
+        m_f, c_f, s_f = client.scatter([matrix, config, split], broadcast=True)
+
+        def dask_task(m, c, sp, method, s):  # noqa: ANN001, ANN202
+            _limit_threads()
+            return run_task(m, c, sp, method, s)
+
+        futures = [client.submit(dask_task, m_f, c_f, s_f, method, s, pure=False) for method, s in tasks]
+        for fut in as_completed(futures):
+            on_done(fut.result())
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def run_backtest(
+    matrix: ScoreMatrix,
+    config: BacktestConfig,
+    *,
+    workers: int | None = None,
+    backend: str = "local",
+    address: str | None = None,
+    progress: bool | Callable[[int, int], None] = False,
+) -> BacktestResult:
+    """Run every (method, seed) task of ``config`` on ``matrix``.
+
+    Parameters
+    ----------
+    workers : int, optional
+        Worker processes (default: all cores, ``os.cpu_count()``).
+    backend : {"local", "ray", "dask"}
+    address : str, optional
+        Cluster address for ray/dask (default: start a local cluster).
+    progress : bool or callable
+        True for a Rich progress bar on stderr; a callable receives (done, total).
+    """
+    if backend not in BACKENDS:
+        raise ConfigurationError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if workers is None:
+        workers = os.cpu_count() or 1
+    if int(workers) != workers or workers < 1:
+        raise ConfigurationError(f"workers must be a positive integer, got {workers}")
+    methods = check_methods(config.methods)
+    split = make_split(matrix, config.regime, config.n_targets, config.split_seed, config.gap)
+    sample_references(split.pool, config.ref_fraction, 0, config.root_seed)  # validate --refs before starting
+    n_items = matrix.n_items
+    n_t, n_s = len(split.targets), config.n_seeds
+    means = {m: np.full((n_t, n_s, n_items), np.nan) for m in methods}
+    vars_ = {m: np.full((n_t, n_s, n_items), np.nan) for m in methods}
+    tasks = [(m, s) for s in range(n_s) for m in methods]
+    total = len(tasks)
+    done = 0
+    bar = None
+    if progress is True:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        bar = Progress(
+            TextColumn("backtest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+            console=Console(stderr=True), transient=True,
+        )
+        task_id = bar.add_task("runs", total=total)
+        bar.start()
+
+    def on_done(res: tuple[str, int, np.ndarray, np.ndarray]) -> None:
+        nonlocal done
+        method, s, mu, var = res
+        means[method][:, s, :] = mu
+        vars_[method][:, s, :] = var
+        done += 1
+        if bar is not None:
+            bar.update(task_id, completed=done)
+        elif callable(progress):
+            progress(done, total)
+
+    start = time.perf_counter()
+    try:
+        if backend == "local":
+            _run_local(matrix, config, split, tasks, int(workers), on_done)
+        elif backend == "ray":
+            _run_ray(matrix, config, split, tasks, int(workers), on_done, address)
+        else:
+            _run_dask(matrix, config, split, tasks, int(workers), on_done, address)
+    finally:
+        if bar is not None:
+            bar.stop()
+    truth = np.array([float(np.mean(matrix.model_scores(t))) for t in split.targets])
+    return BacktestResult(
+        dataset=matrix.name or "scores",
+        config=config,
+        split=split,
+        n_items=n_items,
+        truth=truth,
+        means=means,
+        vars=vars_,
+        wall_time=time.perf_counter() - start,
+        backend=backend,
+        workers=int(workers),
+        reference_sizes=[int(round(config.ref_fraction * len(split.pool)))],
+    )
