@@ -1,0 +1,292 @@
+"""``activeeval backtest`` and ``activeeval reproduce table1``: the paper's protocol from the command line.
+
+Thin layer: argument parsing, output and files only; the work is in
+:mod:`activeeval.experiments` (protocol, runner, metrics, tables, plots).
+Files go to a temporary directory next to ``--out`` and are moved into place
+only when everything is written, so an error leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from activeeval.cli.common import app, cli_errors, print_json
+from activeeval.datasets import resolve
+from activeeval.exceptions import ConfigurationError
+from activeeval.experiments.protocol import EPSILON2_SWEEP, BacktestConfig
+from activeeval.experiments.runner import BACKENDS, BacktestResult, check_methods, run_backtest
+from activeeval.experiments.tables import (
+    BASELINE,
+    PAPER_TABLE1,
+    cost_accuracy_frame,
+    curves_frame,
+    runs_frame,
+    stops_frame,
+    summarize,
+)
+
+ALL_METHODS = ("bayesame", "bayesame-rs", "rs-mean", "seq-apw", "bayes-aipw", "bayes-rs-learn", "proeval", "irt")
+
+reproduce_app = typer.Typer(help="Reproduce tables of the BayesAME paper on the bundled data.", no_args_is_help=True)
+app.add_typer(reproduce_app, name="reproduce")
+
+
+def _fmt(x: object, digits: int = 2) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    return f"{x:.{digits}f}"
+
+
+def _parse_methods(text: str) -> tuple[str, ...]:
+    names = tuple(m.strip() for m in text.split(",") if m.strip())
+    if not names:
+        raise ConfigurationError(f"--methods must list at least one method, got {text!r}; e.g. rs-mean,bayesame")
+    return check_methods(names)
+
+
+def _check_out(out: Optional[Path]) -> None:
+    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigurationError(
+            f"--out {str(out)!r} already exists and is not an empty directory; choose a new directory or remove it"
+        )
+
+
+def _check_common(workers: Optional[int], backend: str, output_format: str) -> None:
+    if workers is not None and workers < 1:
+        raise ConfigurationError(f"--workers must be a positive integer, got {workers}")
+    if backend not in BACKENDS:
+        raise ConfigurationError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if output_format not in ("parquet", "csv"):
+        raise ConfigurationError(f"--format must be 'parquet' or 'csv', got {output_format!r}")
+
+
+def _write_frame(frame, path: Path, output_format: str) -> Path:  # noqa: ANN001
+    if output_format == "parquet":
+        try:
+            frame.to_parquet(path.with_suffix(".parquet"), index=False)
+        except ImportError:
+            raise ConfigurationError(
+                'Parquet output needs pyarrow: pip install "activeeval[parquet]", or pass --format csv'
+            ) from None
+        return path.with_suffix(".parquet")
+    frame.to_csv(path.with_suffix(".csv"), index=False)
+    return path.with_suffix(".csv")
+
+
+def _write_result(
+    result: BacktestResult, summary: dict, tmp: Path, prefix: str, output_format: str, plots: bool
+) -> None:
+    curves = curves_frame(result)
+    cost = cost_accuracy_frame(result)
+    _write_frame(runs_frame(result), tmp / f"{prefix}runs", output_format)
+    _write_frame(stops_frame(result), tmp / f"{prefix}stops", output_format)
+    curves.to_csv(tmp / f"{prefix}curves.csv", index=False)
+    cost.to_csv(tmp / f"{prefix}cost_accuracy.csv", index=False)
+    (tmp / f"{prefix}summary.json").write_text(json.dumps(_payload(result, summary), indent=2) + "\n")
+    if plots:
+        from activeeval.experiments.plots import write_plots
+
+        sub = tmp / prefix.rstrip("_") if prefix else tmp
+        sub.mkdir(exist_ok=True)
+        cfg = result.config
+        write_plots(curves, cost, sub, f"{result.dataset}, {cfg.regime}, {cfg.ref_fraction:.0%} refs")
+
+
+def _payload(result: BacktestResult, summary: dict) -> dict:
+    return {
+        "dataset": result.dataset,
+        "regime": result.config.regime,
+        "refs": result.config.ref_fraction,
+        "targets": list(result.split.targets),
+        "seeds": result.config.n_seeds,
+        "n_items": result.n_items,
+        "dropped_twins": list(result.split.dropped_twins),
+        "wall_time_s": round(result.wall_time, 1),
+        "methods": {
+            name: {
+                "ew_irmse": s["ew_irmse"],
+                "gain_db": s["gain_db"],
+                "coverage_at_stop": s["coverage_at_stop"],
+                "mean_fraction_at_stop": s["mean_fraction_at_stop"],
+            }
+            for name, s in summary.items()
+        },
+    }
+
+
+def _finish_out(tmp: Path, out: Path) -> None:
+    if out.exists():  # an empty directory (checked before the run)
+        out.rmdir()
+    shutil.move(str(tmp), str(out))
+
+
+@app.command("backtest")
+@cli_errors
+def backtest_command(
+    dataset: str = typer.Option(..., "--dataset", help="Dataset name or score file (models x items)."),
+    methods: str = typer.Option(",".join(ALL_METHODS), "--methods", help="Comma-separated method names."),
+    regime: str = typer.Option("interpolation", "--regime", help="interpolation or extrapolation."),
+    refs: float = typer.Option(0.5, "--refs", help="Fraction of the reference pool sampled per seed, in (0, 1]."),
+    targets: int = typer.Option(10, "--targets", help="Number of target models."),
+    seeds: int = typer.Option(200, "--seeds", help="Number of seeds (reference samples and item orders)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: all cores)."),
+    backend: str = typer.Option("local", "--backend", help="local, ray or dask."),
+    address: Optional[str] = typer.Option(None, "--address", help="ray/dask cluster address (default: local)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory for raw results and PNG plots (must be new)."),
+    epsilon2: float = typer.Option(0.03, "--epsilon2", help="ε2 of the 'at stop' columns (the sweep is always run)."),
+    split_seed: int = typer.Option(0, "--split-seed", help="Seed of the interpolation targets."),
+    output_format: str = typer.Option("parquet", "--format", help="Raw results as parquet or csv."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots to --out."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Backtest methods on held-out models with the paper's protocol (SPEC §5)."""
+    _check_common(workers, backend, output_format)
+    names = _parse_methods(methods)
+    _check_out(out)
+    if not (epsilon2 > 0):
+        raise ConfigurationError(f"--epsilon2 must be > 0, got {epsilon2}")
+    if BASELINE not in names:
+        names = names + (BASELINE,)
+        typer.echo(f"note: added {BASELINE} (the baseline of RMSE Gain)", err=True)
+    matrix = resolve(dataset)
+    sweep = tuple(sorted(set(EPSILON2_SWEEP) | {float(epsilon2)}))
+    config = BacktestConfig(
+        methods=names, regime=regime, ref_fraction=refs, n_targets=targets, n_seeds=seeds,
+        split_seed=split_seed, epsilon2=sweep,
+    )
+    result = run_backtest(
+        matrix, config, workers=workers, backend=backend, address=address, progress=progress and not as_json
+    )
+    summary = summarize(result, epsilon2)
+    if out is not None:
+        out = out.expanduser()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".backtest-", dir=out.parent))
+        try:
+            _write_result(result, summary, tmp, "", output_format, plots)
+            (tmp / "config.json").write_text(json.dumps(_config_dict(config, dataset), indent=2) + "\n")
+            _finish_out(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    if as_json:
+        payload = _payload(result, summary)
+        print_json({k: payload[k] for k in ("dataset", "regime", "methods")})
+        return
+    _print_table(result, summary, epsilon2)
+    if out is not None:
+        typer.echo(f"wrote raw results and plots to {out}")
+
+
+def _config_dict(config: BacktestConfig, dataset: str) -> dict:
+    return {
+        "dataset": dataset, "methods": list(config.methods), "regime": config.regime, "refs": config.ref_fraction,
+        "targets": config.n_targets, "seeds": config.n_seeds, "split_seed": config.split_seed,
+        "root_seed": config.root_seed, "epsilon1": config.epsilon1, "epsilon2_sweep": list(config.epsilon2),
+        "window": config.window, "level": config.level,
+    }
+
+
+def _print_table(result: BacktestResult, summary: dict, epsilon2: float) -> None:
+    cfg = result.config
+    table = Table(
+        title=f"{result.dataset}: {cfg.regime}, {cfg.ref_fraction:.0%} refs, {len(result.split.targets)} targets, "
+        f"{cfg.n_seeds} seeds, N = {result.n_items}; at stop: ε2 = {epsilon2:g}"
+    )
+    for col in ("method", "EW-IRMSE", "gain@5%", "gain@10%", "gain@25%", "cov@stop", "n/N@stop"):
+        table.add_column(col, justify="left" if col == "method" else "right")
+    for name, s in summary.items():
+        g = s["gain_db"]
+        table.add_row(
+            name, _fmt(s["ew_irmse"]), _fmt(g["5"]), _fmt(g["10"]), _fmt(g["25"]),
+            _fmt(s["coverage_at_stop"], 3), _fmt(s["mean_fraction_at_stop"], 3),
+        )
+    Console().print(table)
+    if result.split.dropped_twins:
+        twins = ", ".join(result.split.dropped_twins)
+        typer.echo(f"dropped from the reference pool (exact twins of a target): {twins}")
+    typer.echo(f"wall time {result.wall_time:.1f} s ({result.backend}, {result.workers} worker(s))")
+
+
+@reproduce_app.command("table1")
+@cli_errors
+def table1_command(
+    seeds: int = typer.Option(200, "--seeds", help="Seeds per (dataset, regime); the paper used 200."),
+    datasets: str = typer.Option("ifeval,musr", "--datasets", help="Comma-separated: ifeval, musr."),
+    methods: str = typer.Option(",".join(ALL_METHODS), "--methods", help="Comma-separated method names."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: all cores)."),
+    backend: str = typer.Option("local", "--backend", help="local, ray or dask."),
+    address: Optional[str] = typer.Option(None, "--address", help="ray/dask cluster address."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory for raw results (must be new)."),
+    output_format: str = typer.Option("parquet", "--format", help="Raw results as parquet or csv."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Table 1 of the BayesAME paper (EW-IRMSE, 50 % references, binary), ours next to the paper's."""
+    _check_common(workers, backend, output_format)
+    names = _parse_methods(methods)
+    _check_out(out)
+    wanted = [d.strip().lower() for d in datasets.split(",") if d.strip()]
+    for d in wanted:
+        if d not in PAPER_TABLE1:
+            raise ConfigurationError(f"--datasets: Table 1 rows exist for {', '.join(PAPER_TABLE1)}, got {d!r}")
+    if BASELINE not in names:
+        names = names + (BASELINE,)
+    start = time.perf_counter()
+    results: dict[tuple[str, str], tuple[BacktestResult, dict]] = {}
+    for d in wanted:
+        matrix = resolve(d)
+        for regime in ("interpolation", "extrapolation"):
+            config = BacktestConfig(methods=names, regime=regime, ref_fraction=0.5, n_targets=10, n_seeds=seeds)
+            res = run_backtest(matrix, config, workers=workers, backend=backend, address=address,
+                               progress=progress and not as_json)
+            results[(d, regime)] = (res, summarize(res))
+            if not as_json:
+                typer.echo(f"{d} {regime}: {res.wall_time:.1f} s", err=True)
+    wall = time.perf_counter() - start
+    rows = []
+    for d in wanted:
+        for name in names:
+            paper = PAPER_TABLE1[d].get(name, (None, None))
+            rows.append({
+                "dataset": d, "method": name,
+                "ours_interpolation": results[(d, "interpolation")][1][name]["ew_irmse"],
+                "paper_interpolation": paper[0],
+                "ours_extrapolation": results[(d, "extrapolation")][1][name]["ew_irmse"],
+                "paper_extrapolation": paper[1],
+            })
+    if out is not None:
+        out = out.expanduser()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".reproduce-", dir=out.parent))
+        try:
+            for (d, regime), (res, summ) in results.items():
+                _write_result(res, summ, tmp, f"{d}_{regime}_", output_format, plots=False)
+            meta = {"seeds": seeds, "wall_time_s": wall, "rows": rows}
+            (tmp / "table1.json").write_text(json.dumps(meta, indent=2) + "\n")
+            _finish_out(tmp, out)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    if as_json:
+        print_json({"seeds": seeds, "wall_time_s": round(wall, 1), "rows": rows})
+        return
+    table = Table(title=f"Table 1 — EW-IRMSE, 50 % references, binary; ours: {seeds} seeds; paper: 200 seeds")
+    for col in ("dataset", "method", "ours interp.", "paper interp.", "ours extrap.", "paper extrap."):
+        table.add_column(col, justify="left" if col in ("dataset", "method") else "right")
+    for r in rows:
+        table.add_row(r["dataset"], r["method"], _fmt(r["ours_interpolation"]), _fmt(r["paper_interpolation"]),
+                      _fmt(r["ours_extrapolation"]), _fmt(r["paper_extrapolation"]))
+    Console().print(table)
+    typer.echo(f"wall time {wall:.1f} s")
