@@ -14,8 +14,9 @@ and every CLI command start fast; ``from activeeval import X`` works as usual.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from activeeval._lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -35,9 +36,9 @@ _EXPORTS: dict[str, str] = {
     "read_scores": "activeeval.data.io",
     "write_scores": "activeeval.data.io",
 }
-_MODULES = {"datasets": "activeeval.datasets"}
+_EXPORTS["datasets"] = "activeeval.datasets:module"
 
-__all__ = [*_EXPORTS, *_MODULES, "__version__"]
+__all__ = [*_EXPORTS, "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from activeeval import datasets
@@ -51,15 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from activeeval.stopping import AnyOf, BudgetRule, StoppingRule, WindowCIRule
 
 
-def __getattr__(name: str) -> Any:
-    if name in _MODULES:
-        value = importlib.import_module(_MODULES[name])
-    elif name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    else:
-        raise AttributeError(f"module 'activeeval' has no attribute {name!r}")
-    globals()[name] = value  # cache: later lookups skip __getattr__
-    return value
+__getattr__ = lazy_getattr(globals(), _EXPORTS, __name__)
 
 
 def __dir__() -> list[str]:

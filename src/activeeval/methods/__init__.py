@@ -6,8 +6,7 @@ not pull in every other method's dependencies.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from activeeval._lazy import lazy_getattr
 
 _EXPORTS = {
     "Method": "activeeval.methods.base",
@@ -21,9 +20,4 @@ _EXPORTS = {
 __all__ = list(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'activeeval.methods' has no attribute {name!r}")
+__getattr__ = lazy_getattr(globals(), _EXPORTS, __name__)
