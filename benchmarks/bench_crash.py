@@ -16,7 +16,7 @@ model's real score on the item it is given.
    gives the expected journal and estimate.
 2. The same command is started again and again on a fresh session file and
    killed with SIGKILL (its whole process group, scorers included) either at
-   a uniformly random time in [0, 3] s after start (this lands in start-up,
+   a uniformly random time in [0, --random-delay] s after start (this lands in start-up,
    in the journal replay or while scoring) or, half of the time, a random
    0-50 ms after it recorded a new score. After every kill the recorded scores are read back from the
    journal: what was recorded before must still be there, unchanged and in
@@ -198,10 +198,12 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="selection seed of the runs")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--rng-seed", type=int, default=0, help="seed of the kill times")
+    ap.add_argument("--random-delay", type=float, default=1.0,
+                    help="random-moment kills land in [0, this] s after start (start-up is ~0.6 s)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         c = crash_trial(Path(tmp), kills=args.kills, max_items=args.max_items, seed=args.seed, jobs=args.jobs,
-                        rng_seed=args.rng_seed)
+                        random_delay=args.random_delay, rng_seed=args.rng_seed)
     rows = [
         ("kills (SIGKILL of the run's process group)", c.kills),
         ("  of which before any new score was recorded", c.kills_before_new_score),
