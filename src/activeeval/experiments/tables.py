@@ -137,6 +137,16 @@ def curves_frame(result: BacktestResult):  # noqa: ANN201 - pandas DataFrame
     return pd.concat(frames, ignore_index=True)
 
 
+def _at_stop(mu: np.ndarray, var: np.ndarray, cfg, eps2: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # noqa: ANN001
+    """Coreset size at the stopping rule's stop, and the estimate and variance there.
+
+    ``mu``, ``var``: arrays (..., n) of the trajectory; returns arrays of shape (...).
+    """
+    stop = stop_indices(mu, var, cfg.epsilon1, eps2, cfg.window, cfg.level)
+    idx = stop[..., None] - 1
+    return stop, np.take_along_axis(mu, idx, axis=-1)[..., 0], np.take_along_axis(var, idx, axis=-1)[..., 0]
+
+
 def stops_frame(result: BacktestResult):  # noqa: ANN201
     """One row per method × target × seed × ε2 of the stopping-rule runs."""
     import pandas as pd
@@ -147,10 +157,7 @@ def stops_frame(result: BacktestResult):  # noqa: ANN201
     for name in result.methods:
         mu, var = result.means[name], result.vars[name]
         for eps2 in cfg.epsilon2:
-            stop = stop_indices(mu, var, cfg.epsilon1, eps2, cfg.window, cfg.level)
-            idx = stop[..., None] - 1
-            est = np.take_along_axis(mu, idx, axis=-1)[..., 0]
-            v = np.take_along_axis(var, idx, axis=-1)[..., 0]
+            stop, est, v = _at_stop(mu, var, cfg, eps2)
             rows.append(
                 pd.DataFrame(
                     {
@@ -179,10 +186,7 @@ def cost_accuracy_frame(result: BacktestResult):  # noqa: ANN201
     for name in result.methods:
         mu, var = result.means[name], result.vars[name]
         for eps2 in cfg.epsilon2:
-            stop = stop_indices(mu, var, cfg.epsilon1, eps2, cfg.window, cfg.level)
-            idx = stop[..., None] - 1
-            est = np.take_along_axis(mu, idx, axis=-1)[..., 0]
-            v = np.take_along_axis(var, idx, axis=-1)[..., 0]
+            stop, est, v = _at_stop(mu, var, cfg, eps2)
             err = est - result.truth[:, None]
             rows.append(
                 {

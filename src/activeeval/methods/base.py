@@ -94,8 +94,8 @@ def _seed_int(seed: SeedLike) -> int | None:
 class BaseMethod(ABC):
     """Observation bookkeeping, validation, the trajectory and stopping.
 
-    Subclasses implement ``_select(rng, exclude)``, ``_update(item, score)``
-    and ``_current_estimate()``.
+    Subclasses implement ``_update(item, score)`` and ``_current_estimate()``,
+    and optionally ``_select(rng, k, exclude)`` (default: uniform random).
 
     Parameters
     ----------
