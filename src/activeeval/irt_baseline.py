@@ -35,7 +35,11 @@ __all__ = [
     "fit_beta_irt",
     "ability_grid",
     "grid_loglik",
+    "grid_loglik_all",
+    "grid_loglik_terms",
+    "item_moments",
     "posterior_R",
+    "posterior_R_rows",
     "CLIP",
 ]
 
@@ -164,6 +168,42 @@ def grid_loglik(params: ItemParams, grid: np.ndarray, item: int, score: float) -
     return gammaln(phi) - gammaln(p) - gammaln(q) + (p - 1) * np.log(yc) + (q - 1) * np.log1p(-yc)
 
 
+def grid_loglik_terms(params: ItemParams, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The score-independent parts of :func:`grid_loglik` for every item, each of shape (n_points, n_items).
+
+    2-PL: (log σ(η), log σ(−η), None), the log-likelihoods of a 1 and of a 0.
+    Beta IRT: (log Γ(φ) − log Γ(p) − log Γ(q), p − 1, q − 1) with p = μφ, q = (1 − μ)φ.
+    Pass them to :func:`grid_loglik_all` to score many targets without recomputing them.
+    """
+    eta = params.a[None, :] * grid[:, None] - params.b[None, :]
+    if params.log_precision is None:
+        return log_expit(eta), log_expit(-eta), None
+    mu = np.clip(expit(eta), _MU_EPS, 1 - _MU_EPS)
+    phi = np.exp(np.clip(params.log_precision, -3.0, 10.0))[None, :]
+    p, q = mu * phi, (1 - mu) * phi
+    return gammaln(phi) - gammaln(p) - gammaln(q), p - 1, q - 1
+
+
+def grid_loglik_all(
+    params: ItemParams,
+    grid: np.ndarray,
+    scores: np.ndarray,
+    terms: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None,
+) -> np.ndarray:
+    """log p(s_i | θ_g) for every item at once, shape (n_points, n_items).
+
+    Column i is :func:`grid_loglik` ``(params, grid, i, scores[i])``, computed
+    with the same operations element by element. ``terms`` is
+    :func:`grid_loglik_terms` ``(params, grid)``, computed here if not given.
+    """
+    scores = np.asarray(scores, dtype=float)
+    first, second, third = terms if terms is not None else grid_loglik_terms(params, grid)
+    if third is None:
+        return np.where(scores[None, :] >= 0.5, first, second)
+    yc = np.clip(scores, CLIP, 1 - CLIP)[None, :]
+    return first + second * np.log(yc) + third * np.log1p(-yc)
+
+
 def item_moments(params: ItemParams, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean μ_i(θ_g) and variance of s_i given θ_g, both of shape (n_points, n_items).
 
@@ -200,3 +240,31 @@ def posterior_R(
     m = float(w @ unobserved_mean)
     var = float(w @ (unobserved_mean - m) ** 2) + float(w @ unobserved_var)
     return (observed_sum + m) / n_items, max(var, 0.0) / n_items**2
+
+
+def posterior_R_rows(
+    log_post: np.ndarray,
+    observed_sum: np.ndarray,
+    unobserved_mean: np.ndarray,
+    unobserved_var: np.ndarray,
+    n_items: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`posterior_R` for several states at once (one per row).
+
+    Parameters
+    ----------
+    log_post, unobserved_mean, unobserved_var : ndarrays of shape (n_states, n_points)
+    observed_sum : ndarray of shape (n_states,)
+    n_items : int
+
+    Returns
+    -------
+    mean, var : ndarrays of shape (n_states,)
+        Row r equals ``posterior_R(log_post[r], observed_sum[r], unobserved_mean[r],
+        unobserved_var[r], n_items)`` up to the order of the sums' round-off.
+    """
+    w = np.exp(log_post - log_post.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    m = np.einsum("ij,ij->i", w, unobserved_mean)
+    var = np.einsum("ij,ij->i", w, (unobserved_mean - m[:, None]) ** 2) + np.einsum("ij,ij->i", w, unobserved_var)
+    return (np.asarray(observed_sum, dtype=float) + m) / n_items, np.maximum(var, 0.0) / n_items**2

@@ -19,6 +19,8 @@ Differences from DESIGN.md, and why:
 
 from __future__ import annotations
 
+import functools
+
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -37,7 +39,7 @@ from activeeval.exceptions import (
 from activeeval.methods.estimate import Estimate
 from activeeval.stopping import StoppingRule, default_rule
 
-__all__ = ["Method", "BaseMethod", "Estimate", "SeedLike", "prepare_reference"]
+__all__ = ["Method", "BaseMethod", "Estimate", "SeedLike", "prepare_reference", "random_order"]
 
 SeedLike = int | np.random.Generator | None
 
@@ -89,6 +91,31 @@ def _seed_int(seed: SeedLike) -> int | None:
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
         return int(seed)
     raise ConfigurationError(f"seed must be a non-negative int, a numpy Generator or None, got {seed!r}")
+
+
+def random_order(seed: int, n_items: int) -> np.ndarray:
+    """The order in which a randomly selecting method picks all ``n_items`` items.
+
+    Exactly what :meth:`BaseMethod.select` does for the random-selection
+    methods (RS-Mean, BayesAME-RS, Bayes-AIPW, Bayes-RS-Learn, ProEval, IRT)
+    when called one item at a time with no ``rng`` and nothing excluded: step
+    n draws uniformly from the unobserved items with ``default_rng([seed,
+    n])``. The fast backtest replays use it so that they play the same items
+    as the sequential methods.
+    """
+    return _random_order(int(seed), int(n_items)).copy()
+
+
+@functools.lru_cache(maxsize=16)
+def _random_order(seed: int, n_items: int) -> np.ndarray:
+    # cached: in a backtest every random-selection method of a seed asks for the same order
+    order = np.empty(n_items, dtype=np.intp)
+    remaining = list(range(n_items))
+    for n in range(n_items):
+        j = int(np.random.default_rng([seed, n]).choice(len(remaining), size=1, replace=False)[0])
+        order[n] = remaining.pop(j)
+    order.flags.writeable = False
+    return order
 
 
 class BaseMethod(ABC):

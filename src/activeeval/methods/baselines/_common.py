@@ -1,15 +1,12 @@
-"""Small helpers shared by the baselines (prior estimate, worst-case variance, sklearn import)."""
+"""Small helpers shared by the baselines (prior estimate, worst-case variance)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError
 
-__all__ = ["worst_case_var", "prior_estimate", "bayesian_ridge"]
+__all__ = ["worst_case_var", "prior_estimate"]
 
 
 def worst_case_var(reference: ScoreMatrix) -> float:
@@ -29,14 +26,3 @@ def prior_estimate(reference: ScoreMatrix) -> tuple[float, float]:
     full = reference.mean_scores()
     return float(full.mean()), float(full.var(ddof=1))
 
-
-def bayesian_ridge(**kwargs: Any) -> Any:
-    """scikit-learn's ``BayesianRidge`` (defaults, as the paper uses), or a clear error naming the extra."""
-    try:
-        from sklearn.linear_model import BayesianRidge
-    except ImportError:  # pragma: no cover - depends on the environment
-        raise ConfigurationError(
-            "this method needs scikit-learn (BayesianRidge); install it with "
-            'pip install "activeeval[baselines]" (or pip install scikit-learn)'
-        ) from None
-    return BayesianRidge(**kwargs)

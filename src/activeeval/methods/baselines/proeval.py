@@ -18,18 +18,24 @@ By Woodbury this equals the N-dimensional GP formulas
 R̂ = m̄ + (1/N) 1ᵀ Σ_{·C} (Σ_CC + σ² I)⁻¹ (s_C − m_C) (tested), at O(K²) per
 observation and O(K³) per estimate. Because R is the mean of θ, not of s,
 R̂ ≠ R* and Var_R > 0 even at n = N.
+
+:func:`replay` plays every target of a backtest at once: see its notes.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve
+from typing import Any
 
+import numpy as np
+from scipy.linalg import LinAlgError, cho_factor, cho_solve, cholesky, solve_triangular
+
+from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, NumericalError
-from activeeval.methods.base import BaseMethod
+from activeeval.methods.base import BaseMethod, random_order
+from activeeval.methods.baselines.rs_mean import replay_inputs
 from activeeval.methods.estimate import Estimate
 
-__all__ = ["ProEval", "proeval_factor", "proeval_posterior"]
+__all__ = ["ProEval", "proeval_factor", "proeval_posterior", "proeval_path", "replay"]
 
 
 def proeval_factor(reference_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -68,6 +74,114 @@ def proeval_posterior(
     return mean, max(var, 0.0)
 
 
+def _check_noise_var(noise_var: float) -> float:
+    if not (np.isfinite(noise_var) and noise_var > 0):
+        raise ConfigurationError(f"noise_var must be a positive number, got {noise_var}; try 0.01")
+    return float(noise_var)
+
+
+def proeval_path(
+    m: np.ndarray, a: np.ndarray, order: np.ndarray, scores: np.ndarray, noise_var: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """E[R | s_C] and Var(R | s_C) after each prefix C = order[:n], n = 1..N, for several targets.
+
+    Parameters
+    ----------
+    m : ndarray of shape (n_items,)
+    a : ndarray of shape (n_items, k)
+        Prior mean and factor, from :func:`proeval_factor`.
+    order : ndarray of int, shape (n_items,)
+        A permutation of the items: the order of observation.
+    scores : ndarray of shape (T, n_items)
+        The targets' scores, indexed by item (not by order).
+    noise_var : float
+        σ².
+
+    Returns
+    -------
+    means, vars : ndarrays of shape (T, n_items) and (n_items,)
+        Column n − 1 is :func:`proeval_posterior` on ``order[:n]``; the
+        variance does not depend on the scores.
+
+    Notes
+    -----
+    In the order of observation the scores are jointly Gaussian with
+    covariance K = A_o A_oᵀ + σ² I. With K = L Lᵀ (Cholesky), the leading
+    n × n block of L is the Cholesky factor of K_CC, and forward substitution
+    never changes earlier entries, so with u = L⁻¹ A_o ā (ā = Aᵀ1/N is
+    Cov(θ, R) in factor form, A_o ā = Cov(s, R)) and v = L⁻¹ (s_o − m_o):
+
+        R̂_n = m̄ + Σ_{k≤n} u_k v_k,   Var_R,n = āᵀā − Σ_{k≤n} u_k².
+
+    The variance is accumulated from the end instead, Var_R,n = Var_R,N +
+    Σ_{k>n} u_k² with Var_R,N from :func:`proeval_posterior` (the K × K
+    form), so that no late variance is a small difference of large numbers.
+    One O(N³/3) factorisation serves every n and every target.
+    """
+    order = np.asarray(order, dtype=np.intp)
+    n_items = m.size
+    if np.sort(order).tolist() != list(range(n_items)):
+        raise ConfigurationError(f"order must be a permutation of the {n_items} items")
+    scores = np.atleast_2d(np.asarray(scores, dtype=float))
+    a_o = a[order]
+    a_bar = a.mean(axis=0)
+    cov = a_o @ a_o.T
+    cov[np.diag_indices_from(cov)] += noise_var
+    try:
+        chol = cholesky(cov, lower=True, check_finite=False)
+    except LinAlgError as exc:  # pragma: no cover - A Aᵀ + σ²I with σ² > 0 is positive definite
+        raise NumericalError(f"ProEval prior covariance is not positive definite ({exc}); raise noise_var") from exc
+    rhs = np.column_stack([a_o @ a_bar, (scores[:, order] - m[order]).T])
+    solved = solve_triangular(chol, rhs, lower=True, check_finite=False)
+    u, v = solved[:, 0], solved[:, 1:]
+    means = m.mean() + np.cumsum(u[:, None] * v, axis=0).T
+    _, var_full = proeval_posterior(m, a, order, np.zeros(n_items), noise_var)
+    tail = np.zeros(n_items)
+    tail[:-1] = np.cumsum((u * u)[:0:-1])[::-1]  # tail[n-1] = Σ_{k>n} u_k²
+    return means, np.maximum(var_full + tail, 0.0)
+
+
+def replay(
+    reference: ScoreMatrix,
+    truths: np.ndarray,
+    seed: int,
+    *,
+    noise_var: float = 1e-2,
+    missing: str = "models",
+    **options: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    """ProEval trajectories of every target played with method seed ``seed``.
+
+    Equal (to round-off) to running :class:`ProEval` with ``seed`` and
+    ``noise_var`` on each target for n = 1..N items. All targets see the
+    items in the order :func:`~activeeval.methods.base.random_order` gives,
+    so one factorisation serves them all (:func:`proeval_path`).
+
+    Parameters
+    ----------
+    reference : ScoreMatrix
+    truths : ndarray of shape (T, N)
+        Each target's full score row, items as in the reference.
+    seed : int
+    noise_var : float
+        σ², as for the class.
+    missing : {"models", "items", "auto"}
+        Missing-score policy, as for the class.
+    **options
+        The class's stopping options (ignored: a replay runs to n = N).
+
+    Returns
+    -------
+    means, vars : ndarrays of shape (T, N)
+        R̂ and Var_R after n = 1..N observed items (column n − 1).
+    """
+    reference, truths = replay_inputs(reference, truths, seed, options, missing=missing, caller="replay")
+    noise_var = _check_noise_var(noise_var)
+    m, a = proeval_factor(reference.scores)
+    means, var = proeval_path(m, a, random_order(int(seed), reference.n_items), truths, noise_var)
+    return means, np.broadcast_to(var, means.shape).copy()
+
+
 class ProEval(BaseMethod):
     """ProEval baseline: empirical-covariance Gaussian prior over item abilities.
 
@@ -83,9 +197,7 @@ class ProEval(BaseMethod):
 
     def __init__(self, reference, *, noise_var: float = 1e-2, **kwargs) -> None:  # noqa: ANN001
         super().__init__(reference, **kwargs)
-        if not (np.isfinite(noise_var) and noise_var > 0):
-            raise ConfigurationError(f"noise_var must be a positive number, got {noise_var}; try 0.01")
-        self.noise_var = float(noise_var)
+        self.noise_var = _check_noise_var(noise_var)
         self._m, self._a = proeval_factor(self.reference.scores)
 
     def _update(self, item: int, score: float) -> None:

@@ -11,20 +11,36 @@ Greedy covering is the facility-location rule: the next anchor j maximises
 Σ_i max(0, sim_ij − best_i), best_i = max_{a∈C} sim_ia (−1, the lowest
 possible correlation, while C is empty). The choice depends on the reference
 scores only, so Seq-APW is deterministic up to ties (broken at random).
+
+Because of that, :func:`replay` plays every target of a backtest at once: the
+anchor order (:func:`covering_order`) and the weights after every n
+(:func:`anchor_weight_path`) are computed once per seed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
+from activeeval.data.matrix import ScoreMatrix
 from activeeval.methods.base import BaseMethod
 from activeeval.methods.baselines._common import prior_estimate, worst_case_var
-from activeeval.methods.baselines.rs_mean import eq9_variance
+from activeeval.methods.baselines.rs_mean import eq9_variance, replay_inputs, running_mean_var
 from activeeval.methods.estimate import Estimate
 
-__all__ = ["SeqAPW", "item_similarity", "covering_gain", "anchor_weights"]
+__all__ = [
+    "SeqAPW",
+    "item_similarity",
+    "covering_gain",
+    "anchor_weights",
+    "covering_order",
+    "anchor_weight_path",
+    "replay",
+]
+
+_TIE_RTOL = 1e-9  # gains within this relative distance of the best one count as ties
 
 
 def item_similarity(phi: np.ndarray) -> np.ndarray:
@@ -88,6 +104,141 @@ def anchor_weights(sim: np.ndarray, anchors: Sequence[int]) -> np.ndarray:
     return np.bincount(nearest, minlength=anchors.size) / n_items
 
 
+def covering_order(sim: np.ndarray, seed: int, *, dense_fraction: float = 0.25) -> np.ndarray:
+    """The order in which :class:`SeqAPW` with ``seed`` picks all the items.
+
+    Step n takes the unobserved item of largest :func:`covering_gain`, ties
+    (within a relative 1e-9) broken by ``default_rng([seed, n]).choice``,
+    exactly as ``SeqAPW.select()`` does with no ``rng`` and nothing pending.
+
+    Parameters
+    ----------
+    sim : ndarray of shape (n_items, n_items)
+        :func:`item_similarity` of the items.
+    seed : int
+        The method seed.
+    dense_fraction : float
+        Switch from the dense gain to the sparse one once at most this
+        fraction of the N² (item, candidate) pairs can still gain.
+
+    Returns
+    -------
+    ndarray of int, shape (n_items,)
+
+    Notes
+    -----
+    The gain Σ_i max(0, sim_ij − best_i) only has terms where sim_ij > best_i,
+    and those pairs only disappear as anchors are added (best_i grows). After
+    the first steps (computed densely with :func:`covering_gain`) the
+    remaining pairs are kept in row-major order and the gain is their
+    ``np.bincount`` by column. Both add the terms of a column one at a time
+    in increasing i, the zeros skipped adding exactly nothing, so the gains
+    and hence the choices are bit-for-bit those of the method (tested), at a
+    cost proportional to the pairs left instead of N² per step.
+    """
+    n_items = sim.shape[0]
+    best = np.full(n_items, -1.0)
+    taken = np.zeros(n_items, dtype=bool)
+    order = np.empty(n_items, dtype=np.intp)
+    pairs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # rows, cols, sim values
+    for n in range(n_items):
+        if pairs is None:
+            gain = covering_gain(sim, best)
+        else:
+            rows, cols, vals = pairs
+            # (an empty bincount is integer-typed; every gain is then 0.0, as in the dense sum)
+            gain = np.bincount(cols, weights=vals - best[rows], minlength=n_items).astype(float, copy=False)
+        gain[taken] = -np.inf
+        top = gain.max()
+        ties = np.flatnonzero(gain >= top - _TIE_RTOL * max(1.0, abs(top)))
+        j = int(ties[0]) if ties.size == 1 else int(np.random.default_rng([seed, n]).choice(ties))
+        order[n] = j
+        taken[j] = True
+        best = np.maximum(best, sim[:, j])
+        if pairs is None:
+            live = sim > best[:, None]
+            live[:, taken] = False
+            if np.count_nonzero(live) <= dense_fraction * n_items**2:
+                rows, cols = np.nonzero(live)  # row-major: a column's terms in increasing i
+                pairs = (rows, cols, sim[rows, cols])
+        else:
+            keep = (vals > best[rows]) & ~taken[cols]
+            pairs = (rows[keep], cols[keep], vals[keep])
+    return order
+
+
+def anchor_weight_path(sim: np.ndarray, order: Sequence[int]) -> Iterator[np.ndarray]:
+    """:func:`anchor_weights` of every prefix of ``order``: yields the weights for n = 1, 2, ...
+
+    The nearest-anchor assignment is kept up to date instead of recomputed:
+    a new anchor j takes over the items strictly more similar to j than to
+    their current anchor (ties keep the earlier anchor, as ``np.argmax`` does
+    in :func:`anchor_weights`), and always owns itself. O(N) per step.
+    """
+    order = np.asarray(order, dtype=np.intp)
+    n_items = sim.shape[0]
+    owner = np.full(n_items, -1, dtype=np.intp)  # position in ``order`` of each item's anchor
+    nearest = np.full(n_items, -np.inf)  # similarity to that anchor (+inf for the anchors)
+    counts = np.zeros(order.size, dtype=np.intp)
+    for n, j in enumerate(order):
+        col = sim[:, j]
+        moved = col > nearest
+        moved[j] = True
+        idx = np.flatnonzero(moved)
+        prev = owner[idx]
+        counts -= np.bincount(prev[prev >= 0], minlength=order.size)
+        counts[n] = idx.size
+        owner[idx] = n
+        nearest[idx] = col[idx]
+        nearest[j] = np.inf
+        yield counts[: n + 1] / n_items
+
+
+def replay(
+    reference: ScoreMatrix, truths: np.ndarray, seed: int, *, missing: str = "models", **options: Any
+) -> tuple[np.ndarray, np.ndarray]:
+    """Seq-APW trajectories of every target played with method seed ``seed``.
+
+    Equal (to round-off) to running :class:`SeqAPW` with ``seed`` on each
+    target for n = 1..N items. The selection depends on the references and
+    the seed only, so the anchor order and the weights after each n are
+    computed once and serve every target.
+
+    Parameters
+    ----------
+    reference : ScoreMatrix
+    truths : ndarray of shape (T, N)
+        Each target's full score row, items as in the reference.
+    seed : int
+    missing : {"models", "items", "auto"}
+        Missing-score policy, as for the class.
+    **options
+        The class's stopping options (ignored: a replay runs to n = N).
+
+    Returns
+    -------
+    means, vars : ndarrays of shape (T, N)
+        R̂ and Var_R (Eq. 9) after n = 1..N observed items (column n − 1).
+    """
+    reference, truths = replay_inputs(reference, truths, seed, options, missing=missing, caller="replay")
+    n_items = reference.n_items
+    sim = item_similarity(reference.scores.T)
+    order = covering_order(sim, int(seed))
+    observed = truths[:, order]
+    means = np.empty_like(observed)
+    sum_w = np.empty(n_items)
+    sum_w2 = np.empty(n_items)
+    for n, weights in enumerate(anchor_weight_path(sim, order)):
+        means[:, n] = observed[:, : n + 1] @ weights
+        sum_w[n] = weights.sum()
+        sum_w2[n] = weights @ weights
+    _, s2 = running_mean_var(observed)
+    s2[:, 0] = worst_case_var(reference)  # Eq. 9's stand-in while s is undefined, as in the class
+    n_eff = sum_w**2 / sum_w2
+    var = np.maximum(s2 * sum_w2 * (n_items - n_eff) / n_items, 0.0)
+    return means, var
+
+
 class SeqAPW(BaseMethod):
     """Seq-APW: greedy covering selection, cluster-size weights, Eq. 9 variance.
 
@@ -114,7 +265,7 @@ class SeqAPW(BaseMethod):
             gain = covering_gain(self._sim, best)
             gain[taken] = -np.inf
             # ties within round-off count as ties
-            ties = np.flatnonzero(gain >= gain.max() - 1e-9 * max(1.0, abs(gain.max())))
+            ties = np.flatnonzero(gain >= gain.max() - _TIE_RTOL * max(1.0, abs(gain.max())))
             j = int(rng.choice(ties))
             chosen.append(j)
             taken[j] = True
