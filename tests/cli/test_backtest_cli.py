@@ -74,6 +74,7 @@ def test_table_files_and_plots(toy, tmp_path) -> None:
         (("--regime", "sideways"), "error: regime must be 'interpolation' or 'extrapolation', got 'sideways'"),
         (("--backend", "spark"), "error: --backend must be one of local, ray, dask, got 'spark'"),
         (("--workers", "0"), "error: --workers must be a positive integer, got 0"),
+        (("--orders", "random"), "error: --orders must be 'shared' or 'independent', got 'random'"),
     ],
 )
 def test_bad_input_exit_2_and_nothing_written(toy, tmp_path, args, message) -> None:

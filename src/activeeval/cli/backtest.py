@@ -54,6 +54,12 @@ def _parse_methods(text: str) -> tuple[str, ...]:
     return check_methods(names)
 
 
+def _shared_order(orders: str) -> bool:
+    if orders not in ("shared", "independent"):
+        raise ConfigurationError(f"--orders must be 'shared' or 'independent', got {orders!r}")
+    return orders == "shared"
+
+
 def _check_out(out: Optional[Path]) -> None:
     if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigurationError(
@@ -148,10 +154,15 @@ def backtest_command(
     output_format: str = typer.Option("parquet", "--format", help="Raw results as parquet or csv."),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots to --out."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
+    orders: str = typer.Option(
+        "shared", "--orders",
+        help="shared: one random item order per seed for all targets (fast, the default); independent: one per target.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Backtest methods on held-out models with the paper's protocol (SPEC §5)."""
     _check_common(workers, backend, output_format)
+    shared = _shared_order(orders)
     names = _parse_methods(methods)
     _check_out(out)
     if not (epsilon2 > 0):
@@ -163,7 +174,7 @@ def backtest_command(
     sweep = tuple(sorted(set(EPSILON2_SWEEP) | {float(epsilon2)}))
     config = BacktestConfig(
         methods=names, regime=regime, ref_fraction=refs, n_targets=targets, n_seeds=seeds,
-        split_seed=split_seed, epsilon2=sweep,
+        split_seed=split_seed, epsilon2=sweep, shared_order=shared,
     )
     result = run_backtest(
         matrix, config, workers=workers, backend=backend, address=address, progress=progress and not as_json
@@ -194,7 +205,7 @@ def _config_dict(config: BacktestConfig, dataset: str) -> dict:
         "dataset": dataset, "methods": list(config.methods), "regime": config.regime, "refs": config.ref_fraction,
         "targets": config.n_targets, "seeds": config.n_seeds, "split_seed": config.split_seed,
         "root_seed": config.root_seed, "epsilon1": config.epsilon1, "epsilon2_sweep": list(config.epsilon2),
-        "window": config.window, "level": config.level,
+        "window": config.window, "level": config.level, "orders": "shared" if config.shared_order else "independent",
     }
 
 
@@ -231,10 +242,15 @@ def table1_command(
     out: Optional[Path] = typer.Option(None, "--out", help="Directory for raw results (must be new)."),
     output_format: str = typer.Option("parquet", "--format", help="Raw results as parquet or csv."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
+    orders: str = typer.Option(
+        "shared", "--orders",
+        help="shared: one random item order per seed for all targets (fast, the default); independent: one per target.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Table 1 of the BayesAME paper (EW-IRMSE, 50 % references, binary), ours next to the paper's."""
     _check_common(workers, backend, output_format)
+    shared = _shared_order(orders)
     names = _parse_methods(methods)
     _check_out(out)
     wanted = [d.strip().lower() for d in datasets.split(",") if d.strip()]
@@ -248,7 +264,8 @@ def table1_command(
     for d in wanted:
         matrix = resolve(d)
         for regime in ("interpolation", "extrapolation"):
-            config = BacktestConfig(methods=names, regime=regime, ref_fraction=0.5, n_targets=10, n_seeds=seeds)
+            config = BacktestConfig(methods=names, regime=regime, ref_fraction=0.5, n_targets=10, n_seeds=seeds,
+                                    shared_order=shared)
             res = run_backtest(matrix, config, workers=workers, backend=backend, address=address,
                                progress=progress and not as_json)
             results[(d, regime)] = (res, summarize(res))

@@ -8,6 +8,12 @@ method's selection depends on ε). Results depend only on the task's
 coordinates, so they are identical whatever the backend, the number of
 workers or the completion order (tested).
 
+Speed: with the shared item order (``BacktestConfig.shared_order``, the
+default) the baselines with a fast replay play all targets of a seed at
+once, sharing every fit that does not depend on the target's scores (one
+Bayesian-ridge decomposition per n instead of one per n and target, say);
+BayesAME-RS is not run where it would repeat BayesAME exactly.
+
 Backends: ``local`` (processes via :mod:`concurrent.futures`; all cores by
 default; ``workers=1`` runs in this process), ``ray`` and ``dask``
 (optional extras; pass ``address`` to join an existing cluster, otherwise a
@@ -27,7 +33,7 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.experiments.protocol import BacktestConfig, Split, make_split, method_seed, sample_references
 from activeeval.experiments.simulate import run_fixed
-from activeeval.methods.registry import METHODS, make_method
+from activeeval.methods.registry import METHODS, make_method, resolve_replay
 
 __all__ = ["BACKENDS", "BacktestResult", "run_backtest", "run_task", "check_methods"]
 
@@ -78,20 +84,56 @@ def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _same_as_bayesame(config: BacktestConfig, method: str, reference: ScoreMatrix) -> bool:
+    """Whether BayesAME-RS would replay BayesAME exactly on this reference, so it need not be run twice.
+
+    When B < N − N0 BayesAME selects at random (paper §3.1), and with the same
+    seed and options it then plays the same items with the same model as
+    BayesAME-RS (tested). Only with the shared item order, where both get the
+    same seed.
+    """
+    if method != "bayesame-rs" or "bayesame" not in config.methods or not config.shared_order:
+        return False
+    options = config.method_options
+    if options.get("bayesame", {}) != options.get("bayesame-rs", {}):
+        return False
+    from activeeval.methods.registry import METHODS as _M
+
+    if not (isinstance(_M.get("bayesame"), str) and isinstance(_M.get("bayesame-rs"), str)):
+        return False
+    return not make_method("bayesame", reference, seed=0, **options.get("bayesame", {})).active
+
+
 def run_task(
     matrix: ScoreMatrix, config: BacktestConfig, split: Split, method: str, seed_index: int
-) -> tuple[str, int, np.ndarray, np.ndarray]:
-    """Play ``method`` on every target with seed ``seed_index``; (method, seed, means (T, N), vars (T, N))."""
+) -> tuple[str, int, np.ndarray | None, np.ndarray | None]:
+    """Play ``method`` on every target with seed ``seed_index``; (method, seed, means (T, N), vars (T, N)).
+
+    With ``config.shared_order`` (the default) every target of the seed gets
+    the same method seed, and a method with a fast replay
+    (:data:`~activeeval.methods.registry.REPLAYS`) plays all of them at once;
+    otherwise each target is played step by step. Returns ``None`` arrays
+    for BayesAME-RS when it would repeat BayesAME exactly (the caller copies
+    BayesAME's trajectories).
+    """
     refs = sample_references(split.pool, config.ref_fraction, seed_index, config.root_seed)
     reference = matrix.select_models(refs)
     n_items = matrix.n_items
-    means = np.empty((len(split.targets), n_items))
-    vars_ = np.empty((len(split.targets), n_items))
+    n_t = len(split.targets)
     options = dict(config.method_options.get(method, {}))
-    for t_idx, target in enumerate(split.targets):
-        truth = np.asarray(matrix.model_scores(target), dtype=float)
-        m = make_method(method, reference, seed=method_seed(config.root_seed, seed_index, t_idx), **options)
-        run_fixed(m, truth, n_items)
+    truths = np.stack([np.asarray(matrix.model_scores(t), dtype=float) for t in split.targets])
+    if _same_as_bayesame(config, method, reference):
+        return method, seed_index, None, None
+    seeds = [method_seed(config.root_seed, seed_index, 0 if config.shared_order else t) for t in range(n_t)]
+    replay = resolve_replay(method) if config.shared_order else None
+    if replay is not None:
+        means, vars_ = replay(reference, truths, seeds[0], **options)
+        return method, seed_index, np.asarray(means, dtype=float), np.asarray(vars_, dtype=float)
+    means = np.empty((n_t, n_items))
+    vars_ = np.empty((n_t, n_items))
+    for t_idx in range(n_t):
+        m = make_method(method, reference, seed=seeds[t_idx], **options)
+        run_fixed(m, truths[t_idx], n_items)
         traj = m.trajectory
         means[t_idx] = [e.mean for e in traj]
         vars_[t_idx] = [e.var for e in traj]
@@ -108,7 +150,7 @@ def _limit_threads() -> None:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(1)
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
         pass
 
 
@@ -256,11 +298,16 @@ def run_backtest(
         task_id = bar.add_task("runs", total=total)
         bar.start()
 
-    def on_done(res: tuple[str, int, np.ndarray, np.ndarray]) -> None:
+    copies: list[int] = []  # seeds where BayesAME-RS repeats BayesAME
+
+    def on_done(res: tuple[str, int, np.ndarray | None, np.ndarray | None]) -> None:
         nonlocal done
         method, s, mu, var = res
-        means[method][:, s, :] = mu
-        vars_[method][:, s, :] = var
+        if mu is None:
+            copies.append(s)
+        else:
+            means[method][:, s, :] = mu
+            vars_[method][:, s, :] = var
         done += 1
         if bar is not None:
             bar.update(task_id, completed=done)
@@ -278,6 +325,9 @@ def run_backtest(
     finally:
         if bar is not None:
             bar.stop()
+    for s in copies:
+        means["bayesame-rs"][:, s, :] = means["bayesame"][:, s, :]
+        vars_["bayesame-rs"][:, s, :] = vars_["bayesame"][:, s, :]
     truth = np.array([float(np.mean(matrix.model_scores(t))) for t in split.targets])
     return BacktestResult(
         dataset=matrix.name or "scores",

@@ -16,7 +16,7 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.base import BaseMethod
 
-__all__ = ["METHODS", "make_method", "method_names", "register", "resolve_factory"]
+__all__ = ["METHODS", "REPLAYS", "make_method", "method_names", "register", "resolve_factory", "resolve_replay"]
 
 MethodFactory = Callable[..., BaseMethod]
 
@@ -31,6 +31,28 @@ METHODS: dict[str, str | MethodFactory] = {
     "irt": "activeeval.methods.baselines.irt:IRTBaseline",
     "cat": "activeeval.methods.cat:ContinuousCAT",
 }
+
+
+# Fast backtest replays: ``replay(reference, truths (T, N), seed, **options) -> (means, vars)``,
+# each (T, N), equal to playing the method with that seed on each target to n = N (tested per
+# method). They share every target-independent computation across the targets of a seed.
+REPLAYS: dict[str, str] = {
+    "rs-mean": "activeeval.methods.baselines.rs_mean:replay",
+    "seq-apw": "activeeval.methods.baselines.seq_apw:replay",
+    "bayes-aipw": "activeeval.methods.baselines.bayes_aipw:replay",
+    "bayes-rs-learn": "activeeval.methods.baselines.bayes_rs_learn:replay",
+    "proeval": "activeeval.methods.baselines.proeval:replay",
+    "irt": "activeeval.methods.baselines.irt:replay",
+}
+
+
+def resolve_replay(name: str) -> Callable[..., tuple[Any, Any]] | None:
+    """The fast replay of method ``name``, or None if it has none (the runner then plays it step by step)."""
+    spec = REPLAYS.get(name)
+    if spec is None or METHODS.get(name) is None or not isinstance(METHODS[name], str):
+        return None  # a method re-registered at run time keeps no fast path
+    module, _, attr = spec.partition(":")
+    return getattr(importlib.import_module(module), attr, None)
 
 
 def register(name: str, factory: MethodFactory) -> None:
