@@ -155,7 +155,7 @@ def test_proeval_prior_and_no_exactness_at_full_coverage() -> None:
 
 
 def test_proeval_rejects_bad_noise() -> None:
-    with pytest.raises(ConfigurationError, match=r"noise_var must be a positive number, got 0.0; try 0.01"):
+    with pytest.raises(ConfigurationError, match=r"noise_var must be a positive number, got 0.0; try 0.3"):
         ProEval(TINY, noise_var=0.0)
 
 

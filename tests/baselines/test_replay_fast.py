@@ -237,7 +237,7 @@ def test_unknown_option_is_a_type_error(name: str, binary_data) -> None:  # noqa
 
 def test_bad_method_options_raise_as_the_class_does(binary_data) -> None:  # noqa: ANN001
     reference, truths = binary_data
-    with pytest.raises(ConfigurationError, match=r"noise_var must be a positive number, got -1.0; try 0.01"):
+    with pytest.raises(ConfigurationError, match=r"noise_var must be a positive number, got -1.0; try 0.3"):
         proeval.replay(reference, truths, 0, noise_var=-1.0)
     with pytest.raises(ConfigurationError, match=r"grid_points must be an integer >= 11, got 3"):
         irt.replay(reference, truths, 0, grid_points=3)
