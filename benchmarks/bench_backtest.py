@@ -8,7 +8,9 @@ Usage::
 A task is what the runner's workers execute: sample one seed's references
 (50 % of the pool), play the method on the 10 targets of the split to n = N,
 keep the trajectories. Printed per (dataset, regime, method): the median
-wall time of a task over ``--seeds`` (each seed is one task), the mode
+CPU time of a task over ``--seeds`` (each seed is one task; CPU time of this
+single-threaded process, so that other jobs on the machine do not inflate
+it; the wall time is printed too), the mode
 (``replay`` = all targets at once through the method's fast replay, ``steps``
 = each target step by step, ``copy`` = BayesAME-RS taken from BayesAME
 because BayesAME selects at random there) and the extrapolated single-core
@@ -52,38 +54,41 @@ def main() -> None:
             config = BacktestConfig(methods=tuple(args.methods), regime=regime, n_seeds=max(args.seeds) + 1)
             split = make_split(matrix, regime, config.n_targets, config.split_seed, config.gap)
             for method in args.methods:
-                times = []
+                times, walls = [], []
                 mode = "replay" if resolve_replay(method) is not None else "steps"
                 for s in args.seeds:
                     refs = matrix.select_models(sample_references(split.pool, config.ref_fraction, s))
                     if _same_as_bayesame(config, method, refs):
                         mode = "copy"
-                    start = time.perf_counter()
+                    start, cpu = time.perf_counter(), time.process_time()
                     run_task(matrix, config, split, method, s)
-                    times.append(time.perf_counter() - start)
+                    times.append(time.process_time() - cpu)
+                    walls.append(time.perf_counter() - start)
                 med = statistics.median(times)
+                wall = statistics.median(walls)
                 slow = None
                 if args.slow and mode == "replay":
                     refs = matrix.select_models(sample_references(split.pool, config.ref_fraction, args.seeds[0]))
                     m = make_method(method, refs, seed=method_seed(0, args.seeds[0], 0))
-                    start = time.perf_counter()
+                    cpu = time.process_time()
                     run_fixed(m, matrix.model_scores(split.targets[0]), matrix.n_items)
-                    slow = (time.perf_counter() - start) * len(split.targets)
+                    slow = (time.process_time() - cpu) * len(split.targets)
                 total += 200 * med
-                rows.append((name, regime, method, mode, med, 200 * med / 60, slow))
-                print(f"  {name} {regime} {method}: {med:.2f} s", flush=True)
+                rows.append((name, regime, method, mode, med, wall, 200 * med / 60, slow))
+                print(f"  {name} {regime} {method}: {med:.2f} s CPU, {wall:.2f} s wall", flush=True)
 
-    header = f"{'dataset':8} {'regime':13} {'method':15} {'mode':6} {'task (s)':>9} {'200 seeds (min)':>16}"
+    header = (f"{'dataset':8} {'regime':13} {'method':15} {'mode':6} {'task CPU s':>10} {'wall s':>7} "
+              f"{'200 seeds (CPU min)':>20}")
     if args.slow:
         header += f" {'steps, 10 targets (s)':>22}"
     print()
     print(header)
-    for name, regime, method, mode, med, per200, slow in rows:
-        line = f"{name:8} {regime:13} {method:15} {mode:6} {med:9.2f} {per200:16.1f}"
+    for name, regime, method, mode, med, wall, per200, slow in rows:
+        line = f"{name:8} {regime:13} {method:15} {mode:6} {med:10.2f} {wall:7.2f} {per200:20.1f}"
         if args.slow:
             line += f" {slow:22.2f}" if slow is not None else f" {'':>22}"
         print(line)
-    print(f"\nsum over rows, 200 seeds, one core: {total / 60:.1f} min; on 2 workers: {total / 120:.1f} min")
+    print(f"\nsum over rows, 200 seeds: {total / 60:.1f} CPU min; on 2 workers: {total / 120:.1f} min")
 
 
 if __name__ == "__main__":
