@@ -11,11 +11,10 @@ import warnings
 
 import numpy as np
 import pytest
+from replay_support import step_by_step
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.datasets import load
 from activeeval.exceptions import ConfigurationError, InvalidScoresError, MissingScoresWarning, ScoreOutOfRangeError
-from activeeval.experiments.simulate import run_fixed
 from activeeval.irt_baseline import (
     ability_grid,
     grid_loglik,
@@ -42,47 +41,13 @@ SEEDS = [0, 1, 5]
 RTOL, ATOL = 1e-9, 1e-12  # the interface's tolerance: the two paths differ by round-off only
 
 
-def _subset(
-    matrix: ScoreMatrix, n_refs: int = 40, n_targets: int = 3, n_items: int = 80
-) -> tuple[ScoreMatrix, np.ndarray]:
-    """A reference matrix (n_refs × n_items) and the full rows of n_targets other models."""
-    items = np.sort(np.random.default_rng(1).choice(matrix.n_items, n_items, replace=False))
-    sub = matrix.select_items(items.tolist())
-    ids = list(sub.model_ids)
-    reference = sub.select_models(ids[:n_refs])
-    truths = np.stack([sub.model_scores(t) for t in ids[n_refs : n_refs + n_targets]])
-    return reference, truths
-
-
-@pytest.fixture(scope="module")
-def binary_data() -> tuple[ScoreMatrix, np.ndarray]:
-    return _subset(load("ifeval"))
-
-
-@pytest.fixture(scope="module")
-def continuous_data() -> tuple[ScoreMatrix, np.ndarray]:
-    complete, _ = load("alpacaeval2").dropna("models")  # a few models have missing scores
-    return _subset(complete)
-
-
-def _sequential(name: str, reference: ScoreMatrix, truth: np.ndarray, seed: int, **options) -> tuple:  # noqa: ANN003
-    method = make_method(name, reference, seed=seed, **options)
-    run_fixed(method, truth, reference.n_items)
-    traj = method.trajectory
-    return (
-        np.array([e.mean for e in traj]),
-        np.array([e.var for e in traj]),
-        list(method.observed_items),
-    )
-
-
 def _assert_replay_equals_sequential(
     name: str, reference: ScoreMatrix, truths: np.ndarray, seed: int, **options  # noqa: ANN003
 ) -> None:
     means, variances = REPLAYS[name](reference, truths, seed, **options)
     assert means.shape == variances.shape == truths.shape
     for t, truth in enumerate(truths):
-        seq_means, seq_vars, _ = _sequential(name, reference, truth, seed, **options)
+        seq_means, seq_vars, _ = step_by_step(name, reference, truth, seed, **options)
         np.testing.assert_allclose(means[t], seq_means, rtol=RTOL, atol=ATOL, err_msg=f"{name} R̂, target {t}")
         np.testing.assert_allclose(variances[t], seq_vars, rtol=RTOL, atol=ATOL, err_msg=f"{name} Var_R, target {t}")
 
@@ -136,7 +101,7 @@ def test_replay_applies_the_missing_score_policy(binary_data) -> None:  # noqa: 
     with pytest.warns(MissingScoresWarning):
         means, variances = seq_apw.replay(holey, truths, 0)
     with pytest.warns(MissingScoresWarning):
-        seq_means, seq_vars, _ = _sequential("seq-apw", holey, truths[0], 0)
+        seq_means, seq_vars, _ = step_by_step("seq-apw", holey, truths[0], 0)
     np.testing.assert_allclose(means[0], seq_means, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(variances[0], seq_vars, rtol=RTOL, atol=ATOL)
     kept = np.delete(truths, 7, axis=1)  # with missing="items" the targets' rows lose item 7 too
@@ -149,7 +114,7 @@ def test_replay_applies_the_missing_score_policy(binary_data) -> None:  # noqa: 
 @pytest.mark.parametrize("seed", [0, 4])
 def test_rs_mean_plays_random_order(seed: int, binary_data) -> None:  # noqa: ANN001
     reference, truths = binary_data
-    _, _, items = _sequential("rs-mean", reference, truths[0], seed)
+    _, _, items = step_by_step("rs-mean", reference, truths[0], seed)
     np.testing.assert_array_equal(items, random_order(seed, reference.n_items))
     means, _ = rs_mean.replay(reference, truths, seed)
     ordered = truths[:, random_order(seed, reference.n_items)]

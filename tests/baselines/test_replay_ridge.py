@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from replay_support import step_by_step, subset
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.datasets import load
 from activeeval.exceptions import ConfigurationError, InvalidScoresError, MissingScoresWarning
-from activeeval.experiments.simulate import run_fixed
 from activeeval.methods.base import random_order
 from activeeval.methods.baselines import _ridge, bayes_aipw, bayes_rs_learn
 from activeeval.methods.baselines._common import worst_case_var
@@ -24,40 +24,10 @@ SEEDS = [0, 1, 5]
 RTOL, ATOL = 1e-9, 1e-12  # the interface's tolerance: the two paths differ by round-off only
 
 
-def _subset(
-    matrix: ScoreMatrix, n_refs: int = 40, n_targets: int = 3, n_items: int = 80, seed: int = 1
-) -> tuple[ScoreMatrix, np.ndarray]:
-    """A reference matrix (n_refs × n_items) and the full rows of n_targets other models."""
-    items = np.sort(np.random.default_rng(seed).choice(matrix.n_items, n_items, replace=False))
-    sub = matrix.select_items(items.tolist())
-    ids = list(sub.model_ids)
-    reference = sub.select_models(ids[:n_refs])
-    truths = np.stack([sub.model_scores(t) for t in ids[n_refs : n_refs + n_targets]])
-    return reference, truths
-
-
-@pytest.fixture(scope="module")
-def binary_data() -> tuple[ScoreMatrix, np.ndarray]:
-    return _subset(load("ifeval"))
-
-
-@pytest.fixture(scope="module")
-def continuous_data() -> tuple[ScoreMatrix, np.ndarray]:
-    complete, _ = load("alpacaeval2").dropna("models")  # a few models have missing scores
-    return _subset(complete)
-
-
 @pytest.fixture(scope="module")
 def long_data() -> tuple[ScoreMatrix, np.ndarray]:
     # 30 models, 150 items: 120 rank-one updates, so the tracker refreshes its decomposition on the way
-    return _subset(load("musr"), n_refs=30, n_items=150, seed=2)
-
-
-def _sequential(name: str, reference: ScoreMatrix, truth: np.ndarray, seed: int, **options) -> tuple:  # noqa: ANN003
-    method = make_method(name, reference, seed=seed, **options)
-    run_fixed(method, truth, reference.n_items)
-    traj = method.trajectory
-    return np.array([e.mean for e in traj]), np.array([e.var for e in traj]), list(method.observed_items)
+    return subset(load("musr"), n_refs=30, n_items=150, seed=2)
 
 
 def _assert_replay_equals_sequential(
@@ -66,7 +36,7 @@ def _assert_replay_equals_sequential(
     means, variances = REPLAYS[name](reference, truths, seed, **options)
     assert means.shape == variances.shape == truths.shape
     for t, truth in enumerate(truths):
-        seq_means, seq_vars, items = _sequential(name, reference, truth, seed, **options)
+        seq_means, seq_vars, items = step_by_step(name, reference, truth, seed, **options)
         np.testing.assert_array_equal(items, random_order(seed, reference.n_items))
         np.testing.assert_allclose(means[t], seq_means, rtol=RTOL, atol=ATOL, err_msg=f"{name} R̂, target {t}")
         np.testing.assert_allclose(variances[t], seq_vars, rtol=RTOL, atol=ATOL, err_msg=f"{name} Var_R, target {t}")
@@ -171,7 +141,7 @@ def test_replay_applies_the_missing_score_policy(name: str, binary_data) -> None
     with pytest.warns(MissingScoresWarning):
         means, variances = REPLAYS[name](holey, truths, 0)
     with pytest.warns(MissingScoresWarning):
-        seq_means, seq_vars, _ = _sequential(name, holey, truths[0], 0)
+        seq_means, seq_vars, _ = step_by_step(name, holey, truths[0], 0)
     np.testing.assert_allclose(means[0], seq_means, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(variances[0], seq_vars, rtol=RTOL, atol=ATOL)
     with pytest.warns(MissingScoresWarning):
