@@ -48,6 +48,16 @@ def test_json_has_exactly_the_documented_keys(toy) -> None:
     assert payload["methods"]["rs-mean"]["gain_db"]["10"] == 0.0
 
 
+def test_method_specs_compare_settings_side_by_side(toy) -> None:
+    r = run(*BASE, "--dataset", toy, "--methods", "rs-mean,proeval,proeval[noise_var=0.01]", "--json")
+    assert r.exit_code == 0, r.output
+    methods = json.loads(r.stdout)["methods"]
+    assert list(methods) == ["rs-mean", "proeval", "proeval[noise_var=0.01]"]
+    assert methods["proeval"]["ew_irmse"] != methods["proeval[noise_var=0.01]"]["ew_irmse"]
+    r = run(*BASE, "--dataset", toy, "--methods", "rs-mean,proeval[noise_var=0.01]")
+    assert r.exit_code == 0 and "proeval[noise_var=0.01]" in r.stdout  # not eaten as Rich markup
+
+
 def test_table_files_and_plots(toy, tmp_path) -> None:
     out = tmp_path / "res"
     r = run(*BASE, "--dataset", toy, "--methods", "seq-apw", "--regime", "extrapolation", "--out", str(out),
@@ -75,6 +85,10 @@ def test_table_files_and_plots(toy, tmp_path) -> None:
         (("--backend", "spark"), "error: --backend must be one of local, ray, dask, got 'spark'"),
         (("--workers", "0"), "error: --workers must be a positive integer, got 0"),
         (("--orders", "random"), "error: --orders must be 'shared' or 'independent', got 'random'"),
+        (("--methods", "rs-mean,proeval[noise=0.1]"),
+         "error: method 'proeval[noise=0.1]': proeval has no option 'noise' (did you mean 'noise_var'?)"),
+        (("--methods", "rs-mean,proeval[noise_var=-1]"), "error: method 'proeval[noise_var=-1]': "),
+        (("--methods", "rs-mean,proeval[noise_var=0.1"), "error: unclosed '[' in the method list"),
     ],
 )
 def test_bad_input_exit_2_and_nothing_written(toy, tmp_path, args, message) -> None:

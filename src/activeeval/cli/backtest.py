@@ -18,6 +18,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from activeeval.cli.common import app, cli_errors, print_json
@@ -34,6 +35,7 @@ from activeeval.experiments.tables import (
     stops_frame,
     summarize,
 )
+from activeeval.methods.registry import split_method_list
 
 ALL_METHODS = ("bayesame", "bayesame-rs", "rs-mean", "seq-apw", "bayes-aipw", "bayes-rs-learn", "proeval", "irt")
 
@@ -48,7 +50,7 @@ def _fmt(x: object, digits: int = 2) -> str:
 
 
 def _parse_methods(text: str) -> tuple[str, ...]:
-    names = tuple(m.strip() for m in text.split(",") if m.strip())
+    names = tuple(split_method_list(text))
     if not names:
         raise ConfigurationError(f"--methods must list at least one method, got {text!r}; e.g. rs-mean,bayesame")
     return check_methods(names)
@@ -140,7 +142,11 @@ def _finish_out(tmp: Path, out: Path) -> None:
 @cli_errors
 def backtest_command(
     dataset: str = typer.Option(..., "--dataset", help="Dataset name or score file (models x items)."),
-    methods: str = typer.Option(",".join(ALL_METHODS), "--methods", help="Comma-separated method names."),
+    methods: str = typer.Option(
+        ",".join(ALL_METHODS), "--methods",
+        help="Comma-separated method names, each with optional constructor options in brackets, e.g. "
+        "'bayesame,bayesame[noise=learned]' to compare two settings.",
+    ),
     regime: str = typer.Option("interpolation", "--regime", help="interpolation or extrapolation."),
     refs: float = typer.Option(0.5, "--refs", help="Fraction of the reference pool sampled per seed, in (0, 1]."),
     targets: int = typer.Option(10, "--targets", help="Number of target models."),
@@ -215,12 +221,13 @@ def _print_table(result: BacktestResult, summary: dict, epsilon2: float) -> None
         title=f"{result.dataset}: {cfg.regime}, {cfg.ref_fraction:.0%} refs, {len(result.split.targets)} targets, "
         f"{cfg.n_seeds} seeds, N = {result.n_items}; at stop: ε2 = {epsilon2:g}"
     )
-    for col in ("method", "EW-IRMSE", "gain@5%", "gain@10%", "gain@25%", "cov@stop", "n/N@stop"):
-        table.add_column(col, justify="left" if col == "method" else "right")
+    table.add_column("method", justify="left", no_wrap=True)  # a spec label stays on one line
+    for col in ("EW-IRMSE", "gain@5%", "gain@10%", "gain@25%", "cov@stop", "n/N@stop"):
+        table.add_column(col, justify="right")
     for name, s in summary.items():
         g = s["gain_db"]
         table.add_row(
-            name, _fmt(s["ew_irmse"]), _fmt(g["5"]), _fmt(g["10"]), _fmt(g["25"]),
+            escape(name), _fmt(s["ew_irmse"]), _fmt(g["5"]), _fmt(g["10"]), _fmt(g["25"]),
             _fmt(s["coverage_at_stop"], 3), _fmt(s["mean_fraction_at_stop"], 3),
         )
     Console().print(table)
@@ -301,9 +308,9 @@ def table1_command(
         return
     table = Table(title=f"Table 1 — EW-IRMSE, 50 % references, binary; ours: {seeds} seeds; paper: 200 seeds")
     for col in ("dataset", "method", "ours interp.", "paper interp.", "ours extrap.", "paper extrap."):
-        table.add_column(col, justify="left" if col in ("dataset", "method") else "right")
+        table.add_column(col, justify="left" if col in ("dataset", "method") else "right", no_wrap=col == "method")
     for r in rows:
-        table.add_row(r["dataset"], r["method"], _fmt(r["ours_interpolation"]), _fmt(r["paper_interpolation"]),
+        table.add_row(r["dataset"], escape(r["method"]), _fmt(r["ours_interpolation"]), _fmt(r["paper_interpolation"]),
                       _fmt(r["ours_extrapolation"]), _fmt(r["paper_extrapolation"]))
     Console().print(table)
     typer.echo(f"wall time {wall:.1f} s")

@@ -14,6 +14,10 @@ once, sharing every fit that does not depend on the target's scores (one
 Bayesian-ridge decomposition per n instead of one per n and target, say);
 BayesAME-RS is not run where it would repeat BayesAME exactly.
 
+Methods are given as specs, a registry name with optional constructor
+options: ``"bayesame[noise=learned]"`` runs BayesAME with ``noise="learned"``
+under that label, next to ``"bayesame"`` if both are listed.
+
 Backends: ``local`` (processes via :mod:`concurrent.futures`; all cores by
 default; ``workers=1`` runs in this process), ``ray`` and ``dask``
 (optional extras; pass ``address`` to join an existing cluster, otherwise a
@@ -22,6 +26,7 @@ local one is started).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -33,9 +38,16 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.experiments.protocol import BacktestConfig, Split, make_split, method_seed, sample_references
 from activeeval.experiments.simulate import run_fixed
-from activeeval.methods.registry import METHODS, make_method, resolve_replay
+from activeeval.methods.registry import (
+    METHODS,
+    make_method,
+    method_parameters,
+    method_spec,
+    parse_method_spec,
+    resolve_replay,
+)
 
-__all__ = ["BACKENDS", "BacktestResult", "run_backtest", "run_task", "check_methods"]
+__all__ = ["BACKENDS", "BacktestResult", "check_method_options", "check_methods", "run_backtest", "run_task"]
 
 BACKENDS = ("local", "ray", "dask")
 
@@ -69,37 +81,91 @@ class BacktestResult:
         return list(self.means)
 
 
+# Options the backtest protocol sets itself: the seed comes from the task's coordinates, and the
+# stopping-rule runs are read off the full trajectories for every ε2 of the sweep.
+PROTOCOL_OPTIONS = ("seed", "stopping", "epsilon1", "epsilon2", "window", "n_max")
+
+
 def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
-    """Validate method names against the registry (ConfigurationError naming the unknown one)."""
+    """Validate method specs (``name`` or ``name[key=value,...]``); their canonical labels, duplicates dropped.
+
+    Raises :class:`ConfigurationError` naming an unknown method, an option the
+    method does not have (with its options listed) or one the protocol sets.
+    Option *values* are checked by :func:`check_method_options`.
+    """
     import difflib
 
     out = []
-    for name in methods:
+    for spec in methods:
+        name, options = parse_method_spec(spec)
         if name not in METHODS:
             close = difflib.get_close_matches(name, METHODS, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigurationError(f"unknown method {name!r}{hint}; choose from: {', '.join(METHODS)}")
-        if name not in out:
-            out.append(name)
+        if options:
+            known = [p for p in method_parameters(name) if p not in PROTOCOL_OPTIONS]
+            for key in options:
+                if key in PROTOCOL_OPTIONS:
+                    raise ConfigurationError(
+                        f"method {spec!r}: {key!r} is set by the backtest protocol (seeds come from --seeds; "
+                        "stops are computed for the whole ε2 sweep, see --epsilon2); remove it"
+                    )
+                if key not in known:
+                    close = difflib.get_close_matches(key, known, n=1)
+                    hint = f" (did you mean {close[0]!r}?)" if close else ""
+                    raise ConfigurationError(
+                        f"method {spec!r}: {name} has no option {key!r}{hint}; its options are: {', '.join(known)}"
+                    )
+        label = method_spec(name, options)
+        if label not in out:
+            out.append(label)
     return tuple(out)
 
 
-def _same_as_bayesame(config: BacktestConfig, method: str, reference: ScoreMatrix) -> bool:
-    """Whether BayesAME-RS would replay BayesAME exactly on this reference, so it need not be run twice.
+def method_and_options(config: BacktestConfig, label: str) -> tuple[str, dict]:
+    """Registry name and constructor options of ``label``: its bracketed options over ``config.method_options``."""
+    name, options = parse_method_spec(label)
+    return name, {**config.method_options.get(label, {}), **options}
+
+
+def check_method_options(config: BacktestConfig, reference: ScoreMatrix) -> None:
+    """Build every method that has options once on ``reference``, so a bad value fails before any work starts."""
+    for label in config.methods:
+        name, options = method_and_options(config, label)
+        if not options:
+            continue
+        try:
+            make_method(name, reference, seed=0, **options)
+        except (ConfigurationError, TypeError, ValueError) as exc:
+            raise ConfigurationError(f"method {label!r}: {exc}") from None
+
+
+def _bayesame_source(config: BacktestConfig, label: str) -> str | None:
+    """The BayesAME label whose runs ``label`` would repeat where BayesAME selects at random, if any.
 
     When B < N − N0 BayesAME selects at random (paper §3.1), and with the same
     seed and options it then plays the same items with the same model as
     BayesAME-RS (tested). Only with the shared item order, where both get the
     same seed.
     """
-    if method != "bayesame-rs" or "bayesame" not in config.methods or not config.shared_order:
-        return False
-    options = config.method_options
-    if options.get("bayesame", {}) != options.get("bayesame-rs", {}):
-        return False
+    name, options = method_and_options(config, label)
+    if name != "bayesame-rs" or not config.shared_order:
+        return None
     if not (isinstance(METHODS.get("bayesame"), str) and isinstance(METHODS.get("bayesame-rs"), str)):
-        return False  # re-registered at run time: no guarantee that the two play the same items
-    return not make_method("bayesame", reference, seed=0, **options.get("bayesame", {})).active
+        return None  # re-registered at run time: no guarantee that the two play the same items
+    for other in config.methods:
+        if method_and_options(config, other) == ("bayesame", options):
+            return other
+    return None
+
+
+def _same_as_bayesame(config: BacktestConfig, method: str, reference: ScoreMatrix) -> bool:
+    """Whether ``method`` (a BayesAME-RS label) would replay BayesAME exactly on this reference (see above)."""
+    source = _bayesame_source(config, method)
+    if source is None:
+        return False
+    name, options = method_and_options(config, source)
+    return not make_method(name, reference, seed=0, **options).active
 
 
 def run_task(
@@ -118,19 +184,19 @@ def run_task(
     reference = matrix.select_models(refs)
     n_items = matrix.n_items
     n_t = len(split.targets)
-    options = dict(config.method_options.get(method, {}))
+    name, options = method_and_options(config, method)
     truths = np.stack([np.asarray(matrix.model_scores(t), dtype=float) for t in split.targets])
     if _same_as_bayesame(config, method, reference):
         return method, seed_index, None, None
     seeds = [method_seed(config.root_seed, seed_index, 0 if config.shared_order else t) for t in range(n_t)]
-    replay = resolve_replay(method) if config.shared_order else None
+    replay = resolve_replay(name) if config.shared_order else None
     if replay is not None:
         means, vars_ = replay(reference, truths, seeds[0], **options)
         return method, seed_index, np.asarray(means, dtype=float), np.asarray(vars_, dtype=float)
     means = np.empty((n_t, n_items))
     vars_ = np.empty((n_t, n_items))
     for t_idx in range(n_t):
-        m = make_method(method, reference, seed=seeds[t_idx], **options)
+        m = make_method(name, reference, seed=seeds[t_idx], **options)
         run_fixed(m, truths[t_idx], n_items)
         traj = m.trajectory
         means[t_idx] = [e.mean for e in traj]
@@ -268,8 +334,11 @@ def run_backtest(
     if int(workers) != workers or workers < 1:
         raise ConfigurationError(f"workers must be a positive integer, got {workers}")
     methods = check_methods(config.methods)
+    if methods != tuple(config.methods):
+        config = dataclasses.replace(config, methods=methods)
     split = make_split(matrix, config.regime, config.n_targets, config.split_seed, config.gap)
-    sample_references(split.pool, config.ref_fraction, 0, config.root_seed)  # validate --refs before starting
+    first = sample_references(split.pool, config.ref_fraction, 0, config.root_seed)  # validates --refs
+    check_method_options(config, matrix.select_models(first))
     n_items = matrix.n_items
     n_t, n_s = len(split.targets), config.n_seeds
     means = {m: np.full((n_t, n_s, n_items), np.nan) for m in methods}
@@ -296,13 +365,13 @@ def run_backtest(
         task_id = bar.add_task("runs", total=total)
         bar.start()
 
-    copies: list[int] = []  # seeds where BayesAME-RS repeats BayesAME
+    copies: list[tuple[str, int]] = []  # (BayesAME-RS label, seed) where it repeats BayesAME
 
     def on_done(res: tuple[str, int, np.ndarray | None, np.ndarray | None]) -> None:
         nonlocal done
         method, s, mu, var = res
         if mu is None:
-            copies.append(s)
+            copies.append((method, s))
         else:
             means[method][:, s, :] = mu
             vars_[method][:, s, :] = var
@@ -323,9 +392,10 @@ def run_backtest(
     finally:
         if bar is not None:
             bar.stop()
-    for s in copies:
-        means["bayesame-rs"][:, s, :] = means["bayesame"][:, s, :]
-        vars_["bayesame-rs"][:, s, :] = vars_["bayesame"][:, s, :]
+    for label, s in copies:
+        source = _bayesame_source(config, label)
+        means[label][:, s, :] = means[source][:, s, :]
+        vars_[label][:, s, :] = vars_[source][:, s, :]
     truth = np.array([float(np.mean(matrix.model_scores(t))) for t in split.targets])
     return BacktestResult(
         dataset=matrix.name or "scores",

@@ -3,20 +3,38 @@
 Each name maps to ``"module:attribute"`` (imported on first use, so a session
 with BayesAME does not import every baseline's dependencies) or to a factory
 ``f(reference, **kwargs) -> BaseMethod`` registered at run time.
+
+A *method spec* is a name with optional constructor options in brackets,
+``"bayesame[noise=learned,refit_every=25]"``: what the backtest CLI accepts
+in ``--methods``, so that settings of one method can be compared side by side
+(:func:`parse_method_spec`, :func:`split_method_list`).
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
-from collections.abc import Callable
+import inspect
+import re
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.base import BaseMethod
 
-__all__ = ["METHODS", "REPLAYS", "make_method", "method_names", "register", "resolve_factory", "resolve_replay"]
+__all__ = [
+    "METHODS",
+    "REPLAYS",
+    "make_method",
+    "method_names",
+    "method_spec",
+    "parse_method_spec",
+    "register",
+    "resolve_factory",
+    "resolve_replay",
+    "split_method_list",
+]
 
 MethodFactory = Callable[..., BaseMethod]
 
@@ -87,3 +105,100 @@ def resolve_factory(name: str) -> MethodFactory:
 def make_method(name: str, reference: ScoreMatrix, **kwargs: Any) -> BaseMethod:
     """Build the method called ``name`` on ``reference``."""
     return resolve_factory(name)(reference, **kwargs)
+
+
+# ------------------------------------------------------------------ method specs
+_SPEC = re.compile(r"^\s*([A-Za-z0-9_.-]+)\s*(?:\[(.*)\])?\s*$", re.DOTALL)
+_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def split_method_list(text: str) -> list[str]:
+    """Split ``"a,b[x=1,y=2],c"`` on the commas outside brackets; empty entries are dropped.
+
+    Raises :class:`ConfigurationError` on unbalanced brackets.
+    """
+    parts, depth, current = [], 0, []
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise ConfigurationError(f"unbalanced ']' in the method list {text!r}")
+        if ch == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    if depth != 0:
+        raise ConfigurationError(f"unclosed '[' in the method list {text!r}; e.g. bayesame[noise=learned]")
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _parse_value(text: str) -> Any:
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_method_spec(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"bayesame[noise=learned,refit_every=25]"`` → ``("bayesame", {"noise": "learned", "refit_every": 25})``.
+
+    Values are read as bool (true/false), None (none), int, float, or else kept as strings.
+    The name is not checked against the registry here (see :func:`check_method_spec`).
+    """
+    match = _SPEC.match(spec)
+    if match is None:
+        raise ConfigurationError(
+            f"cannot read the method {spec!r}; write a name with optional options, e.g. bayesame or "
+            "bayesame[noise=learned,refit_every=25]"
+        )
+    name, body = match.group(1), match.group(2)
+    options: dict[str, Any] = {}
+    if body is not None and body.strip():
+        for item in body.split(","):
+            key, eq, value = item.partition("=")
+            key, value = key.strip(), value.strip()
+            if not eq or not _KEY.match(key) or not value:
+                raise ConfigurationError(
+                    f"method {spec!r}: cannot read the option {item.strip()!r}; write key=value, e.g. "
+                    f"{name}[noise=learned]"
+                )
+            if key in options:
+                raise ConfigurationError(f"method {spec!r}: option {key!r} is given twice")
+            options[key] = _parse_value(value)
+    return name, options
+
+
+def method_spec(name: str, options: Mapping[str, Any] | None = None) -> str:
+    """The spec string of ``name`` with ``options`` (the inverse of :func:`parse_method_spec`)."""
+    if not options:
+        return name
+    return f"{name}[{','.join(f'{k}={v}' for k, v in options.items())}]"
+
+
+def method_parameters(name: str) -> list[str]:
+    """The keyword options the method's constructor declares (without ``reference``)."""
+    factory = resolve_factory(name)
+    params: list[str] = []
+    for cls in inspect.getmro(factory) if inspect.isclass(factory) else (factory,):
+        init = cls.__init__ if inspect.isclass(cls) else cls
+        try:
+            sig = inspect.signature(init)
+        except (TypeError, ValueError):  # pragma: no cover - builtins
+            continue
+        named = [p.name for p in sig.parameters.values()
+                 if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in ("self", "reference")]
+        params.extend(p for p in named if p not in params)
+        if not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
+            break  # this constructor takes nothing more than it names
+    return params
