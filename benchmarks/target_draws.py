@@ -27,10 +27,9 @@ Usage (from the repository root, package installed; ~40 CPU min with the default
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import statistics
 import time
-
-import dataclasses
 
 import numpy as np
 
@@ -121,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         for m in others:
             ratios[m].append(ew[m] / ew["rs-mean"])
         twins = twins_in_pool(split)
-        row = [str(draw), str(twins)] + [f"{ew[m]:.2f}" for m in methods] + [f"{ew[m] / ew['rs-mean']:.3f}" for m in others]
+        row = [str(draw), str(twins)] + [f"{ew[m]:.2f}" for m in methods]
+        row += [f"{ew[m] / ew['rs-mean']:.3f}" for m in others]
         print("  ".join(f"{c:>16}" for c in row), flush=True)
 
     print(f"\n# over {len(ews['rs-mean'])} target draws (wall time {time.perf_counter() - start:.0f} s)")

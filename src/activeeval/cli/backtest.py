@@ -230,7 +230,7 @@ def _print_table(result: BacktestResult, summary: dict, epsilon2: float) -> None
             escape(name), _fmt(s["ew_irmse"]), _fmt(g["5"]), _fmt(g["10"]), _fmt(g["25"]),
             _fmt(s["coverage_at_stop"], 3), _fmt(s["mean_fraction_at_stop"], 3),
         )
-    Console().print(table)
+    Console(soft_wrap=False, width=max(Console().width, 150)).print(table)  # as rank: logs keep whole rows
     if result.split.dropped_twins:
         twins = ", ".join(result.split.dropped_twins)
         typer.echo(f"dropped from the reference pool (exact twins of a target): {twins}")
@@ -312,5 +312,5 @@ def table1_command(
     for r in rows:
         table.add_row(r["dataset"], escape(r["method"]), _fmt(r["ours_interpolation"]), _fmt(r["paper_interpolation"]),
                       _fmt(r["ours_extrapolation"]), _fmt(r["paper_extrapolation"]))
-    Console().print(table)
+    Console(soft_wrap=False, width=max(Console().width, 150)).print(table)  # as rank: logs keep whole rows
     typer.echo(f"wall time {wall:.1f} s")
