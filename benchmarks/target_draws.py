@@ -21,6 +21,8 @@ targets per draw.
 Usage (from the repository root, package installed; ~40 CPU min with the defaults)::
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/target_draws.py --split-seeds 0-9 --seeds 20
+    OPENBLAS_NUM_THREADS=1 python benchmarks/target_draws.py --split-seeds 0-9 --seeds 50 \
+        --methods rs-mean,irt,proeval,bayes-rs-learn,seq-apw          # the fast baselines, ~10 CPU min
     OPENBLAS_NUM_THREADS=1 python benchmarks/target_draws.py --split-seeds 0-9 --seeds 20 --keep-duplicates
 """
 
@@ -37,12 +39,10 @@ from activeeval import ScoreMatrix, datasets
 from activeeval.experiments import runner
 from activeeval.experiments.metrics import ew_irmse, rmse_curve
 from activeeval.experiments.protocol import BacktestConfig, make_split
+from activeeval.experiments.tables import PAPER_TABLE1
 
 # Paper's Table 1 (SPEC §5), interpolation, 50 % references: EW-IRMSE per method.
-PAPER = {
-    "ifeval": {"bayesame": 49.53, "bayesame-rs": 56.14, "rs-mean": 72.45, "bayes-aipw": 56.71},
-    "musr": {"bayesame": 47.86, "rs-mean": 69.27, "bayes-aipw": 49.18},
-}
+PAPER = {d: {m: v[0] for m, v in rows.items() if v[0] is not None} for d, rows in PAPER_TABLE1.items()}
 
 
 def parse_range(text: str) -> list[int]:

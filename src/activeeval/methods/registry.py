@@ -28,6 +28,7 @@ __all__ = [
     "REPLAYS",
     "make_method",
     "method_names",
+    "method_parameters",
     "method_spec",
     "parse_method_spec",
     "register",
@@ -154,7 +155,8 @@ def parse_method_spec(spec: str) -> tuple[str, dict[str, Any]]:
     """``"bayesame[noise=learned,refit_every=25]"`` → ``("bayesame", {"noise": "learned", "refit_every": 25})``.
 
     Values are read as bool (true/false), None (none), int, float, or else kept as strings.
-    The name is not checked against the registry here (see :func:`check_method_spec`).
+    The name and keys are not checked against the registry here
+    (:func:`activeeval.experiments.runner.check_methods` does that).
     """
     match = _SPEC.match(spec)
     if match is None:
