@@ -328,7 +328,6 @@ def seq_apw_variants(ref, truths, seed, info) -> dict[str, np.ndarray]:
     const = phi.std(axis=1) == 0
     info.setdefault("constant_items", []).append(int(const.sum()))
     sim_ours = seq_apw.item_similarity(phi)
-    order_ours = seq_apw.covering_order(sim_ours, seed)
     zc = zhang_corr(phi)
     order_z = seq_apw.covering_order(zc, seed)
     out["Zhang sim+assign (NaN->0, anchor need not own)"] = apw_from_path(
