@@ -60,15 +60,6 @@ def test_labels_are_canonical_and_deduplicated() -> None:
     )
 
 
-@pytest.fixture(scope="module")
-def small_ifeval():
-    m = load("ifeval")
-    rng = np.random.default_rng(5)
-    items = sorted(rng.choice(m.n_items, 50, replace=False))
-    models = [m.model_ids[i] for i in sorted(rng.choice(m.n_models, 30, replace=False))]
-    return m.select_models(models).select_items([m.item_ids[i] for i in items])
-
-
 def test_a_bad_option_value_fails_before_any_run(small_ifeval) -> None:
     config = BacktestConfig(methods=("rs-mean", "bayesame[noise=lerned]"), n_targets=2, n_seeds=1)
     with pytest.raises(ConfigurationError, match=r"method 'bayesame\[noise=lerned\]': .*noise"):

@@ -19,15 +19,6 @@ from activeeval.experiments.simulate import run_fixed
 from activeeval.methods.registry import REPLAYS, make_method, resolve_replay
 
 
-@pytest.fixture(scope="module")
-def small_ifeval():
-    m = load("ifeval")
-    rng = np.random.default_rng(3)
-    items = sorted(rng.choice(m.n_items, 60, replace=False))
-    models = [m.model_ids[i] for i in sorted(rng.choice(m.n_models, 40, replace=False))]
-    return m.select_models(models).select_items([m.item_ids[i] for i in items])
-
-
 @pytest.mark.parametrize("method", sorted(REPLAYS))
 def test_runner_fast_replay_equals_step_by_step(small_ifeval, method: str) -> None:
     assert resolve_replay(method) is not None, f"REPLAYS names {method}'s replay but it does not import"
