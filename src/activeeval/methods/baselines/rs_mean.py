@@ -1,4 +1,4 @@
-"""RS-Mean: random items, the sample mean, and the Eq. 9 variance.
+"""RS-Mean: random items, the sample mean, and the Eq. 9 variance with a rare-event floor.
 
 Also the fast backtest :func:`replay` (every target at once) and the input
 checks and running statistics that the other baselines' replays share.
@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
+from activeeval.design import sampling_var_floor
 from activeeval.exceptions import ConfigurationError, InvalidScoresError, ScoreOutOfRangeError
 from activeeval.methods.base import BaseMethod, prepare_reference, random_order
 from activeeval.methods.baselines._common import worst_case_var
@@ -55,6 +56,12 @@ class RSMean(BaseMethod):
     variance is undefined; the largest variance a score in the benchmark's
     range can have, ((high − low) / 2)², stands in for it (conservative, and
     it never claims precision it does not have).
+
+    The variance is Eq. 9, but never below :func:`~activeeval.design.sampling_var_floor`
+    (Wilson's interval for 0/1 scores, its rare-event bound on the unseen part of the
+    range for bounded continuous ones): with a run of equal scores (the first
+    40 items of a benchmark a weak model almost never solves are all 0, say)
+    Eq. 9 alone gives a zero-width interval. Not in the paper.
     """
 
     name = "rs-mean"
@@ -71,8 +78,13 @@ class RSMean(BaseMethod):
         if n == 0:
             prior = self.reference.mean_scores()
             return Estimate(float(prior.mean()), float(prior.var(ddof=1)), 0, self.n_items, self._bounds())
+        mean = float(scores.mean())
         var = eq9_variance(scores, np.full(n, 1.0 / n), self.n_items, self._worst_case_var())
-        return Estimate(float(scores.mean()), var, n, self.n_items, self._bounds())
+        floor = sampling_var_floor(
+            mean, scores.min(), scores.max(), n, self.n_items, self.reference.score_range,
+            self.reference.kind == "binary",
+        )
+        return Estimate(mean, max(var, float(floor)), n, self.n_items, self._bounds())
 
 
 # ----------------------------------------------------------------- replays
@@ -199,9 +211,14 @@ def replay(
     reference, truths = replay_inputs(reference, truths, seed, options, missing=missing, caller="replay")
     n_items = reference.n_items
     order = random_order(int(seed), n_items)
-    mean, s2 = running_mean_var(truths[:, order])
+    played = truths[:, order]
+    mean, s2 = running_mean_var(played)
     s2[:, 0] = worst_case_var(reference)  # RSMean's stand-in while s is undefined
     n = np.arange(1, n_items + 1, dtype=float)
     # Eq. 9 with w_i = 1/n: Σ w² = 1/n, n_eff = n
     var = np.maximum(s2 / n * (n_items - n) / n_items, 0.0)
-    return mean, var
+    floor = sampling_var_floor(
+        mean, np.minimum.accumulate(played, axis=1), np.maximum.accumulate(played, axis=1), n, n_items,
+        reference.score_range, reference.kind == "binary",
+    )
+    return mean, np.maximum(var, floor)

@@ -1,0 +1,268 @@
+"""Design-based (sampling) maths: what a uniformly random sample of items says about R.
+
+Pure functions, vectorised over runs where it matters (the backtest replays
+call them on whole trajectories).
+
+* :func:`sampling_var_floor` — the smallest variance a mean of ``n`` random
+  items may claim: the Wilson score interval for binary scores, and for
+  bounded continuous scores the same rare-event bound applied to the part of
+  the score range no observed item has reached. It keeps a run of equal
+  scores (all 0 on a rare-success benchmark, say) from giving a zero-width
+  interval: Eq. 9 alone gives s² = 0 there and its interval covers the truth
+  far less often than it claims.
+* :class:`Prequential` — an unbiased estimate of R from the items of a run
+  that were drawn uniformly at random, with a model's predictions as a
+  control variate: what the default BayesAME reports once the references
+  stop describing the target (docs/MATHS.md).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["effective_sample_size", "wilson_bounds", "sampling_var_floor", "Prequential"]
+
+
+def effective_sample_size(n: np.ndarray | float, n_items: int) -> np.ndarray:
+    """n' = n (N − 1) / (N − n): the sample size whose with-replacement variance p(1−p)/n'
+    equals the without-replacement variance p(1−p)/n · (N − n)/(N − 1) of n of N items.
+
+    ``inf`` at n = N (nothing is left to estimate).
+    """
+    n = np.asarray(n, dtype=float)
+    with np.errstate(divide="ignore"):
+        return np.where(n >= n_items, np.inf, n * (n_items - 1) / np.maximum(n_items - n, 1e-300))
+
+
+def wilson_bounds(p: np.ndarray, n_eff: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval (L, U) for a proportion ``p`` observed in ``n_eff`` trials.
+
+    L, U = (p + z²/2n ∓ z sqrt(p(1−p)/n + z²/4n²)) / (1 + z²/n); at n = inf, (p, p).
+    """
+    p = np.clip(np.asarray(p, dtype=float), 0.0, 1.0)
+    n_eff = np.asarray(n_eff, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        inv = np.where(np.isfinite(n_eff), 1.0 / n_eff, 0.0)
+    z2 = z * z
+    denom = 1.0 + z2 * inv
+    centre = (p + 0.5 * z2 * inv) / denom
+    half = z * np.sqrt(np.maximum(p * (1.0 - p) * inv + 0.25 * z2 * inv * inv, 0.0)) / denom
+    return centre - half, centre + half
+
+
+def sampling_var_floor(
+    mean: np.ndarray,
+    low_seen: np.ndarray,
+    high_seen: np.ndarray,
+    n: np.ndarray,
+    n_items: int,
+    score_range: tuple[float, float] | None,
+    binary: bool,
+    z: float = 1.959963984540054,
+) -> np.ndarray:
+    """Smallest honest variance of a mean of ``n`` uniformly random items (without replacement).
+
+    Parameters
+    ----------
+    mean : ndarray
+        The sample mean of the ``n`` scores (any shape, broadcast with the others).
+    low_seen, high_seen : ndarray
+        The smallest and largest of those scores.
+    n : ndarray
+        Number of scores, 1 ≤ n ≤ N.
+    n_items : int
+        N.
+    score_range : (low, high) or None
+        Range of a score; None (unbounded scores) gives a floor of 0.
+    binary : bool
+        0/1 scores: the floor is the Wilson score interval's.
+    z : float
+        Normal quantile of the interval (1.96 for 95 %).
+
+    Returns
+    -------
+    ndarray
+        A variance v such that mean ± z·sqrt(v) contains
+
+        * **binary**: the Wilson score interval of ``mean`` at the effective
+          sample size n' = n(N − 1)/(N − n) (:func:`effective_sample_size`);
+        * **continuous**: the shift of the mean that a fraction
+          z²/(n' + z²) of unseen items at the far end of the range would cause,
+          (z²/(n' + z²)) · max(low_seen − low, high − high_seen) — the Wilson
+          upper bound for "no observed item reached this part of the range",
+          which for 0/1 data with only zeros seen is exactly Wilson's.
+
+        0 at n = N.
+    """
+    if score_range is None:
+        return np.zeros(np.broadcast(mean, n).shape)
+    lo, hi = score_range
+    width = hi - lo
+    n_eff = effective_sample_size(n, n_items)
+    if binary:
+        p = (np.asarray(mean, dtype=float) - lo) / width
+        wl, wu = wilson_bounds(p, n_eff, z)
+        half = width * np.maximum(p - wl, wu - p)
+    else:
+        z2 = z * z
+        with np.errstate(divide="ignore", invalid="ignore"):
+            frac = np.where(np.isfinite(n_eff), z2 / (n_eff + z2), 0.0)
+        gap = np.maximum(np.asarray(low_seen, dtype=float) - lo, hi - np.asarray(high_seen, dtype=float))
+        half = frac * np.maximum(gap, 0.0)
+    return (half / z) ** 2
+
+
+class Prequential:
+    """Prequential (martingale) difference estimator of R = (1/N) Σ_i s_i.
+
+    At a step where the next item i is drawn uniformly from the U unobserved
+    items, with S the sum of the scores observed so far and ŝ any prediction
+    fixed before the draw,
+
+        T = (S + Σ_{j∈U} ŝ_j) / N + (U / N) (s_i − ŝ_i)
+
+    has E[T | past] = R exactly, whatever the predictions. The prediction
+    used is ŝ = ȳ + Σ_k b_k x_k with ȳ the mean of the scores so far and
+    x_k = p_k − ȳ for the control variates p_k (a model's predictions, say):
+    T = A + Σ_k b_k D_k, where A is the plain mean's term and each D_k has
+    conditional mean 0, so any b fixed before the draw keeps T unbiased.
+
+    b is chosen before each draw, from past steps only, among three
+    candidates: 0 (the plain mean: RS-Mean exactly), ``b_prior`` (e.g. "take
+    the model's prediction as it is") and the least-squares fit of the past
+    residuals of ȳ on the past x (the GREG estimator's coefficients; from
+    ``warmup`` steps on) — whichever would have predicted the past drawn
+    items best (the smallest sum of squared prediction errors, each made
+    with the candidate of its time; ``b_prior`` first while there is no
+    record). Control variates that do not help are thus dropped, so the
+    estimate is never much worse than RS-Mean, and better by the share of
+    the variance they explain.
+
+    The steps are averaged with weights w = 1 / (U (U − 1)), the inverse of
+    T's conditional variance up to the residual variance σ_e²; the variance
+    of the average is then σ_e² / (N² Σ w) = (1 − n/N) σ_e² / n for n steps
+    from the start, with σ_e² estimated by the mean squared residual. When
+    the last unobserved item is drawn (U = 1), T = R exactly.
+
+    Parameters
+    ----------
+    n_items : int
+        N.
+    n_controls : int
+        Number of control variates k.
+    b_prior : ndarray of shape (k,), optional
+        The second candidate (default 0, i.e. only the plain mean and the fit).
+    warmup : int
+        Steps before the least-squares candidate is available.
+    b_max : float
+        Bound on |b_k| of the fit (a safeguard; it is rarely reached).
+    """
+
+    def __init__(
+        self,
+        n_items: int,
+        n_controls: int = 1,
+        b_prior: np.ndarray | None = None,
+        warmup: int = 5,
+        b_max: float = 3.0,
+    ) -> None:
+        self.n_items = int(n_items)
+        self.n_controls = int(n_controls)
+        self.b_prior = np.zeros(self.n_controls) if b_prior is None else np.asarray(b_prior, dtype=float)
+        if self.b_prior.shape != (self.n_controls,):
+            raise ValueError(f"b_prior must have shape ({self.n_controls},), got {self.b_prior.shape}")
+        self.warmup = int(warmup)
+        self.b_max = float(b_max)
+        self.count = 0
+        self._sxx = np.zeros((self.n_controls, self.n_controls))
+        self._sxy = np.zeros(self.n_controls)
+        self._sw = self._swt = 0.0
+        self._se2 = 0.0
+        self._loss = np.zeros(3)  # past squared prediction errors of: plain, prior, fit
+        self._exact: float | None = None
+        self.low_seen = np.inf
+        self.high_seen = -np.inf
+        self._sum_scores = 0.0
+
+    def _candidates(self) -> list[np.ndarray | None]:
+        """Plain, prior and least-squares b for the next step (the fit is None during the warm-up)."""
+        return [np.zeros(self.n_controls), self.b_prior, self._fitted()]
+
+    def _choice(self, candidates: list[np.ndarray | None]) -> int:
+        """Index of the candidate with the smallest past loss; on ties the prior, then the fit, then plain."""
+        available = [j for j in (1, 2, 0) if candidates[j] is not None]
+        return min(available, key=lambda j: self._loss[j])
+
+    @property
+    def coefficients(self) -> np.ndarray:
+        """b for the next step (predictable: from past steps only), shape (k,)."""
+        cands = self._candidates()
+        return np.asarray(cands[self._choice(cands)])
+
+    def _fitted(self) -> np.ndarray | None:
+        """The least-squares b of the past steps (None during the warm-up)."""
+        if self.count < self.warmup or self.n_controls == 0:
+            return None
+        ridge = 1e-6 * (np.trace(self._sxx) / max(self.n_controls, 1) + 1e-12)
+        try:
+            b = np.linalg.solve(self._sxx + ridge * np.eye(self.n_controls), self._sxy)
+        except np.linalg.LinAlgError:  # pragma: no cover - the ridge keeps it invertible
+            return np.zeros(self.n_controls)
+        return np.clip(b, -self.b_max, self.b_max)
+
+    def add(
+        self,
+        score: float,
+        observed_sum: float,
+        n_unobserved: int,
+        ybar: float,
+        pred_item: np.ndarray,
+        pred_sum: np.ndarray,
+    ) -> None:
+        """One uniformly drawn item: its ``score``; the rest as they were just before the draw.
+
+        ``observed_sum`` S, ``n_unobserved`` U (the drawn item included), ``ybar`` ȳ,
+        ``pred_item`` the control variates p_k of the drawn item (k,), ``pred_sum``
+        their sums Σ_{j∈U} p_k,j over the U unobserved items (k,).
+        """
+        n_items, u = self.n_items, int(n_unobserved)
+        pred_item = np.atleast_1d(np.asarray(pred_item, dtype=float))
+        pred_sum = np.atleast_1d(np.asarray(pred_sum, dtype=float))
+        a = (observed_sum + u * ybar) / n_items + (u / n_items) * (score - ybar)
+        d = (pred_sum - u * ybar) / n_items - (u / n_items) * (pred_item - ybar)
+        cands = self._candidates()
+        b = np.asarray(cands[self._choice(cands)])
+        t = a + float(b @ d)
+        e_plain, x = score - ybar, pred_item - ybar
+        resid = e_plain - float(b @ x)
+        for j, cand in enumerate(cands):
+            # the fit has no record before the warm-up ends: it starts at the plain mean's loss
+            err = e_plain - float(cand @ x) if cand is not None else e_plain
+            self._loss[j] += err * err
+        self._sxx += np.outer(x, x)
+        self._sxy += e_plain * x
+        self._se2 += resid * resid
+        if u > 1:
+            w = 1.0 / (u * (u - 1.0))
+            self._sw += w
+            self._swt += w * t
+        else:
+            self._exact = t
+        self.count += 1
+        self.low_seen = min(self.low_seen, score)
+        self.high_seen = max(self.high_seen, score)
+        self._sum_scores += score
+
+    @property
+    def mean_score(self) -> float:
+        """Mean of the drawn items' scores."""
+        return self._sum_scores / self.count if self.count else float("nan")
+
+    def estimate(self, fallback_var: float) -> tuple[float, float]:
+        """(R̂, Var R̂); σ_e² is ``fallback_var`` until 2 steps are known. Needs ≥ 1 step."""
+        if self.count == 0:
+            raise ValueError("no uniformly drawn item yet")
+        if self._exact is not None:
+            return float(self._exact), 0.0
+        sig2 = self._se2 / self.count if self.count >= 2 else fallback_var
+        return self._swt / self._sw, sig2 / (self.n_items**2 * self._sw)
