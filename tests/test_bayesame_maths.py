@@ -1,4 +1,4 @@
-"""BayesAME maths against brute-force formulas (SPEC.md §1).
+"""The paper's BayesAMEPaper (``bayesame-paper``) against brute-force formulas (SPEC.md §1).
 
 Synthetic reference matrices are fine here: these are unit tests of the
 maths, checked against the batch formulas of the paper.
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from activeeval import BayesAME, ScoreMatrix
+from activeeval import ScoreMatrix
+from activeeval.methods.bayesame_paper import BayesAMEPaper
 from activeeval.gaussian import (
     bucketize,
     information_gain,
@@ -43,7 +44,7 @@ def binary_reference(n_models: int, n_items: int, seed: int) -> ScoreMatrix:
     return ScoreMatrix((rng.random((n_models, n_items)) < p).astype(float), kind="binary")
 
 
-def brute_force(method: BayesAME):
+def brute_force(method: BayesAMEPaper):
     """Batch posterior (Eq. 7 and Eq. 8) from the method's prior and history."""
     mu, sigma = method.prior()
     items = np.array(method.observed_items, dtype=int)
@@ -61,7 +62,7 @@ def brute_force(method: BayesAME):
     return item_form, bucket_form, n_b
 
 
-def brute_force_var_r(method: BayesAME) -> float:
+def brute_force_var_r(method: BayesAMEPaper) -> float:
     """Var(R | s_C) straight from the definition: Var of the sum of unevaluated items / N²."""
     _, cov = brute_force(method)[1]
     counts = method.buckets.counts
@@ -78,7 +79,7 @@ def brute_force_var_r(method: BayesAME) -> float:
 )
 def test_sequential_updates_equal_batch_posteriors(seed: int, n_obs: int, kind: str) -> None:
     ref = binary_reference(6, 40, seed) if kind == "binary" else continuous_reference(5, 40, seed)
-    method = BayesAME(ref, seed=seed, refit_every=None, n0=10)
+    method = BayesAMEPaper(ref, seed=seed, refit_every=None, n0=10)
     rng = np.random.default_rng(seed)
     target = rng.random(40) if kind == "continuous" else (rng.random(40) < 0.6).astype(float)
     for _ in range(n_obs):
@@ -96,7 +97,7 @@ def test_sequential_updates_equal_batch_posteriors(seed: int, n_obs: int, kind: 
 @pytest.mark.parametrize(("refit_every", "noise"), [(None, "fixed"), (7, "fixed"), (7, "learned")])
 def test_rebuild_after_refit_matches_batch(refit_every: int | None, noise: str) -> None:
     ref = continuous_reference(8, 60, 3)
-    method = BayesAME(ref, seed=1, refit_every=refit_every, noise=noise)
+    method = BayesAMEPaper(ref, seed=1, refit_every=refit_every, noise=noise)
     target = np.random.default_rng(2).random(60)
     for _ in range(30):
         i = method.select()
@@ -116,7 +117,7 @@ def test_everything_observed_gives_exact_score_and_zero_variance(kind: str, esti
     ref = binary_reference(5, 30, 0) if kind == "binary" else continuous_reference(5, 30, 0)
     rng = np.random.default_rng(0)
     target = (rng.random(30) < 0.5).astype(float) if kind == "binary" else rng.random(30)
-    method = BayesAME(ref, seed=0, estimator=estimator, refit_every=10)
+    method = BayesAMEPaper(ref, seed=0, estimator=estimator, refit_every=10)
     while method.n_observed < 30:
         i = method.select()
         method.observe(i, target[i])
@@ -130,7 +131,7 @@ def test_everything_observed_gives_exact_score_and_zero_variance(kind: str, esti
 @given(seed=st.integers(0, 10_000), n_obs=st.integers(0, 25))
 def test_information_gain_is_nonnegative_and_matches_definition(seed: int, n_obs: int) -> None:
     ref = continuous_reference(6, 30, seed)
-    method = BayesAME(ref, seed=seed, refit_every=None, selection="active")
+    method = BayesAMEPaper(ref, seed=seed, refit_every=None, selection="active")
     target = np.random.default_rng(seed).random(30)
     for _ in range(n_obs):
         i = method.select()
@@ -187,7 +188,7 @@ def test_nlml_gradient_matches_finite_differences(seed: int, alpha: float, beta:
 def test_nlml_matches_item_form_up_to_constant() -> None:
     """Eq. 11: the bucket-form NLML differs from the item form by a constant in (α, β)."""
     ref = binary_reference(4, 40, 5)
-    method = BayesAME(ref, seed=0, refit_every=None)
+    method = BayesAMEPaper(ref, seed=0, refit_every=None)
     target = (np.random.default_rng(0).random(40) < 0.5).astype(float)
     for _ in range(25):
         i = method.select()
@@ -228,22 +229,22 @@ def test_regime_switch() -> None:
     base[:, 3] = [0, 0, 1, 1, 1, 1]
     base[:, 4] = [0, 1, 1, 1, 1, 1]
     dup = ScoreMatrix(np.repeat(base, 4, axis=1), kind="binary")
-    m = BayesAME(dup, seed=0)
+    m = BayesAMEPaper(dup, seed=0)
     assert m.n_buckets == 5 and m.regime == "non-unique"
     assert m.sigma2 == 1e-1 and not m.active and m.estimator == "cv"
     # With N0 = 15, B = 5 >= N - N0 = 5: unique regime.
-    m = BayesAME(dup, seed=0, n0=15)
+    m = BayesAMEPaper(dup, seed=0, n0=15)
     assert m.regime == "unique" and m.sigma2 == 1e-4 and m.active and m.estimator == "bayes"
     # Continuous scores that agree to the tolerance are not unique.
     cont = continuous_reference(4, 30, 0)
     near = ScoreMatrix(np.repeat(cont.scores[:, :10], 3, axis=1) + 1e-6 * np.arange(30), kind="continuous")
-    assert BayesAME(near, seed=0).regime == "non-unique"
-    assert BayesAME(near, seed=0, tolerance=0).regime == "unique"
+    assert BayesAMEPaper(near, seed=0).regime == "non-unique"
+    assert BayesAMEPaper(near, seed=0, tolerance=0).regime == "unique"
 
 
 def test_select_is_pure_and_batch_distinct() -> None:
     ref = continuous_reference(6, 50, 1)
-    m = BayesAME(ref, seed=4)
+    m = BayesAMEPaper(ref, seed=4)
     assert m.select() == m.select()
     batch = m.select_batch(10)
     assert len(set(batch)) == 10
@@ -259,10 +260,10 @@ def test_active_selection_beats_prior_uncertainty() -> None:
     """IG selection reduces Var(R) at least as fast as random selection on average."""
     ref = continuous_reference(10, 80, 7)
     target = continuous_reference(1, 80, 8).scores[0]
-    active = BayesAME(ref, seed=0, selection="active", refit_every=None)
+    active = BayesAMEPaper(ref, seed=0, selection="active", refit_every=None)
     random_vars = []
     for s in range(5):
-        rand = BayesAME(ref, seed=s, selection="random", refit_every=None)
+        rand = BayesAMEPaper(ref, seed=s, selection="random", refit_every=None)
         for _ in range(10):
             i = rand.select()
             rand.observe(i, target[i])

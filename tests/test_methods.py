@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from activeeval import BayesAME, Method, RSMean, ScoreMatrix
+from activeeval import BayesAME, BayesAMEPaper, Method, RSMean, ScoreMatrix
 from activeeval.exceptions import (
     ActiveEvalError,
     ConfigurationError,
@@ -131,8 +131,9 @@ def test_missing_reference_scores_are_dropped_loudly() -> None:
     ],
 )
 def test_configuration_errors(kwargs: dict, message: str) -> None:
+    """The paper's BayesAME (its options; the default's own are pinned in test_bayesame_default.py)."""
     with pytest.raises(ConfigurationError, match=message):
-        BayesAME(small(), **kwargs)
+        BayesAMEPaper(small(), **kwargs)
 
 
 def test_select_batch_errors_and_exhaustion() -> None:
@@ -197,7 +198,7 @@ def test_estimate_interval_is_clipped_to_the_score_range() -> None:
 
 def test_registry() -> None:
     ref = small()
-    assert make_method("bayesame-rs", ref, seed=0).active is False
+    assert make_method("bayesame-paper-rs", ref, seed=0).active is False
     with pytest.raises(ConfigurationError, match=r"unknown method 'bayesme' \(did you mean 'bayesame'\?\)"):
         make_method("bayesme", ref)
 

@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "AnyOf": "activeeval.stopping",
     "BaseMethod": "activeeval.methods.base",
     "BayesAME": "activeeval.methods.bayesame",
+    "BayesAMEPaper": "activeeval.methods.bayesame_paper",
     "BudgetRule": "activeeval.stopping",
     "DropReport": "activeeval.data.matrix",
     "Estimate": "activeeval.methods.estimate",
@@ -48,6 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from activeeval.methods.base import BaseMethod, Method
     from activeeval.methods.baselines.rs_mean import RSMean
     from activeeval.methods.bayesame import BayesAME
+    from activeeval.methods.bayesame_paper import BayesAMEPaper
     from activeeval.methods.estimate import Estimate
     from activeeval.stopping import AnyOf, BudgetRule, StoppingRule, WindowCIRule
 

@@ -60,6 +60,11 @@ class Buckets:
     def n_buckets(self) -> int:
         return int(self.counts.size)
 
+    def _prior_means(self) -> np.ndarray:
+        if self.n_targets is None:
+            return self.prior_mean.copy()
+        return np.repeat(self.prior_mean[:, None], self.n_targets, axis=1)
+
 
 def bucketize(phi_items: np.ndarray, tolerance: float | None = None) -> Buckets:
     """Group items whose reference vectors agree (after rounding to ``tolerance``).
@@ -306,3 +311,346 @@ class BucketNLML:
             ]
         )
         return value, grad
+
+
+# ----------------------------------------------------------------------------
+# The kernel and posterior state of the default BayesAME (see docs/MATHS.md)
+# ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LevelKernel:
+    """Eq. 1 plus terms for how a new model relates to the references (not in the paper).
+
+    Σ_bb' = α exp(−(β/K) d²_bb') + (γ/K) ψ_bᵀψ_b' + τ0 + τ1 m_b m_b'
+
+    with d² the squared distance of the reference vectors φ, ψ_b = φ_b − φ̄
+    the reference vectors centred on each reference model's mean score over
+    the benchmark's items, m_b = μ_b − μ̄ the references' mean score on bucket b
+    centred on its mean over the items.
+
+    * γ: the target's scores may follow a *combination of reference models*
+      (Bayes-AIPW's linear model, as a prior): errors it shares with the
+      references it resembles, across all items.
+    * τ0, τ1: the target may sit at any level, and follow item difficulty
+      more or less steeply than the average reference; with them wide
+      (τ ≈ range²), a model much better or worse than every reference moves
+      every unobserved item, not only the items near the ones scored.
+
+    ``gamma = tau0 = tau1 = 0`` is the paper's Eq. 1.
+    """
+
+    alpha: float
+    beta: float
+    gamma: float = 0.0
+    tau0: float = 0.0
+    tau1: float = 0.0
+
+    def column(self, d2_row: np.ndarray, psi: np.ndarray, psi_b: np.ndarray, m: np.ndarray, m_b: float) -> np.ndarray:
+        """Σ[:, b] from the squared distances ``d2_row`` (B,) of bucket b to every bucket.
+
+        ``psi`` (B, K) and ``m`` (B,) as above; ``psi_b``, ``m_b`` those of bucket b.
+        """
+        n_refs = psi.shape[1]
+        col = self.alpha * np.exp(-(self.beta / n_refs) * d2_row) + self.tau0 + self.tau1 * m_b * m
+        if self.gamma:
+            col += (self.gamma / n_refs) * (psi @ psi_b)
+        return col
+
+    def diag(self, psi: np.ndarray, m: np.ndarray) -> np.ndarray:
+        n_refs = psi.shape[1]
+        out = self.alpha + self.tau0 + self.tau1 * m * m
+        if self.gamma:
+            out = out + (self.gamma / n_refs) * (psi * psi).sum(1)
+        return out
+
+    def matvec(
+        self, feat: np.ndarray, psi: np.ndarray, m: np.ndarray, vec: np.ndarray, d2: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Σ @ vec over all buckets (block by block unless the distances ``d2`` are cached)."""
+        n_refs = psi.shape[1]
+        out = kernel_matvec(feat, vec, self.alpha, self.beta, d2)
+        out += self.tau0 * float(vec.sum()) + self.tau1 * m * float(m @ vec)
+        if self.gamma:
+            out += (self.gamma / n_refs) * (psi @ (psi.T @ vec))
+        return out
+
+
+class BucketPosterior:
+    """Exact Gaussian posterior of bucket abilities θ ∈ R^B, updated one observed item at a time.
+
+    Prior θ ~ N(μ0, Σ); an item of bucket b scores s = θ_b + ε, ε ~ N(0, noise_b).
+    The state is what selection and estimation need — μ|C, diag(Σ|C) and
+    Σ|C u (u = unobserved items per bucket) — and Σ|C = Σ − VᵀV with one row
+    of V per observation since the last :meth:`compress`. An observation is a
+    rank-one (Kalman) update, O(r·B) for r rows; Σ is read column by column
+    through ``prior_col``, so no B×B matrix is formed.
+
+    Parameters
+    ----------
+    prior_mean : ndarray of shape (B,)
+    prior_col : callable
+        ``prior_col(b)`` → Σ[:, b], shape (B,).
+    prior_diag : ndarray of shape (B,)
+    prior_cov_counts : ndarray of shape (B,)
+        Σ @ counts.
+    counts : ndarray of shape (B,)
+        N_b, items per bucket.
+    noise : ndarray of shape (B,)
+        Noise variance of one item of each bucket.
+    n_targets : int, optional
+        Track the posterior means of this many targets at once (scores are
+        then arrays of shape (n_targets,) and ``mean`` has shape (B, n_targets)):
+        the covariance does not depend on the scores, so targets observed on
+        the same items share it.
+    """
+
+    def __init__(
+        self,
+        prior_mean: np.ndarray,
+        prior_col,  # noqa: ANN001 - Callable[[int], np.ndarray]
+        prior_diag: np.ndarray,
+        prior_cov_counts: np.ndarray,
+        counts: np.ndarray,
+        noise: np.ndarray,
+        capacity: int = 64,
+        n_targets: int | None = None,
+    ) -> None:
+        self.prior_mean = np.asarray(prior_mean, dtype=float)
+        self.prior_col = prior_col
+        self.prior_diag = np.asarray(prior_diag, dtype=float)
+        self.prior_cov_counts = np.asarray(prior_cov_counts, dtype=float)
+        self.counts = np.asarray(counts, dtype=float)
+        self.noise = np.asarray(noise, dtype=float)
+        n_b = self.counts.size
+        self.remaining = self.counts.copy()
+        self.n_targets = n_targets
+        self._shape = (n_b,) if n_targets is None else (n_b, int(n_targets))
+        self.n_obs = np.zeros(n_b)
+        self.sum_obs = np.zeros(self._shape)
+        self.mean = self._prior_means()
+        self.diag = self.prior_diag.copy()
+        self.cov_u = self.prior_cov_counts.copy()
+        self._v = np.empty((max(int(capacity), 1), n_b))
+        self._rows = 0
+
+    @property
+    def n_buckets(self) -> int:
+        return int(self.counts.size)
+
+    def _prior_means(self) -> np.ndarray:
+        if self.n_targets is None:
+            return self.prior_mean.copy()
+        return np.repeat(self.prior_mean[:, None], self.n_targets, axis=1)
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    def cov_col(self, b: int, extra: np.ndarray | None = None) -> np.ndarray:
+        """Column b of Σ|C (optionally also conditioned on the fantasy rows ``extra``)."""
+        v = self._v[: self._rows]
+        col = self.prior_col(b) - v.T @ v[:, b]
+        if extra is not None and extra.shape[0]:
+            col -= extra.T @ extra[:, b]
+        return col
+
+    def predictive(self, b: int) -> tuple[float, float]:
+        """Mean and variance of the score of one unobserved item of bucket b."""
+        return float(self.mean[b]), float(max(self.diag[b], 0.0) + self.noise[b])
+
+    def observe(self, b: int, score):  # noqa: ANN001, ANN201 - float, or (n_targets,) arrays
+        """Condition on one item of bucket b scoring ``score``; returns (innovation, its variance) before it."""
+        k = self.cov_col(b)
+        d = float(k[b] + self.noise[b])
+        if self.n_targets is None:
+            innovation = float(score - self.mean[b])
+            self.mean += k * (innovation / d)
+        else:
+            innovation = np.asarray(score, dtype=float) - self.mean[b]
+            self.mean += np.outer(k, innovation / d)
+        self.diag -= k * k / d
+        self.remaining[b] -= 1.0
+        self.cov_u -= k
+        self.cov_u -= k * (float(k @ self.remaining) / d)
+        if self._rows == self._v.shape[0]:
+            self._v = np.vstack([self._v, np.empty_like(self._v)])
+        self._v[self._rows] = k / np.sqrt(d)
+        self._rows += 1
+        self.n_obs[b] += 1.0
+        self.sum_obs[b] += score
+        if self._rows > 2 * int((self.n_obs > 0).sum()) + 64:
+            self.compress()  # repeated buckets add rows: back to one per observed bucket
+        return innovation, d
+
+    def compress(self) -> None:
+        """Rebuild the state from the bucket form (Eq. 8): one row of V per observed bucket."""
+        obs = np.flatnonzero(self.n_obs > 0)
+        n_b = self.n_buckets
+        self._v = np.empty((obs.size + 64, n_b))
+        self._rows = obs.size
+        if obs.size == 0:
+            self.mean = self._prior_means()
+            self.diag = self.prior_diag.copy()
+            self.cov_u = self.prior_cov_counts.copy()
+            return
+        s_ob = np.vstack([self.prior_col(b) for b in obs])  # Σ_{O,·}
+        gram = s_ob[:, obs] + np.diag(self.noise[obs] / self.n_obs[obs])
+        factor, _ = chol(gram, "posterior Gram")
+        from scipy.linalg import solve_triangular
+
+        v = solve_triangular(factor, s_ob, lower=True, check_finite=False)
+        sbar = self.sum_obs[obs] / (self.n_obs[obs] if self.n_targets is None else self.n_obs[obs, None])
+        prior = self.prior_mean[obs] if self.n_targets is None else self.prior_mean[obs, None]
+        z = solve_triangular(factor, sbar - prior, lower=True)
+        self._v[: obs.size] = v
+        self.mean = (self.prior_mean if self.n_targets is None else self.prior_mean[:, None]) + v.T @ z
+        self.diag = self.prior_diag - (v * v).sum(0)
+        sigma_u = self.prior_cov_counts - s_ob.T @ self.n_obs[obs]  # Σu = ΣN − Σ_{·O} n_O
+        self.cov_u = sigma_u - v.T @ (v @ self.remaining)
+
+    def var_r_scaled(self, remaining: np.ndarray | None = None, cov_u: np.ndarray | None = None) -> float:
+        """N² Var(R | s_C) = uᵀ Σ|C u + Σ_b u_b noise_b (Eq. 2 with per-bucket noise)."""
+        rem = self.remaining if remaining is None else remaining
+        cu = self.cov_u if cov_u is None else cov_u
+        return max(float(rem @ cu) + float(rem @ self.noise), 0.0)
+
+    def information_gain(
+        self, remaining: np.ndarray | None = None, cov_u: np.ndarray | None = None, diag: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Eq. 6 for one unobserved item of each bucket (B,), −inf where none is left."""
+        rem = self.remaining if remaining is None else remaining
+        cu = self.cov_u if cov_u is None else cov_u
+        dg = self.diag if diag is None else diag
+        scaled_var = self.var_r_scaled(rem, cu)
+        c = cu + self.noise
+        v = np.maximum(dg, 0.0) + self.noise
+        if scaled_var <= 0.0:
+            ig = np.zeros_like(c)
+        else:
+            rho2 = np.clip(c * c / (scaled_var * v), 0.0, 1.0 - 1e-15)
+            ig = -0.5 * np.log1p(-rho2)
+        ig[rem <= 0] = -np.inf
+        return ig
+
+    def fantasy(self):  # noqa: ANN201 - _Fantasy
+        """A scratch copy that conditions on items whose scores are not known yet (pending or chosen)."""
+        return _Fantasy(self)
+
+
+class _Fantasy:
+    """Σ|C after also conditioning on unscored items: the covariance does not depend on the scores."""
+
+    def __init__(self, post: BucketPosterior) -> None:
+        self.post = post
+        self.remaining = post.remaining.copy()
+        self.cov_u = post.cov_u.copy()
+        self.diag = post.diag.copy()
+        self._rows: list[np.ndarray] = []
+
+    def condition(self, b: int) -> None:
+        extra = np.array(self._rows) if self._rows else None
+        col = self.post.cov_col(b, extra)
+        d = float(col[b] + self.post.noise[b])
+        self.remaining[b] -= 1.0
+        self.diag = self.diag - col * col / d
+        self.cov_u = self.cov_u - col - col * (float(col @ self.remaining) / d)
+        self._rows.append(col / np.sqrt(d))
+
+    def information_gain(self) -> np.ndarray:
+        return self.post.information_gain(self.remaining, self.cov_u, self.diag)
+
+
+class LeaveOneOutNLML:
+    """NLML of reference models as pseudo-targets, each predicted from the others (fits the default's kernel).
+
+    For each pseudo-target j (a reference model) and a subsample of items,
+    its scores are modelled as the default BayesAME models a target:
+    s^j = μ^{−j} + f + ε, f ~ N(0, Σ^{−j}) with the :class:`LevelKernel` on the
+    *other* references' vectors (distances d²_{−j} = d² − (x_j − x_jᵀ)² and
+    products ψψᵀ − ψ_j ψ_jᵀ, over K − 1 models) and ε ~ N(0, σ²). The
+    objective is the sum over pseudo-targets of
+    ½ yᵀK⁻¹y + ½ log|K| + (m/2) log 2π with y = s^j − μ^{−j}, and its gradient
+    is in (log α, log β, log σ²[, log γ]); τ0 and τ1 are held fixed, and γ is
+    fitted only when ``linear`` is true (else 0).
+
+    Parameters
+    ----------
+    x : ndarray of shape (m, K)
+        Reference scores on the subsample of items.
+    col_means : ndarray of shape (K,)
+        Each reference model's mean score over *all* items (centres ψ and μ̄^{−j}).
+    pseudo : sequence of int
+        Columns of ``x`` used as pseudo-targets.
+    tau0, tau1 : float
+        The fixed level and slope variances.
+    linear : bool
+        Include the γ term.
+    """
+
+    def __init__(
+        self,
+        x: np.ndarray,
+        col_means: np.ndarray,
+        pseudo,  # noqa: ANN001 - Sequence[int]
+        tau0: float,
+        tau1: float,
+        linear: bool = True,
+    ) -> None:
+        x = np.asarray(x, dtype=float)
+        col_means = np.asarray(col_means, dtype=float)
+        m, k = x.shape
+        self.m = m
+        self.linear = bool(linear)
+        d2_all = sq_dists(x, x)
+        psi = x - col_means[None, :]
+        lin_all = psi @ psi.T
+        row_sums = x.sum(1)
+        total_mean = float(col_means.sum())
+        self.items = []
+        for j in pseudo:
+            xj = x[:, j]
+            d2 = np.maximum(d2_all - (xj[:, None] - xj[None, :]) ** 2, 0.0) / (k - 1)
+            lin = (lin_all - np.outer(psi[:, j], psi[:, j])) / (k - 1)
+            mu = (row_sums - xj) / (k - 1)
+            mm = mu - (total_mean - float(col_means[j])) / (k - 1)
+            fixed = tau0 + tau1 * np.outer(mm, mm)
+            self.items.append((d2, lin, xj - mu, fixed))
+
+    @property
+    def n_params(self) -> int:
+        return 4 if self.linear else 3
+
+    def __call__(self, log_params: np.ndarray) -> tuple[float, np.ndarray]:
+        from scipy.linalg import lapack
+
+        values = np.exp(np.asarray(log_params, dtype=float))
+        alpha, beta, sigma2 = values[:3]
+        gamma = values[3] if self.linear else 0.0
+        m = self.m
+        total = 0.5 * len(self.items) * m * np.log(2 * np.pi)
+        grad = np.zeros(self.n_params)
+        for d2, lin, y, fixed in self.items:
+            e = np.exp(-beta * d2)
+            gram = alpha * e + fixed
+            if self.linear:
+                gram += gamma * lin
+            gram.flat[:: m + 1] += sigma2
+            factor, info = lapack.dpotrf(gram, lower=1, clean=1, overwrite_a=1)
+            if info != 0:
+                return np.inf, np.zeros(self.n_params)
+            a, _ = lapack.dpotrs(factor, y, lower=1)
+            total += 0.5 * float(y @ a) + float(np.log(np.diagonal(factor)).sum())
+            inv, info = lapack.dpotri(factor, lower=1, overwrite_c=1)
+            if info != 0:  # pragma: no cover - factorised, so invertible
+                return np.inf, np.zeros(self.n_params)
+            inv = np.tril(inv)
+            inv = inv + inv.T - np.diag(np.diagonal(inv))
+            w = inv - np.outer(a, a)  # ∂L/∂K = ½ (K⁻¹ − aaᵀ)
+            we = w * e
+            grad[0] += 0.5 * alpha * float(we.sum())
+            grad[1] += -0.5 * alpha * beta * float((we * d2).sum())
+            grad[2] += 0.5 * sigma2 * float(np.trace(w))
+            if self.linear:
+                grad[3] += 0.5 * gamma * float((w * lin).sum())
+        return float(total), grad

@@ -43,7 +43,8 @@ def test_demo_table_output() -> None:
         (["--dataset", "ifevall"], "ifeval"),
         (["--target", "no/such-model"], "unknown model 'no/such-model'"),
         (["--epsilon2", "0"], "epsilon2 must be > 0"),
-        (["--noise", "x"], "noise must be 'fixed' or 'learned'"),
+        (["--method", "bayesame[noise=x]"], "bayesame has no option 'noise'"),
+        (["--method", "bayesame-paper[noise=x]"], "noise must be 'fixed' or 'learned'"),
     ],
 )
 def test_demo_bad_input_exits_2_with_one_line(args: list[str], message: str) -> None:

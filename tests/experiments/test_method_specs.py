@@ -42,9 +42,9 @@ def test_parse_method_spec_reads_typed_values_and_round_trips() -> None:
         ("bayesame[noise=learned,noise=fixed]", "option 'noise' is given twice"),
         ("bayesame noise", "cannot read the method"),
         ("bayesam[noise=learned]", "unknown method 'bayesam' (did you mean 'bayesame'?)"),
-        ("bayesame[nois=learned]", "bayesame has no option 'nois' (did you mean 'noise'?); its options are:"),
+        ("bayesame-paper[nois=learned]", "bayesame-paper has no option 'nois' (did you mean 'noise'?); its options are:"),
         ("proeval[refit_every=3]", "proeval has no option 'refit_every'"),
-        ("bayesame[seed=3]", "'seed' is set by the backtest protocol"),
+        ("bayesame-paper[seed=3]", "'seed' is set by the backtest protocol"),
         ("rs-mean[epsilon2=0.01]", "'epsilon2' is set by the backtest protocol"),
     ],
 )
@@ -55,14 +55,14 @@ def test_bad_specs_are_named(spec: str, message: str) -> None:
 
 
 def test_labels_are_canonical_and_deduplicated() -> None:
-    assert check_methods(("bayesame[ noise = learned ]", "bayesame[noise=learned]", "bayesame")) == (
-        "bayesame[noise=learned]", "bayesame",
+    assert check_methods(("bayesame-paper[ noise = learned ]", "bayesame-paper[noise=learned]", "bayesame")) == (
+        "bayesame-paper[noise=learned]", "bayesame",
     )
 
 
 def test_a_bad_option_value_fails_before_any_run(small_ifeval) -> None:
-    config = BacktestConfig(methods=("rs-mean", "bayesame[noise=lerned]"), n_targets=2, n_seeds=1)
-    with pytest.raises(ConfigurationError, match=r"method 'bayesame\[noise=lerned\]': .*noise"):
+    config = BacktestConfig(methods=("rs-mean", "bayesame-paper[noise=lerned]"), n_targets=2, n_seeds=1)
+    with pytest.raises(ConfigurationError, match=r"method 'bayesame-paper\[noise=lerned\]': .*noise"):
         run_backtest(small_ifeval, config, workers=1)
 
 
@@ -70,7 +70,7 @@ def test_a_bad_option_value_fails_before_any_run(small_ifeval) -> None:
     ("spec", "name", "options"),
     [
         ("proeval[noise_var=0.05]", "proeval", {"noise_var": 0.05}),  # through the fast replay
-        ("bayesame[refit_every=10,noise=learned]", "bayesame", {"refit_every": 10, "noise": "learned"}),
+        ("bayesame-paper[refit_every=10,noise=learned]", "bayesame-paper", {"refit_every": 10, "noise": "learned"}),
     ],
 )
 def test_a_spec_runs_the_method_with_its_options_beside_the_default(small_ifeval, spec, name, options) -> None:
@@ -91,9 +91,9 @@ def test_bayesame_rs_spec_is_copied_only_from_bayesame_with_the_same_options() -
     rng = np.random.default_rng(0)
     models = [m.model_ids[i] for i in sorted(rng.choice(m.n_models, 40, replace=False))]
     matrix = m.select_models(models).select_items(m.item_ids[:70])
-    rs, ame = "bayesame-rs[refit_every=20]", "bayesame[refit_every=20]"
-    both = run_backtest(matrix, BacktestConfig(methods=("bayesame", ame, rs), n_targets=2, n_seeds=1), workers=1)
+    rs, ame = "bayesame-paper-rs[refit_every=20]", "bayesame-paper[refit_every=20]"
+    both = run_backtest(matrix, BacktestConfig(methods=("bayesame-paper", ame, rs), n_targets=2, n_seeds=1), workers=1)
     alone = run_backtest(matrix, BacktestConfig(methods=(rs,), n_targets=2, n_seeds=1), workers=1)
     np.testing.assert_array_equal(both.means[rs], alone.means[rs])
     np.testing.assert_array_equal(both.means[rs], both.means[ame])
-    assert not np.array_equal(both.means[rs], both.means["bayesame"])
+    assert not np.array_equal(both.means[rs], both.means["bayesame-paper"])

@@ -2,7 +2,7 @@
 
 * every registered fast replay, called through the runner, equals playing
   the method target by target with the same seed;
-* BayesAME-RS copied from BayesAME (where BayesAME selects at random)
+* the paper's BayesAME-RS copied from its BayesAME (where that selects at random)
   equals BayesAME-RS actually run;
 * ``shared_order=False`` gives every target its own seed (and item order).
 """
@@ -45,15 +45,15 @@ def _random_selecting_bayesame_matrix():
 
 def test_bayesame_rs_copy_equals_running_it() -> None:
     matrix = _random_selecting_bayesame_matrix()
-    config = BacktestConfig(methods=("bayesame", "bayesame-rs"), n_targets=2, n_seeds=2, gap=0.1)
+    config = BacktestConfig(methods=("bayesame-paper", "bayesame-paper-rs"), n_targets=2, n_seeds=2, gap=0.1)
     split = make_split(matrix, "interpolation", 2)
     ref = matrix.select_models(sample_references(split.pool, 0.5, 0))
-    assert not make_method("bayesame", ref).active, "the fixture must put BayesAME in its random regime"
+    assert not make_method("bayesame-paper", ref).active, "the fixture must put BayesAME in its random regime"
     both = run_backtest(matrix, config, workers=1)
-    alone = run_backtest(matrix, BacktestConfig(methods=("bayesame-rs",), n_targets=2, n_seeds=2), workers=1)
-    np.testing.assert_array_equal(both.means["bayesame-rs"], alone.means["bayesame-rs"])
-    np.testing.assert_array_equal(both.vars["bayesame-rs"], alone.vars["bayesame-rs"])
-    np.testing.assert_array_equal(both.means["bayesame"], alone.means["bayesame-rs"])
+    alone = run_backtest(matrix, BacktestConfig(methods=("bayesame-paper-rs",), n_targets=2, n_seeds=2), workers=1)
+    np.testing.assert_array_equal(both.means["bayesame-paper-rs"], alone.means["bayesame-paper-rs"])
+    np.testing.assert_array_equal(both.vars["bayesame-paper-rs"], alone.vars["bayesame-paper-rs"])
+    np.testing.assert_array_equal(both.means["bayesame-paper"], alone.means["bayesame-paper-rs"])
 
 
 def test_active_bayesame_is_not_copied() -> None:
@@ -61,10 +61,10 @@ def test_active_bayesame_is_not_copied() -> None:
     matrix = m.select_items(m.item_ids[:60])  # 429 models: every item its own bucket, so BayesAME is active
     split = make_split(matrix, "interpolation", 2)
     ref = matrix.select_models(sample_references(split.pool, 0.5, 0))
-    assert make_method("bayesame", ref).active
-    result = run_backtest(matrix, BacktestConfig(methods=("bayesame", "bayesame-rs"), n_targets=2, n_seeds=1),
+    assert make_method("bayesame-paper", ref).active
+    result = run_backtest(matrix, BacktestConfig(methods=("bayesame-paper", "bayesame-paper-rs"), n_targets=2, n_seeds=1),
                           workers=1)
-    assert not np.array_equal(result.means["bayesame"], result.means["bayesame-rs"])
+    assert not np.array_equal(result.means["bayesame-paper"], result.means["bayesame-paper-rs"])
 
 
 def test_independent_orders_give_each_target_its_own_seed(small_ifeval) -> None:

@@ -353,9 +353,9 @@ def test_file_copy_is_a_consistent_snapshot(tmp_path, math_ref_file) -> None:
 
 
 def test_resume_across_a_hyperparameter_refit(tmp_path, continuous_ref_file, continuous_split) -> None:
-    """BayesAME refits (alpha, beta) every F observations (here F = 8); replay must cross refits identically."""
+    """The paper's BayesAME refits (alpha, beta) every F observations (here F = 8); replay crosses refits identically."""
     _, target = continuous_split
-    kw = {"epsilon2": 1e-6, "seed": 8, "refit_every": 8}
+    kw = {"epsilon2": 1e-6, "seed": 8, "method": "bayesame-paper", "refit_every": 8}
     live = Session.create(tmp_path / "live.aeval", continuous_ref_file, **kw)
     path = tmp_path / "resumed.aeval"
     Session.create(path, continuous_ref_file, **kw).close()

@@ -141,26 +141,26 @@ def check_method_options(config: BacktestConfig, reference: ScoreMatrix) -> None
 
 
 def _bayesame_source(config: BacktestConfig, label: str) -> str | None:
-    """The BayesAME label whose runs ``label`` would repeat where BayesAME selects at random, if any.
+    """The paper-BayesAME label whose runs ``label`` would repeat where it selects at random, if any.
 
-    When B < N − N0 BayesAME selects at random (paper §3.1), and with the same
-    seed and options it then plays the same items with the same model as
-    BayesAME-RS (tested). Only with the shared item order, where both get the
-    same seed.
+    When B < N − N0 the paper's BayesAME selects at random (paper §3.1), and
+    with the same seed and options it then plays the same items with the same
+    model as its BayesAME-RS (tested). Only with the shared item order, where
+    both get the same seed.
     """
     name, options = method_and_options(config, label)
-    if name != "bayesame-rs" or not config.shared_order:
+    if name != "bayesame-paper-rs" or not config.shared_order:
         return None
-    if not (isinstance(METHODS.get("bayesame"), str) and isinstance(METHODS.get("bayesame-rs"), str)):
+    if not (isinstance(METHODS.get("bayesame-paper"), str) and isinstance(METHODS.get("bayesame-paper-rs"), str)):
         return None  # re-registered at run time: no guarantee that the two play the same items
     for other in config.methods:
-        if method_and_options(config, other) == ("bayesame", options):
+        if method_and_options(config, other) == ("bayesame-paper", options):
             return other
     return None
 
 
 def _same_as_bayesame(config: BacktestConfig, method: str, reference: ScoreMatrix) -> bool:
-    """Whether ``method`` (a BayesAME-RS label) would replay BayesAME exactly on this reference (see above)."""
+    """Whether ``method`` (a paper BayesAME-RS label) would replay the paper's BayesAME exactly here (see above)."""
     source = _bayesame_source(config, method)
     if source is None:
         return False

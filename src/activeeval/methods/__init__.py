@@ -13,6 +13,9 @@ _EXPORTS = {
     "BaseMethod": "activeeval.methods.base",
     "Estimate": "activeeval.methods.estimate",
     "BayesAME": "activeeval.methods.bayesame",
+    "BayesAMERS": "activeeval.methods.bayesame",
+    "BayesAMEPaper": "activeeval.methods.bayesame_paper",
+    "BayesAMEPaperRS": "activeeval.methods.bayesame_paper",
     "RSMean": "activeeval.methods.baselines.rs_mean",
     "ContinuousCAT": "activeeval.methods.cat",
 }

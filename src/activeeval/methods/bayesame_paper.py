@@ -1,4 +1,9 @@
-"""BayesAME, single target (BayesAME paper §3.1, App. A; ../shared/SPEC.md §1).
+"""BayesAME exactly as the paper gives it, single target (BayesAME paper §3.1, App. A; SPEC.md §1).
+
+``bayesame-paper`` and ``bayesame-paper-rs``: the paper's algorithm, kept so
+that its tables can be reproduced. The default ``bayesame``
+(:mod:`activeeval.methods.bayesame`) changes the model where this one breaks
+(see docs/MATHS.md, "What the default changes").
 
 The posterior over bucket abilities θ ∈ R^B is kept exactly, and updated
 incrementally: each observation is a rank-one (Kalman) update, with the
@@ -39,7 +44,7 @@ from activeeval.methods.base import BaseMethod, SeedLike
 from activeeval.methods.estimate import Estimate
 from activeeval.stopping import StoppingRule
 
-__all__ = ["BayesAME", "BayesAMERS", "RefitRecord"]
+__all__ = ["BayesAMEPaper", "BayesAMEPaperRS", "RefitRecord"]
 
 SIGMA2_UNIQUE = 1e-4  # App. C.1
 SIGMA2_NON_UNIQUE = 1e-1  # App. C.1
@@ -62,8 +67,8 @@ class RefitRecord:
     message: str
 
 
-class BayesAME(BaseMethod):
-    """Bayesian active model evaluation for one target model.
+class BayesAMEPaper(BaseMethod):
+    """Bayesian active model evaluation for one target model, exactly as in the paper.
 
     Parameters
     ----------
@@ -106,7 +111,7 @@ class BayesAME(BaseMethod):
         refits); above it the kernel is recomputed block by block.
     """
 
-    name = "bayesame"
+    name = "bayesame-paper"
 
     def __init__(
         self,
@@ -469,10 +474,10 @@ class BayesAME(BaseMethod):
         return self.estimate().var + (bayes - cv) ** 2
 
 
-class BayesAMERS(BayesAME):
-    """BayesAME-RS: BayesAME's posterior and estimator with uniformly random items (paper §5.1)."""
+class BayesAMEPaperRS(BayesAMEPaper):
+    """The paper's BayesAME-RS: its posterior and estimator with uniformly random items (paper §5.1)."""
 
-    name = "bayesame-rs"
+    name = "bayesame-paper-rs"
 
     def __init__(self, reference: ScoreMatrix, **kwargs: object) -> None:
         if kwargs.get("selection", "random") != "random":

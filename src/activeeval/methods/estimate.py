@@ -28,6 +28,10 @@ class Estimate:
         Items in the benchmark (N).
     bounds : (float, float) or None
         Range R can take (the score range); intervals are clipped to it.
+    notes : tuple of str
+        When to doubt the interval: what the method found about how much it
+        rests on (e.g. the target lies outside the references' range, or the
+        references predict it poorly). Empty when nothing was found.
     """
 
     mean: float
@@ -35,6 +39,7 @@ class Estimate:
     n_observed: int
     n_items: int
     bounds: tuple[float, float] | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def std(self) -> float:
@@ -68,4 +73,5 @@ class Estimate:
             "ci_high": hi,
             "n_used": self.n_observed,
             "n_items": self.n_items,
+            "notes": list(self.notes),
         }

@@ -42,6 +42,8 @@ MethodFactory = Callable[..., BaseMethod]
 METHODS: dict[str, str | MethodFactory] = {
     "bayesame": "activeeval.methods.bayesame:BayesAME",
     "bayesame-rs": "activeeval.methods.bayesame:BayesAMERS",
+    "bayesame-paper": "activeeval.methods.bayesame_paper:BayesAMEPaper",
+    "bayesame-paper-rs": "activeeval.methods.bayesame_paper:BayesAMEPaperRS",
     "rs-mean": "activeeval.methods.baselines.rs_mean:RSMean",
     "seq-apw": "activeeval.methods.baselines.seq_apw:SeqAPW",
     "bayes-aipw": "activeeval.methods.baselines.bayes_aipw:BayesAIPW",

@@ -1,0 +1,757 @@
+"""BayesAME, the default: the paper's Gaussian model, made robust (docs/MATHS.md, "What the default changes").
+
+The paper's algorithm (``bayesame-paper``, :mod:`activeeval.methods.bayesame_paper`)
+refits its kernel on the target's first scores. On continuous scores and on
+targets unlike the references that fit is fragile: the lengthscale collapses,
+the fixed noise is far too small, and the interval misses the truth while
+claiming precision. The default keeps the paper's bucket model, its exact
+posterior, Var(R) (Eq. 2) and information-gain selection (Eq. 6), and changes
+what made it fragile:
+
+1. **The kernel is fitted on the references, not on the target.** Reference
+   models act as pseudo-targets, each predicted from the others
+   (:class:`~activeeval.gaussian.LeaveOneOutNLML`), once, before the first
+   item (:func:`fit_hyperparameters`). Thousands of scores instead of the
+   target's first fifty: no collapse, and a noise level σ² learned from data.
+2. **A level and a slope for the target** (:class:`~activeeval.gaussian.LevelKernel`):
+   a new model may sit above or below every reference, and its scores may
+   follow item difficulty more or less steeply.
+3. **Noise per item, not per bucket**: s_i ~ N(θ_b, σ²), so a large bucket of
+   identical reference vectors no longer widens the interval by N_b.
+4. **The interval's scale is the target's own**: Var(R) is multiplied by the
+   mean squared standardised innovation of the target's scores (the maximum
+   likelihood scale of the kernel, shrunk towards 1), so a target that the
+   references predict worse than they predict each other gets a wider interval.
+5. **Targets outside the references' range switch to a design-based estimate.**
+   When the interval lies wholly above (or below) every reference model's
+   score, the references cannot calibrate the model for that target; from
+   then on items are drawn at random and R̂ is the prequential difference
+   estimator with the model as a control variate (:class:`~activeeval.design.Prequential`):
+   unbiased whatever the model, never much worse than the plain mean.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from activeeval.data.matrix import ScoreMatrix
+from activeeval.design import Prequential, sampling_var_floor
+from activeeval.exceptions import ConfigurationError
+from activeeval.gaussian import BucketPosterior, LeaveOneOutNLML, LevelKernel, bucketize, sq_dists
+from activeeval.methods.base import BaseMethod, SeedLike, random_order
+from activeeval.methods.estimate import Estimate
+from activeeval.stopping import StoppingRule
+
+__all__ = ["BayesAME", "BayesAMERS", "ReferenceFit", "fit_hyperparameters"]
+
+Z95 = 1.959963984540054
+#: Pseudo-count of the target's scale: the interval scale is (ν0 + Σ z²) / (ν0 + n).
+SCALE_PRIOR = 10.0
+#: Smallest noise variance of the fit, relative to range² (App. C.1's σ² of the unique regime).
+SIGMA2_MIN = 1e-4
+#: Innovations left out of the scale: the first ones mostly measure the wide level and slope prior.
+SCALE_SKIP = 5
+#: Above this interval scale (the target's scores vary that much more than the model expects) the
+#: model is taken not to describe the target: switch to the design-based estimate (see ``extrapolation``).
+SCALE_SWITCH = 4.0
+
+
+@dataclass(frozen=True)
+class ReferenceFit:
+    """The default's kernel, fitted on the reference models (see :func:`fit_hyperparameters`).
+
+    Attributes
+    ----------
+    alpha, beta, sigma2 : float
+        Eq. 1's amplitude and inverse lengthscale, and the per-item noise variance.
+    gamma : float
+        Variance of the linear (combination-of-references) term; 0 without it.
+    tau0, tau1 : float
+        Prior variances of the target's level and slope (held fixed: range²).
+    n_pseudo, n_items : int
+        Pseudo-targets and items the fit used.
+    nlml : float
+        The leave-one-out NLML at the optimum.
+    converged : bool
+    seed : int
+        Seed of the pseudo-target and item draws.
+    """
+
+    alpha: float
+    beta: float
+    sigma2: float
+    tau0: float
+    tau1: float
+    gamma: float = 0.0
+    n_pseudo: int = 0
+    n_items: int = 0
+    nlml: float = float("nan")
+    converged: bool = True
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ReferenceFit:
+        fields = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(data) - fields)
+        if unknown:
+            raise ConfigurationError(f"unknown reference-fit field(s) {unknown}; expected {sorted(fields)}")
+        return cls(**dict(data))
+
+
+_FIT_CACHE: dict[tuple, ReferenceFit] = {}
+_FIT_CACHE_SIZE = 16
+
+
+def fit_hyperparameters(
+    reference: ScoreMatrix,
+    *,
+    n_pseudo: int = 20,
+    n_items: int = 300,
+    seed: int = 0,
+    level_prior: bool = True,
+    linear: bool = True,
+    start: ReferenceFit | None = None,
+) -> ReferenceFit:
+    """Fit (α, β, σ²) of the default BayesAME on the reference models alone.
+
+    ``n_pseudo`` reference models (all of them if fewer) are pseudo-targets:
+    each is predicted from the other references on ``n_items`` random items
+    with the target's model, and the sum of their negative log marginal
+    likelihoods (:class:`~activeeval.gaussian.LeaveOneOutNLML`) is minimised
+    by L-BFGS-B over (log α, log β, log σ²), from the best point of a grid
+    over β. The target's scores are never used. Deterministic given ``seed``;
+    results are cached per reference matrix.
+
+    Parameters
+    ----------
+    reference : ScoreMatrix
+        Complete reference scores (no NaN), at least 2 models.
+    n_pseudo : int
+        Pseudo-targets (cost grows linearly).
+    n_items : int
+        Items of the fit (cost grows as n_items³).
+    seed : int
+    level_prior : bool
+        τ0 = τ1 = (score range)² (True, the default) or 0 (the paper's kernel).
+    linear : bool
+        Fit the linear term γ (True) or leave it out (γ = 0).
+    start : ReferenceFit, optional
+        Start the search here instead of at the best point of the β grid.
+    """
+    scores = np.asarray(reference.scores, dtype=float)
+    if np.isnan(scores).any():
+        raise ConfigurationError("fit_hyperparameters needs complete reference scores; drop missing ones first")
+    key = (reference.fingerprint(), int(n_pseudo), int(n_items), int(seed), bool(level_prior), bool(linear), start)
+    if key in _FIT_CACHE:
+        return _FIT_CACHE[key]
+    k_refs, n_all = scores.shape
+    width = _range_width(reference)
+    tau = width * width if level_prior else 0.0
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xF17]))
+    pseudo = np.sort(rng.choice(k_refs, size=min(int(n_pseudo), k_refs), replace=False))
+    sub = np.sort(rng.choice(n_all, size=min(int(n_items), n_all), replace=False))
+    x = scores[:, sub].T  # (m, K)
+    nlml = LeaveOneOutNLML(x, scores.mean(1), pseudo, tau, tau, linear=linear)
+    resid_var = float(np.mean([np.var(x[:, j] - (x.sum(1) - x[:, j]) / (k_refs - 1)) for j in pseudo]))
+    resid_var = max(resid_var, 1e-6 * width * width)
+    # bounds in log space, relative to the score range: keep Σ positive definite and exp() finite
+    lo_var, hi_var = math.log(1e-8 * width * width), math.log(4.0 * width * width)
+    # σ² ≥ 1e-4 · range²: the paper's noise in its unique regime, a nugget that keeps Σ + σ²I well conditioned
+    bounds = [(lo_var, hi_var), (math.log(1e-3), math.log(1e4)), (math.log(SIGMA2_MIN * width * width), hi_var)]
+    var0 = float(np.clip(np.log(0.5 * resid_var), bounds[2][0], bounds[2][1]))
+    grid = [np.array([var0, math.log(b), var0]) for b in (0.3, 1.0, 3.0, 10.0, 30.0, 100.0)]
+    if linear:
+        bounds.append((lo_var, math.log(100.0)))  # γ/K ψᵀψ: γ is a per-model weight variance, up to 100
+        grid = [np.append(g, math.log(0.1)) for g in grid]
+    if start is not None:
+        grid = [np.log([start.alpha, start.beta, start.sigma2] + ([max(start.gamma, 1e-8)] if linear else []))]
+        grid = [np.clip(grid[0], [b[0] for b in bounds], [b[1] for b in bounds])]
+    values = [nlml(g)[0] for g in grid]
+    y0 = grid[int(np.argmin(values))]
+    from scipy.optimize import minimize  # imported here: sessions that reuse a stored fit never need it
+
+    result = minimize(nlml, y0, jac=True, method="L-BFGS-B", bounds=bounds)
+    best = result.x if np.isfinite(result.fun) and result.fun <= min(values) else y0
+    values = np.exp(best)
+    alpha, beta, sigma2 = (float(v) for v in values[:3])
+    gamma = float(values[3]) if linear else 0.0
+    fit = ReferenceFit(
+        alpha=alpha, beta=beta, sigma2=sigma2, tau0=tau, tau1=tau, gamma=gamma, n_pseudo=int(pseudo.size),
+        n_items=int(sub.size), nlml=float(min(result.fun, min(values))), converged=bool(result.success),
+        seed=int(seed),
+    )
+    if len(_FIT_CACHE) >= _FIT_CACHE_SIZE:
+        _FIT_CACHE.pop(next(iter(_FIT_CACHE)))
+    _FIT_CACHE[key] = fit
+    return fit
+
+
+def _range_width(reference: ScoreMatrix) -> float:
+    if reference.score_range is not None:
+        lo, hi = reference.score_range
+        return float(hi - lo)
+    spread = float(np.nanmax(reference.scores) - np.nanmin(reference.scores))
+    return spread if spread > 0 else 1.0
+
+
+class BayesAME(BaseMethod):
+    """Bayesian active model evaluation for one target model (the default, robust version).
+
+    Parameters
+    ----------
+    reference : ScoreMatrix
+        Reference models' per-item scores (models x items).
+    epsilon1, epsilon2, window, n_max, stopping, seed, missing
+        See :class:`~activeeval.methods.base.BaseMethod`.
+    selection : {"auto", "active", "random"}
+        "auto": information gain (Eq. 6) while the model describes the target,
+        uniform random once the target is found outside the references' range
+        (see ``extrapolation``). "active": information gain always (no
+        design-based switch). "random": uniform random throughout
+        (``bayesame-rs``); every item then enters the design-based estimate
+        should the target be found outside the range.
+    extrapolation : {"auto", "off"}
+        "auto": switch to random items and the design-based estimate when the
+        references do not describe the target, at any n up to ``switch_until``:
+        its 95 % interval lies wholly outside the range of the reference
+        models' full-benchmark scores (pseudo-targets drawn from the
+        references cannot vouch for the model there), or (from n = 10 on) its
+        interval scale exceeds 4, i.e. its scores vary twice as much as the
+        model expects.
+        "off": never.
+    switch_until : int, optional
+        Last n at which the switch can happen (default max(50, N / 10)); a
+        later switch would rest the estimate on too few random items.
+    hyperparameters : ReferenceFit or mapping, optional
+        Use these instead of fitting them (a session stores its fit).
+    calibration : "auto", Calibration, mapping or None
+        "auto": measure the model-based interval on reference pseudo-targets
+        (:func:`calibrate`, once per reference matrix) and widen it by the
+        factor found; a Calibration (or its dict) to reuse one (a session
+        stores it); None: no calibration (factor 1).
+    n_pseudo, fit_items, fit_seed : int
+        The reference fit (:func:`fit_hyperparameters`).
+    level_prior : bool
+        Include the target's level and slope terms in the kernel.
+    linear : bool
+        Include the linear term (the target as a combination of references).
+    scale_prior : float
+        ν0, the pseudo-count that shrinks the target's interval scale towards 1.
+    controls : str
+        Control variates of the design-based estimate, joined by "+":
+        "model" (the posterior mean of each item, clipped to the score range)
+        and "near" (each item's mean score over the 10 % of references whose
+        full score is nearest the current estimate); "none" (or None) for the plain mean.
+    tolerance : float, optional
+        Rounding tolerance for bucketing continuous scores (default 1e-3 of the range).
+    cache_mb : float
+        Memory allowed for caching the B×B squared distances.
+    """
+
+    name = "bayesame"
+
+    def __init__(
+        self,
+        reference: ScoreMatrix,
+        *,
+        epsilon1: float = 0.005,
+        epsilon2: float = 0.03,
+        window: int = 30,
+        n_max: int | None = None,
+        stopping: StoppingRule | None = None,
+        seed: SeedLike = None,
+        missing: str = "models",
+        selection: Literal["auto", "active", "random"] = "auto",
+        extrapolation: Literal["auto", "off"] = "auto",
+        switch_until: int | None = None,
+        hyperparameters: ReferenceFit | Mapping[str, Any] | None = None,
+        calibration: Calibration | Mapping[str, Any] | Literal["auto"] | None = "auto",
+        n_pseudo: int = 20,
+        fit_items: int = 300,
+        fit_seed: int = 0,
+        level_prior: bool = True,
+        linear: bool = True,
+        scale_prior: float = SCALE_PRIOR,
+        controls: str | None = "model+near",
+        tolerance: float | None = None,
+        cache_mb: float = 256.0,
+    ) -> None:
+        super().__init__(
+            reference, epsilon1=epsilon1, epsilon2=epsilon2, window=window, n_max=n_max, stopping=stopping,
+            seed=seed, missing=missing,
+        )
+        if selection not in ("auto", "active", "random"):
+            raise ConfigurationError(f"selection must be 'auto', 'active' or 'random', got {selection!r}")
+        if extrapolation not in ("auto", "off"):
+            raise ConfigurationError(f"extrapolation must be 'auto' or 'off', got {extrapolation!r}")
+        for label, value, low in (("n_pseudo", n_pseudo, 1), ("fit_items", fit_items, 2), ("fit_seed", fit_seed, 0)):
+            if int(value) != value or value < low:
+                raise ConfigurationError(f"{label} must be an integer >= {low}, got {value}")
+        if switch_until is not None and (int(switch_until) != switch_until or switch_until < 0):
+            raise ConfigurationError(f"switch_until must be a non-negative integer, got {switch_until}")
+        if not (np.isfinite(scale_prior) and scale_prior > 0):
+            raise ConfigurationError(f"scale_prior must be a positive number, got {scale_prior}")
+        if tolerance is not None and not (np.isfinite(tolerance) and tolerance >= 0):
+            raise ConfigurationError(f"tolerance must be >= 0 (0 compares scores exactly), got {tolerance}")
+
+        ref = self.reference
+        width = _range_width(ref)
+        if hyperparameters is None:
+            fit = fit_hyperparameters(
+                ref, n_pseudo=n_pseudo, n_items=fit_items, seed=fit_seed, level_prior=level_prior, linear=linear
+            )
+        elif isinstance(hyperparameters, ReferenceFit):
+            fit = hyperparameters
+        else:
+            fit = ReferenceFit.from_dict(hyperparameters)
+        for label in ("alpha", "beta", "sigma2"):
+            value = getattr(fit, label)
+            if not (np.isfinite(value) and value > 0):
+                raise ConfigurationError(f"hyperparameters: {label} must be a positive number, got {value}")
+        self.fit_ = fit
+        if isinstance(calibration, str) and calibration == "auto":
+            cal = _cached_calibration(ref, fit)
+        elif calibration is None:
+            cal = Calibration(factor=1.0)
+        elif isinstance(calibration, Calibration):
+            cal = calibration
+        elif isinstance(calibration, Mapping):
+            cal = Calibration.from_dict(calibration)
+        else:
+            raise ConfigurationError(
+                f"calibration must be 'auto', None, a Calibration or its dict, got {calibration!r}"
+            )
+        if not (np.isfinite(cal.factor) and cal.factor > 0):
+            raise ConfigurationError(f"calibration factor must be a positive number, got {cal.factor}")
+        self.calibration_ = cal
+        self.selection = selection
+        self.extrapolation = extrapolation
+        self.switch_until = int(switch_until) if switch_until is not None else max(50, self.n_items // 10)
+        self.scale_prior = float(scale_prior)
+        if tolerance is None:
+            tolerance = 0.0 if ref.kind == "binary" else 1e-3 * width
+        self.tolerance = float(tolerance)
+        self.buckets = bucketize(ref.scores.T, self.tolerance)
+        phi = self.buckets.phi
+        counts = self.buckets.counts
+        self._n_refs = ref.n_models
+        self._feat = phi
+        self._feat_sq = (phi**2).sum(1)
+        n_buckets = self.buckets.n_buckets
+        self._d2_full = sq_dists(phi, phi) if n_buckets * n_buckets * 8 <= cache_mb * 2**20 else None
+        self._d2_rows: dict[int, np.ndarray] = {}
+        mu = phi.mean(1)
+        self._m = mu - float(mu @ counts) / self.n_items
+        self._psi = phi - ref.scores.mean(1)[None, :]
+        self.kernel = LevelKernel(fit.alpha, fit.beta, fit.gamma, fit.tau0, fit.tau1)
+        self.sigma2 = float(fit.sigma2)
+        self.posterior = BucketPosterior(
+            mu,
+            self._prior_col,
+            self.kernel.diag(self._psi, self._m),
+            self.kernel.matvec(phi, self._psi, self._m, counts, self._d2_full),
+            counts,
+            np.full(n_buckets, self.sigma2),
+        )
+        full = ref.mean_scores()
+        self.reference_range = (float(full.min()), float(full.max()))
+        self.mode = "model"
+        self.switched_at: int | None = None
+        self.switch_reason: str | None = None
+        known = ("model", "near")
+        parts = ["none"] if controls is None else [c.strip() for c in str(controls).split("+")]
+        self.controls = () if parts == ["none"] else tuple(parts)
+        if any(c not in known for c in self.controls) or len(set(self.controls)) != len(self.controls):
+            raise ConfigurationError(
+                f"controls must be 'none' or some of {', '.join(known)} joined by '+', e.g. 'model+near'; "
+                f"got {controls!r}"
+            )
+        # the first candidate b: the model's own prediction where it is a control variate
+        self._design = Prequential(
+            self.n_items, n_controls=len(self.controls), b_prior=np.array([float(c == "model") for c in self.controls])
+        )
+        self._order: np.ndarray | None = None
+        self._ref_full = full
+        self._n_near = max(3, int(round(0.1 * ref.n_models)))
+        self._z2 = 0.0
+        self._sum_obs = 0.0
+        self._worst_var = (width / 2.0) ** 2
+
+    # ------------------------------------------------------------ kernel rows
+    def _d2_row(self, b: int) -> np.ndarray:
+        if self._d2_full is not None:
+            return self._d2_full[b]
+        row = self._d2_rows.get(b)
+        if row is None:
+            feat = self._feat
+            row = np.maximum(self._feat_sq + self._feat_sq[b] - 2.0 * (feat @ feat[b]), 0.0)
+            row[b] = 0.0
+            self._d2_rows[b] = row
+        return row
+
+    def _prior_col(self, b: int) -> np.ndarray:
+        return self.kernel.column(self._d2_row(b), self._psi, self._psi[b], self._m, float(self._m[b]))
+
+    # ------------------------------------------------------------ properties
+    @property
+    def n_buckets(self) -> int:
+        return self.buckets.n_buckets
+
+    @property
+    def regime(self) -> str:
+        """"model-based" (the estimate is the model's posterior) or "design-based" (switched: random items)."""
+        return "design-based" if self.mode == "design" else "model-based"
+
+    @property
+    def scale(self) -> float:
+        """The target's interval scale: (ν0 + Σ z²) / (ν0 + m) over its m standardised innovations z.
+
+        The first ``SCALE_SKIP`` innovations are left out: their variance is
+        mostly the wide prior of the target's level and slope, so they would
+        pull the scale below 1 whatever the model's fit (the diffuse start of a
+        Kalman filter, whose first innovations are not used for the scale either).
+        """
+        used = max(self.n_observed - SCALE_SKIP, 0)
+        return (self.scale_prior + self._z2) / (self.scale_prior + used)
+
+    @property
+    def random_items(self) -> bool:
+        """Whether the next item is drawn uniformly at random."""
+        return self.mode == "design" or self.selection == "random"
+
+    def information_gains(self) -> np.ndarray:
+        """Eq. 6 for one unobserved item of each bucket, shape (B,) (0 where none is left)."""
+        ig = self.posterior.information_gain()
+        ig[~np.isfinite(ig)] = 0.0
+        return ig
+
+    # ------------------------------------------------------------ selection
+    def _random_items(self, k: int, exclude: Sequence[int]) -> list[int]:
+        """The first ``k`` unobserved items not in ``exclude`` of the method's random order.
+
+        The order is :func:`~activeeval.methods.base.random_order` of the seed,
+        the order RS-Mean plays, so that a backtest compares the two on the same
+        items. It is drawn independently of everything the method has observed,
+        so its first unobserved item is a uniform draw from the unobserved items.
+        """
+        if self._order is None:
+            self._order = random_order(int(self.seed), self.n_items)
+        skip = self._observed.copy()
+        skip[list(exclude)] = True
+        free = self._order[~skip[self._order]]
+        return [int(i) for i in free[:k]]
+
+    def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
+        if self.random_items:
+            return self._random_items(k, exclude)
+        available = ~self._observed
+        available[list(exclude)] = False
+        fantasy = self.posterior.fantasy()
+        for item in exclude:
+            if not self._observed[item]:
+                fantasy.condition(int(self.buckets.of_item[item]))
+        avail_per_bucket = np.bincount(self.buckets.of_item[available], minlength=self.n_buckets).astype(float)
+        chosen: list[int] = []
+        for _ in range(k):
+            ig = fantasy.information_gain()
+            ig[avail_per_bucket <= 0] = -np.inf
+            best = float(ig.max())
+            if not np.isfinite(best) or best <= 0.0:
+                item = int(rng.choice(np.flatnonzero(available)))  # nothing left to learn: random
+            else:
+                ties = np.flatnonzero(ig >= best - 1e-12 * abs(best))
+                b = int(ties[rng.integers(ties.size)]) if ties.size > 1 else int(ties[0])
+                members = self.buckets.members[b]
+                free = members[available[members]]
+                item = int(free[rng.integers(free.size)]) if free.size > 1 else int(free[0])
+            chosen.append(item)
+            available[item] = False
+            b_item = int(self.buckets.of_item[item])
+            avail_per_bucket[b_item] -= 1.0
+            if len(chosen) < k:
+                fantasy.condition(b_item)
+        return chosen
+
+    # ------------------------------------------------------------ updates
+    def _update(self, item: int, score: float) -> None:
+        b = int(self.buckets.of_item[item])
+        post = self.posterior
+        if self.random_items:  # a uniform draw: it enters the design-based estimate
+            n = self.n_observed
+            ybar = self._sum_obs / n if n else float(self._ref_full.mean())
+            preds = self._control_predictions()
+            unobserved = ~self._observed
+            self._design.add(
+                score, self._sum_obs, self.n_items - n, ybar,
+                np.array([p[item] for p in preds]), np.array([float(p[unobserved].sum()) for p in preds]),
+            )
+        innovation, d = post.observe(b, score)
+        if self.n_observed >= SCALE_SKIP:  # n_observed still counts the items before this one
+            self._z2 += innovation * innovation / d
+        self._sum_obs += score
+
+    def _control_predictions(self) -> list[np.ndarray]:
+        """Each control variate's prediction for every item (N,), fixed before the next draw."""
+        out = []
+        for name in self.controls:
+            if name == "model":
+                pred = self.posterior.mean[self.buckets.of_item]
+                if self.reference.score_range is not None:
+                    pred = np.clip(pred, *self.reference.score_range)
+                out.append(pred)
+            else:
+                out.append(self._near_reference_mean())
+        return out
+
+    def _near_reference_mean(self) -> np.ndarray:
+        """Per item, the mean score of the references whose full score is nearest the current estimate (N,).
+
+        A second control variate of the design-based estimate: a target found
+        above every reference is best predicted by the strongest ones.
+        """
+        level = self.estimate().mean
+        nearest = np.argsort(np.abs(self._ref_full - level), kind="stable")[: self._n_near]
+        return self.reference.scores[nearest].mean(0)
+
+    def _after_observe(self) -> None:
+        if self.mode != "model" or self.extrapolation == "off" or self.selection == "active":
+            return
+        if self.n_observed > self.switch_until or self.n_observed >= self.n_items:
+            return
+        mean, var = self._model_estimate()
+        lo, hi = self.reference_range
+        half = Z95 * math.sqrt(var)
+        if mean - half > hi or mean + half < lo:
+            self.switch_reason = "outside"
+        elif self.n_observed >= 2 * SCALE_SKIP and self.scale > SCALE_SWITCH:
+            self.switch_reason = "misfit"
+        else:
+            return
+        self.mode = "design"
+        self.switched_at = self.n_observed
+
+    # ------------------------------------------------------------ estimate
+    def _model_estimate(self) -> tuple[float, float]:
+        post = self.posterior
+        mean = (self._sum_obs + float(post.remaining @ post.mean)) / self.n_items
+        var = self.calibration_.factor**2 * self.scale * post.var_r_scaled() / self.n_items**2
+        return mean, var
+
+    def _current_estimate(self) -> Estimate:
+        n_items = self.n_items
+        notes: list[str] = []
+        if self.mode == "design" and self._design.count > 0:
+            u_frac = (n_items - self.n_observed) / n_items
+            mean, var = self._design.estimate(fallback_var=self._worst_var)
+            floor = float(
+                sampling_var_floor(
+                    self._design.mean_score, self._design.low_seen, self._design.high_seen, self._design.count,
+                    n_items, self.reference.score_range, self.reference.kind == "binary",
+                )
+            ) * u_frac * u_frac
+            if floor > var:
+                var = floor
+                notes.append("rare-event floor: the random items' scores leave part of the score range unseen")
+        elif self.mode == "design":
+            mean, var = self._model_estimate()
+            u_frac = (n_items - self.n_observed) / n_items
+            var = max(var, self._worst_var * u_frac * u_frac)  # no random item yet
+        else:
+            mean, var = self._model_estimate()
+        if self.mode == "design":
+            lo, hi = self.reference_range
+            why = (
+                f"the target is outside the references' score range [{lo:.3g}, {hi:.3g}]"
+                if self.switch_reason == "outside"
+                else "the references predict the target poorly (its scores vary "
+                f"{math.sqrt(SCALE_SWITCH):.0f}x more than the model expects)"
+            )
+            notes.append(
+                f"design-based: {why}, found at n = {self.switched_at}; since then items are drawn at random and "
+                f"the interval rests on those {self._design.count} random item(s), not on the references"
+            )
+        elif self.n_observed >= 2 * SCALE_SKIP and self.scale > 2.0:
+            notes.append(
+                f"the references predict this target less well than each other: its scores vary "
+                f"{math.sqrt(self.scale):.1f}x more than the model expects, and the interval is widened by that factor"
+            )
+        return Estimate(
+            mean=mean, var=var, n_observed=self.n_observed, n_items=n_items, bounds=self._bounds(),
+            notes=tuple(notes),
+        )
+
+
+class BayesAMERS(BayesAME):
+    """BayesAME-RS with the default's model: uniformly random items throughout (paper §5.1's baseline)."""
+
+    name = "bayesame-rs"
+
+    def __init__(self, reference: ScoreMatrix, **kwargs: object) -> None:
+        if kwargs.get("selection", "random") != "random":
+            raise ConfigurationError("BayesAME-RS selects items at random; do not pass selection=")
+        kwargs["selection"] = "random"
+        super().__init__(reference, **kwargs)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How much the default's model-based interval must widen, measured on reference pseudo-targets.
+
+    Attributes
+    ----------
+    factor : float
+        c: the model-based standard deviation is multiplied by c.
+    rms : float
+        Root mean square of the pseudo-targets' standardised errors
+        z = (R̂ − R) / sd (c before it is bounded to [1, 3]).
+    n_pseudo : int
+        Pseudo-targets run (every reference model once).
+    n_items : int
+        Items of the calibration benchmark (a random subset when N is large).
+    n_z : int
+        Standardised errors collected.
+    seed : int
+    """
+
+    factor: float
+    rms: float = float("nan")
+    n_pseudo: int = 0
+    n_items: int = 0
+    n_z: int = 0
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
+        fields = {f for f in cls.__dataclass_fields__}
+        unknown = sorted(set(data) - fields)
+        if unknown:
+            raise ConfigurationError(f"unknown calibration field(s) {unknown}; expected {sorted(fields)}")
+        return cls(**dict(data))
+
+
+def calibrate(
+    reference: ScoreMatrix,
+    fit: ReferenceFit,
+    *,
+    folds: int = 5,
+    max_items: int = 1000,
+    seed: int = 0,
+    fit_pseudo: int = 8,
+    fit_items: int = 150,
+) -> Calibration:
+    """Measure the default's interval on reference models used as targets; never sees the real target.
+
+    The references are split at random into ``folds`` groups (one per model
+    when there are fewer than 2 × ``folds`` of them). Each group in turn is a
+    set of pseudo-targets, and the models of the other groups are their
+    references: a kernel is fitted on those alone (:func:`fit_hyperparameters`
+    with ``fit_pseudo`` pseudo-targets on ``fit_items`` items, starting from
+    ``fit``), so each pseudo-target is as new to its model as a real target
+    is; then the default BayesAME plays every pseudo-target of the group at
+    once, on the benchmark or on a random ``max_items`` of its items (the
+    model-based design does not depend on the scores, so they share it).
+    Each records its standardised error z = (R̂ − R) / sd at n = 30 and at 3,
+    5, 10, 15, …, 50 % of the items while its estimate is model-based (a
+    pseudo-target that would switch to the design-based estimate leaves the
+    count there). The factor is the root mean square of z, at least 1.
+    """
+    scores = np.asarray(reference.scores, dtype=float)
+    k_refs, n_all = scores.shape
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xCA1]))
+    items = np.arange(n_all) if n_all <= max_items else np.sort(rng.choice(n_all, size=max_items, replace=False))
+    sub = reference.select_items(items.tolist()) if items.size < n_all else reference
+    n_folds = int(folds) if k_refs >= 2 * int(folds) else k_refs
+    groups = np.array_split(rng.permutation(k_refs), n_folds)
+    n_sub = sub.n_items
+    fractions = (0.03, 0.05) + tuple(np.round(np.arange(0.10, 0.501, 0.05), 2))
+    grid = sorted({min(n_sub, 30)} | {max(1, int(round(f * n_sub))) for f in fractions})
+    z: list[np.ndarray] = []
+    n_pseudo = 0
+    for g, group in enumerate(groups):
+        keep = np.setdiff1d(np.arange(k_refs), group)
+        if keep.size < 2 or group.size == 0:
+            continue
+        ids = [reference.model_ids[i] for i in keep]
+        fit_g = fit_hyperparameters(reference.select_models(ids), n_pseudo=fit_pseudo, n_items=fit_items, seed=seed,
+                                    level_prior=fit.tau0 > 0, linear=fit.gamma > 0, start=fit)
+        truths = sub.scores[group]
+        z.extend(_model_based_errors(sub.select_models(ids), fit_g, truths, int(seed) + g, grid))
+        n_pseudo += int(group.size)
+    values = np.concatenate(z) if z else np.zeros(0)
+    rms = float(np.sqrt(np.mean(values**2))) if values.size else float("nan")
+    factor = min(max(1.0, rms), CALIBRATION_MAX) if np.isfinite(rms) else 1.0
+    return Calibration(factor=float(factor), rms=rms, n_pseudo=n_pseudo, n_items=int(n_sub), n_z=int(values.size),
+                       seed=int(seed))
+
+
+def _model_based_errors(
+    reference: ScoreMatrix, fit: ReferenceFit, truths: np.ndarray, seed: int, grid: Sequence[int]
+) -> list[np.ndarray]:
+    """Standardised errors (R̂ − R) / sd of the model-based estimate of several targets at n in ``grid``.
+
+    Exactly what :class:`BayesAME` (``calibration=None``) reports for each
+    target played alone with ``seed``, computed for all targets at once: while
+    the estimate is model-based, selection does not depend on the scores, so
+    the targets share the items and the posterior covariance
+    (tests/test_bayesame_default.py checks the equality). A target stops
+    contributing once it would switch to the design-based estimate.
+    """
+    method = BayesAME(reference, hyperparameters=fit, calibration=None, seed=seed)
+    one = method.posterior
+    n_targets = truths.shape[0]
+    post = BucketPosterior(one.prior_mean, one.prior_col, one.prior_diag, one.prior_cov_counts, one.counts,
+                           one.noise, n_targets=n_targets)
+    method.posterior = post  # the shared covariance drives the information-gain selection
+    n_items = method.n_items
+    true_scores = truths.mean(1)
+    lo, hi = method.reference_range
+    z2 = np.zeros(n_targets)
+    total = np.zeros(n_targets)
+    active = np.ones(n_targets, dtype=bool)
+    out: list[np.ndarray] = []
+    for n in range(1, max(grid) + 1):
+        (item,) = method._select(np.random.default_rng([method.seed, n - 1]), 1, ())
+        b = int(method.buckets.of_item[item])
+        innovation, d = post.observe(b, truths[:, item])
+        if n - 1 >= SCALE_SKIP:
+            z2 += innovation**2 / d
+        total += truths[:, item]
+        method._observed[item] = True
+        scale = (method.scale_prior + z2) / (method.scale_prior + max(n - SCALE_SKIP, 0))
+        mean = (total + post.remaining @ post.mean) / n_items
+        sd = np.sqrt(scale * post.var_r_scaled() / n_items**2)
+        if n < n_items and n <= method.switch_until:
+            outside = (mean - Z95 * sd > hi) | (mean + Z95 * sd < lo)
+            misfit = (n >= 2 * SCALE_SKIP) & (scale > SCALE_SWITCH)
+            active &= ~(outside | misfit)
+        if n in grid:
+            ok = active & (sd > 0)
+            out.append((mean[ok] - true_scores[ok]) / sd[ok])
+    return out
+
+
+_CAL_CACHE: dict[tuple, Calibration] = {}
+
+
+def _cached_calibration(reference: ScoreMatrix, fit: ReferenceFit) -> Calibration:
+    key = (reference.fingerprint(), fit)
+    if key not in _CAL_CACHE:
+        if len(_CAL_CACHE) >= _FIT_CACHE_SIZE:
+            _CAL_CACHE.pop(next(iter(_CAL_CACHE)))
+        _CAL_CACHE[key] = calibrate(reference, fit)
+    return _CAL_CACHE[key]
+
+
+#: Largest calibration factor applied (a larger one means the model is unusable here; the scale switch takes over).
+CALIBRATION_MAX = 3.0

@@ -1,0 +1,334 @@
+"""The default BayesAME: its maths against brute force, the reference fit, the calibration and the switch.
+
+Synthetic matrices are fine here (unit tests of the maths); the real-data
+checks are in tests/integration/.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from scipy.stats import multivariate_normal
+
+from activeeval import BayesAME, ScoreMatrix
+from activeeval.design import Prequential
+from activeeval.exceptions import ConfigurationError
+from activeeval.experiments.simulate import run_fixed, run_until_stop
+from activeeval.gaussian import LeaveOneOutNLML, LevelKernel, sq_dists
+from activeeval.methods.bayesame import (
+    BayesAMERS,
+    Calibration,
+    ReferenceFit,
+    calibrate,
+    fit_hyperparameters,
+)
+
+# Round-off tolerance of the incremental (Kalman) updates against dense batch solves on small,
+# well-conditioned problems: far above double round-off, far below any difference that matters.
+ATOL = 1e-8
+FIT = ReferenceFit(alpha=0.05, beta=3.0, sigma2=0.02, tau0=1.0, tau1=1.0, gamma=0.1)
+
+
+def binary_reference(n_models: int, n_items: int, seed: int) -> ScoreMatrix:
+    rng = np.random.default_rng(seed)
+    p = 1 / (1 + np.exp(-(rng.normal(size=(n_models, 1)) - rng.normal(size=(1, n_items)))))
+    return ScoreMatrix((rng.random((n_models, n_items)) < p).astype(float), kind="binary")
+
+
+def continuous_reference(n_models: int, n_items: int, seed: int) -> ScoreMatrix:
+    rng = np.random.default_rng(seed)
+    logits = rng.normal(size=(n_models, 1)) - rng.normal(size=(1, n_items)) + 0.5 * rng.normal(size=(n_models, n_items))
+    return ScoreMatrix(1 / (1 + np.exp(-logits)), kind="continuous")
+
+
+def dense_prior(method: BayesAME) -> tuple[np.ndarray, np.ndarray]:
+    """Prior mean and covariance of the bucket abilities, built densely from the definition."""
+    phi = method.buckets.phi
+    counts = method.buckets.counts
+    k = method.reference.n_models
+    mu = phi.mean(1)
+    m = mu - (mu @ counts) / counts.sum()
+    psi = phi - method.reference.scores.mean(1)[None, :]
+    fit = method.fit_
+    sigma = (
+        fit.alpha * np.exp(-(fit.beta / k) * sq_dists(phi, phi))
+        + (fit.gamma / k) * psi @ psi.T
+        + fit.tau0
+        + fit.tau1 * np.outer(m, m)
+    )
+    return mu, sigma
+
+
+def dense_posterior(method: BayesAME) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. 7 with the default's noise (σ² per item), from the method's history."""
+    mu, sigma = dense_prior(method)
+    items = np.array(method.observed_items, dtype=int)
+    if items.size == 0:
+        return mu, sigma
+    b = method.buckets.of_item[items]
+    gram = sigma[np.ix_(b, b)] + method.sigma2 * np.eye(items.size)
+    gain = np.linalg.solve(gram, sigma[b]).T  # (B, n)
+    mean = mu + gain @ (np.array(method.observed_scores) - mu[b])
+    cov = sigma - gain @ sigma[b]
+    return mean, cov
+
+
+def unscaled_var_r(method: BayesAME, cov: np.ndarray) -> float:
+    """Eq. 2 with per-item noise: (uᵀ Σ|C u + σ² Σ_b u_b) / N²."""
+    counts = method.buckets.counts
+    n_b = np.bincount(method.buckets.of_item[list(method.observed_items)], minlength=counts.size)
+    u = counts - n_b
+    return float((u @ cov @ u + method.sigma2 * u.sum()) / method.n_items**2)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n_obs=st.integers(0, 30), kind=st.sampled_from(["binary", "continuous"]))
+def test_sequential_updates_equal_the_dense_posterior(seed: int, n_obs: int, kind: str) -> None:
+    ref = binary_reference(6, 30, seed) if kind == "binary" else continuous_reference(5, 30, seed)
+    method = BayesAME(ref, seed=seed, hyperparameters=FIT, calibration=None, extrapolation="off")
+    truth = binary_reference(1, 30, seed + 1).scores[0]
+    run_fixed(method, truth, n_obs)
+    mean, cov = dense_posterior(method)
+    np.testing.assert_allclose(method.posterior.mean, mean, atol=ATOL)
+    np.testing.assert_allclose(method.posterior.diag, np.diag(cov), atol=ATOL)
+    est = method.estimate()
+    n_b = np.bincount(method.buckets.of_item[list(method.observed_items)], minlength=method.n_buckets)
+    u = method.buckets.counts - n_b
+    expected_mean = (sum(method.observed_scores) + u @ mean) / method.n_items
+    assert est.mean == pytest.approx(expected_mean, abs=ATOL)
+    assert est.var == pytest.approx(method.scale * unscaled_var_r(method, cov), abs=ATOL)
+
+
+@pytest.mark.parametrize("kind", ["binary", "continuous"])
+@pytest.mark.parametrize("selection", ["auto", "random"])
+def test_everything_observed_gives_the_exact_score_and_zero_variance(kind: str, selection: str) -> None:
+    ref = binary_reference(8, 25, 3) if kind == "binary" else continuous_reference(8, 25, 3)
+    truth = binary_reference(1, 25, 9).scores[0] if kind == "binary" else continuous_reference(1, 25, 9).scores[0]
+    method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None, selection=selection)
+    run_fixed(method, truth, 25)
+    est = method.estimate()
+    assert est.mean == pytest.approx(truth.mean(), abs=1e-12)
+    assert est.var == pytest.approx(0.0, abs=1e-15)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), n_obs=st.integers(0, 15))
+def test_information_gain_is_nonnegative_and_matches_brute_force(seed: int, n_obs: int) -> None:
+    ref = continuous_reference(5, 18, seed)
+    method = BayesAME(ref, seed=seed, hyperparameters=FIT, calibration=None, extrapolation="off")
+    run_fixed(method, continuous_reference(1, 18, seed + 1).scores[0], n_obs)
+    ig = method.information_gains()
+    assert np.all(ig >= 0)
+    _, cov = dense_posterior(method)
+    counts = method.buckets.counts
+    n_b = np.bincount(method.buckets.of_item[list(method.observed_items)], minlength=counts.size)
+    u = counts - n_b
+    var_r = unscaled_var_r(method, cov)
+    for b in np.flatnonzero(u > 0):
+        # observing one more item of bucket b: condition the joint Gaussian of (R, s) by brute force
+        cov_rs = (cov[b] @ u + method.sigma2) / method.n_items
+        var_s = cov[b, b] + method.sigma2
+        var_after = var_r - cov_rs**2 / var_s
+        assert ig[b] == pytest.approx(0.5 * np.log(var_r / var_after), rel=1e-6, abs=1e-10)
+
+
+def loo_brute_force(x: np.ndarray, pseudo: list[int], params: np.ndarray, tau: float) -> float:
+    """The leave-one-out NLML from its definition: scipy's multivariate normal log-density."""
+    alpha, beta, sigma2, gamma = np.exp(params)
+    m, k = x.shape
+    col_means = x.mean(0)  # here the subsample is the whole benchmark
+    total = 0.0
+    for j in pseudo:
+        others = np.delete(x, j, axis=1)
+        mu = others.mean(1)
+        mm = mu - mu.mean()
+        psi = others - np.delete(col_means, j)[None, :]
+        cov = (
+            alpha * np.exp(-(beta / (k - 1)) * sq_dists(others, others))
+            + (gamma / (k - 1)) * psi @ psi.T
+            + tau
+            + tau * np.outer(mm, mm)
+            + sigma2 * np.eye(m)
+        )
+        total -= multivariate_normal(mu, cov).logpdf(x[:, j])
+    return total
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), log_params=st.tuples(*[st.floats(-4, 1)] * 4))
+def test_leave_one_out_nlml_value_and_gradient(seed: int, log_params: tuple[float, ...]) -> None:
+    x = continuous_reference(6, 12, seed).scores.T  # (m items, K models)
+    params = np.array(log_params)
+    nlml = LeaveOneOutNLML(x, x.mean(0), [0, 2, 5], 0.3, 0.3, linear=True)
+    value, grad = nlml(params)
+    assert value == pytest.approx(loo_brute_force(x, [0, 2, 5], params, 0.3), rel=1e-8)
+    h = 1e-4  # central differences in log space; the NLML is smooth there, so O(h²) ≈ 1e-8 relative
+    for i in range(4):
+        step = np.zeros(4)
+        step[i] = h
+        fd = (nlml(params + step)[0] - nlml(params - step)[0]) / (2 * h)
+        assert grad[i] == pytest.approx(fd, rel=1e-5, abs=1e-6)
+
+
+def test_fit_is_deterministic_cached_and_ignores_nothing_but_the_reference() -> None:
+    ref = binary_reference(30, 80, 1)
+    first = fit_hyperparameters(ref, n_pseudo=8, n_items=60)
+    again = fit_hyperparameters(ref, n_pseudo=8, n_items=60)
+    assert first == again
+    assert first.n_pseudo == 8 and first.n_items == 60
+    assert all(np.isfinite([first.alpha, first.beta, first.sigma2, first.gamma]))
+    assert first.sigma2 >= 1e-4  # the nugget's lower bound
+    assert ReferenceFit.from_dict(first.to_dict()) == first
+
+
+def test_calibration_sees_only_the_reference() -> None:
+    """calibrate() takes the reference alone; the factor a method applies cannot depend on its target."""
+    ref = binary_reference(20, 60, 2)
+    fit = fit_hyperparameters(ref, n_pseudo=6, n_items=50)
+    cal = calibrate(ref, fit, folds=4)
+    assert cal == calibrate(ref, fit, folds=4)
+    assert cal.factor >= 1.0 and cal.n_pseudo == 20 and cal.n_z > 0  # every reference is a pseudo-target once
+    targets = [np.zeros(60), np.ones(60), binary_reference(1, 60, 7).scores[0]]
+    factors = set()
+    for truth in targets:
+        method = BayesAME(ref, seed=0, hyperparameters=fit, calibration=cal)
+        run_fixed(method, truth, 30)
+        factors.add(method.calibration_.factor)
+    assert factors == {cal.factor}
+    assert Calibration.from_dict(cal.to_dict()) == cal
+
+
+def test_calibration_widens_the_model_interval_by_its_factor() -> None:
+    ref = binary_reference(12, 40, 4)
+    truth = binary_reference(1, 40, 5).scores[0]
+    plain = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None, extrapolation="off")
+    wide = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=Calibration(factor=1.5), extrapolation="off")
+    run_fixed(plain, truth, 12)
+    run_fixed(wide, truth, 12)
+    assert wide.observed_items == plain.observed_items  # selection does not depend on the factor
+    assert wide.estimate().mean == plain.estimate().mean
+    assert wide.estimate().var == pytest.approx(2.25 * plain.estimate().var, rel=1e-12)
+
+
+def test_a_target_above_every_reference_switches_to_the_design_based_estimate() -> None:
+    rng = np.random.default_rng(0)
+    ref = ScoreMatrix((rng.random((10, 400)) < 0.3).astype(float), kind="binary")  # references score ~0.3
+    truth = (rng.random(400) < 0.9).astype(float)  # the target ~0.9
+    method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None)
+    run_fixed(method, truth, 60)
+    assert method.mode == "design" and method.switch_reason == "outside"
+    assert 1 <= method.switched_at <= method.switch_until
+    est = method.estimate()
+    assert any(note.startswith("design-based: the target is outside") for note in est.notes)
+    lo, hi = est.ci()
+    assert lo <= truth.mean() <= hi
+
+
+def test_independent_target_keeps_an_honest_interval() -> None:
+    """References full of structure, a target that ignores it: no confident miss, RS-Mean-like accuracy."""
+    rng = np.random.default_rng(11)
+    ability = rng.normal(size=(40, 1))
+    difficulty = rng.normal(size=(1, 600))
+    ref = ScoreMatrix((rng.random((40, 600)) < 1 / (1 + np.exp(-(ability - difficulty)))).astype(float))
+    fit = fit_hyperparameters(ref, n_pseudo=10, n_items=150)
+    cal = calibrate(ref, fit, max_items=300)
+    misses, z2 = 0, []
+    for seed in range(12):
+        truth = (np.random.default_rng(100 + seed).random(600) < 0.45).astype(float)
+        method = BayesAME(ref, seed=seed, hyperparameters=fit, calibration=cal)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            run_until_stop(method, truth)
+        est = method.estimate()
+        z = (est.mean - truth.mean()) / max(est.std, 1e-12)
+        z2.append(z * z)
+        misses += abs(z) > 3
+    assert misses == 0
+    assert np.sqrt(np.mean(z2)) < 1.5  # standardised errors near 1, not the 8 half-widths of the paper's model
+
+
+def test_prequential_terms_are_unbiased_given_the_past() -> None:
+    """E[T | past] = R exactly: average T over every possible next item of a small population."""
+    rng = np.random.default_rng(0)
+    pop = rng.random(12)
+    observed = [3, 7]
+    unobs = [i for i in range(12) if i not in observed]
+    pred = rng.random((12, 2))
+    s_obs = float(pop[observed].sum())
+    ybar = float(pop[observed].mean())
+    b = np.array([0.7, -0.4])
+    terms = []
+    for i in unobs:
+        p = Prequential(12, n_controls=2, b_prior=b)
+        p.add(pop[i], s_obs, len(unobs), ybar, pred[i], pred[unobs].sum(0))
+        terms.append(p.estimate(1.0)[0])
+    assert np.mean(terms) == pytest.approx(pop.mean(), abs=1e-12)
+
+
+def test_prequential_without_controls_is_the_sample_mean() -> None:
+    rng = np.random.default_rng(1)
+    pop = (rng.random(50) < 0.4).astype(float)
+    order = rng.permutation(50)
+    p = Prequential(50, n_controls=0)
+    total = 0.0
+    for t, i in enumerate(order[:20]):
+        p.add(pop[i], total, 50 - t, total / t if t else 0.5, np.zeros(0), np.zeros(0))
+        total += pop[i]
+        assert p.estimate(0.25)[0] == pytest.approx(total / (t + 1), abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"selection": "greedy"}, "selection must be 'auto', 'active' or 'random'"),
+        ({"extrapolation": "maybe"}, "extrapolation must be 'auto' or 'off'"),
+        ({"n_pseudo": 0}, "n_pseudo must be an integer >= 1"),
+        ({"switch_until": -1}, "switch_until must be a non-negative integer"),
+        ({"scale_prior": 0}, "scale_prior must be a positive number"),
+        ({"controls": "model+gp"}, r"controls must be 'none' or some of model, near joined by '\+'"),
+        ({"calibration": 3}, "calibration must be 'auto', None, a Calibration or its dict"),
+        ({"hyperparameters": {"alpha": 1.0, "beta": 1.0, "sigma2": 0.0, "tau0": 1.0, "tau1": 1.0}},
+         "hyperparameters: sigma2 must be a positive number"),
+        ({"hyperparameters": {"alpha": 1.0, "bogus": 1.0}}, r"unknown reference-fit field\(s\) \['bogus'\]"),
+    ],
+)
+def test_bad_options_are_refused(kwargs: dict, message: str) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        BayesAME(binary_reference(5, 20, 0), seed=0, **kwargs)
+
+
+def test_bayesame_rs_refuses_a_selection() -> None:
+    with pytest.raises(ConfigurationError, match="BayesAME-RS selects items at random"):
+        BayesAMERS(binary_reference(5, 20, 0), selection="active")
+
+
+def test_level_kernel_without_extras_is_eq1() -> None:
+    rng = np.random.default_rng(0)
+    phi = rng.random((6, 4))
+    d2 = sq_dists(phi, phi)
+    kernel = LevelKernel(alpha=0.3, beta=2.0)
+    col = kernel.column(d2[2], phi - phi.mean(0), (phi - phi.mean(0))[2], phi.mean(1), 0.1)
+    np.testing.assert_allclose(col, 0.3 * np.exp(-(2.0 / 4) * d2[2]))
+
+
+def test_calibration_runs_equal_single_target_runs() -> None:
+    """The shared-design pass of the calibration gives exactly what each pseudo-target gets when played alone."""
+    from activeeval.methods.bayesame import _model_based_errors
+
+    ref = continuous_reference(8, 40, 21)
+    truths = continuous_reference(3, 40, 22).scores
+    grid = [5, 12, 20]
+    shared = _model_based_errors(ref, FIT, truths, 7, grid)
+    for n, values in zip(grid, shared):
+        alone = []
+        for truth in truths:
+            method = BayesAME(ref, seed=7, hyperparameters=FIT, calibration=None)
+            run_fixed(method, truth, n)
+            if method.mode == "model":
+                est = method.estimate()
+                alone.append((est.mean - truth.mean()) / est.std)
+        np.testing.assert_allclose(values, alone, rtol=1e-9, atol=1e-12)  # same maths, different summation order
