@@ -27,7 +27,7 @@ from activeeval.session.reference import apply_missing, load_reference, resolve_
 from activeeval.session.storage import DEFAULT_TIMEOUT, CorruptedSessionError, Event, Journal, now_iso
 from activeeval.stopping import StoppingRule, default_rule
 
-__all__ = ["JournalSession", "resolve_method", "check_stopping", "new_seed"]
+__all__ = ["JournalSession", "open_session", "resolve_method", "check_stopping", "new_seed"]
 
 # Options of a method spec that a session sets itself, with the flag (and keyword) that sets them.
 SESSION_OPTIONS = {
@@ -111,6 +111,11 @@ class JournalSession:
     """
 
     KIND = "single"
+    KINDS: dict[str, type[JournalSession]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        JournalSession.KINDS[cls.KIND] = cls
 
     def __init__(
         self,
@@ -193,6 +198,8 @@ class JournalSession:
                         f"session file {str(journal.path)!r} is corrupted: setting {key!r} is missing"
                     )
             kind = meta.get("kind", "single")
+            if cls is JournalSession and kind in cls.KINDS:
+                return cls.KINDS[kind](journal, meta, override=reference)
             if kind != cls.KIND:
                 raise StorageError(
                     f"{str(journal.path)!r} is a {kind} session, not a {cls.KIND} one; "
@@ -389,3 +396,17 @@ def _summary(matrix: ScoreMatrix) -> dict[str, Any]:
     from activeeval.session.reference import reference_summary
 
     return reference_summary(matrix)
+
+
+def open_session(
+    path: str | os.PathLike[str],
+    *,
+    reference: str | os.PathLike[str] | ScoreMatrix | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    readonly: bool = False,
+) -> JournalSession:
+    """Open a session file of any kind: a :class:`Session` or a ranking :class:`RankSession`."""
+    import activeeval.session.ranking  # noqa: F401 - registers the ranking kind
+    import activeeval.session.session  # noqa: F401
+
+    return JournalSession._open_journal(path, reference, timeout, readonly)
