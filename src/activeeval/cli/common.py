@@ -12,7 +12,7 @@ from typing import Any, Optional, TypeVar
 
 import typer
 
-from activeeval.exceptions import ActiveEvalError, MissingScoresWarning
+from activeeval.exceptions import ActiveEvalError, ConfigurationError, MissingScoresWarning
 
 # Plain help (no Rich markup): a method spec such as 'bayesame[noise=learned]' is shown as written.
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -69,6 +69,18 @@ def read_options(kind: Optional[str], score_range: Optional[tuple[float, float]]
                  ) -> dict[str, Any]:
     """The reference read options given on the command line (None = not given)."""
     return {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
+
+
+def load_dataset(dataset: str, missing: str, read: dict):  # noqa: ANN201
+    """The dataset (read options for a file) with the --missing policy applied to the whole matrix for 'items'."""
+    from activeeval.session.reference import apply_missing, resolve_reference
+
+    matrix, _ = resolve_reference(dataset, read)
+    if missing == "items":
+        return apply_missing(matrix, "items")
+    if missing != "models":
+        raise ConfigurationError(f"--missing must be 'models' or 'items', got {missing!r}")
+    return matrix  # the methods drop incomplete reference models (targets need complete scores anyway)
 
 
 def interrupted(n_recorded: int) -> typer.Exit:

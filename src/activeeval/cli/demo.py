@@ -1,27 +1,46 @@
-"""``activeeval demo``: BayesAME live on a bundled real dataset."""
+"""``activeeval demo``: a method live on a bundled real dataset (BayesAME by default)."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
-from activeeval.cli.common import app, cli_errors, print_json
+from activeeval.cli.common import (
+    DUPLICATE_MODELS,
+    KIND,
+    METHOD_HELP,
+    MISSING,
+    SCORE_RANGE,
+    app,
+    cli_errors,
+    load_dataset,
+    print_json,
+    read_options,
+)
 
 
 @app.command()
 @cli_errors
 def demo(
     dataset: str = typer.Option("ifeval", help="Bundled dataset name (see `activeeval datasets`) or a score file."),
-    target: str = typer.Option(None, help="Model to hold out as the target (default: chosen with --seed)."),
+    target: str = typer.Option(None, help="Model to hold out as the target. [default: chosen with --seed]"),
+    method: str = typer.Option("bayesame", "--method", help=METHOD_HELP),
     epsilon1: float = typer.Option(0.005, help="Stop only once R-hat varied by at most this over the last 30 steps."),
     epsilon2: float = typer.Option(0.03, help="Stop once the 95% interval is at most this wide."),
     seed: int = typer.Option(0, min=0, help="Seed for the target choice and the method."),
     max_items: int = typer.Option(None, min=1, help="Also stop after this many items (a fixed budget)."),
-    noise: str = typer.Option(
-        "fixed", help="BayesAME noise σ²: 'fixed' (the paper's default) or 'learned' with (α, β) by the NLML."
+    noise: Optional[str] = typer.Option(
+        None, help="Noise σ² of methods that have one (BayesAME): 'fixed' (the paper's) or 'learned' with (α, β) "
+        "by the NLML; the same as --method 'bayesame[noise=learned]'. [default: the method's]",
     ),
+    missing: str = MISSING,
+    kind: Optional[str] = KIND,
+    score_range: Optional[tuple[float, float]] = SCORE_RANGE,
+    duplicate_models: Optional[str] = DUPLICATE_MODELS,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
-    """Hold out one real model, estimate its score with BayesAME, stop automatically, compare with the truth.
+    """Hold out one real model, estimate its score (BayesAME by default), stop automatically, compare with the truth.
 
     On mmlu_pro (12 032 items, 26 complete references, large buckets of items
     the references all agree on) the paper's fixed noise keeps the interval
@@ -33,21 +52,21 @@ def demo(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
-    from activeeval import datasets
     from activeeval.experiments.simulate import hold_out, run_fixed, run_until_stop
-    from activeeval.methods.baselines.rs_mean import RSMean
-    from activeeval.methods.bayesame import BayesAME
+    from activeeval.methods.registry import make_method
+    from activeeval.session.base import resolve_method
 
-    matrix = datasets.resolve(dataset)
+    name, options, spec = resolve_method(method, {} if noise is None else {"noise": noise})
+    matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models))
     split = hold_out(matrix, target, seed)
-    method = BayesAME(
-        split.reference, epsilon1=epsilon1, epsilon2=epsilon2, n_max=max_items, seed=seed, noise=noise
+    est_method = make_method(
+        name, split.reference, epsilon1=epsilon1, epsilon2=epsilon2, n_max=max_items, seed=seed, **options
     )
-    n_items = method.n_items
+    n_items = est_method.n_items
     console = Console(stderr=True) if json_out else Console()
 
     with Progress(
-        TextColumn("[bold]BayesAME[/] on {task.fields[dataset]}"),
+        TextColumn("{task.fields[method]} on {task.fields[dataset]}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[status]}"),
@@ -56,9 +75,9 @@ def demo(
         transient=json_out,
         disable=json_out and not console.is_terminal,
     ) as progress:
-        task = progress.add_task("run", total=n_items, dataset=matrix.name or dataset, status="")
+        task = progress.add_task("run", total=n_items, dataset=matrix.name or dataset, status="", method=spec)
 
-        def show(m: BayesAME, item: int, score: float) -> None:
+        def show(m, item: int, score: float) -> None:  # noqa: ANN001
             est = m.estimate()
             lo, hi = est.ci()
             progress.update(
@@ -67,18 +86,19 @@ def demo(
                 status=f"estimate {est.mean:.4f}  95% [{lo:.4f}, {hi:.4f}]  width {hi - lo:.4f}",
             )
 
-        stopped_by = run_until_stop(method, split.truth, on_step=show)
+        stopped_by = run_until_stop(est_method, split.truth, on_step=show)
 
-    est = method.estimate()
+    est = est_method.estimate()
     lo, hi = est.ci()
-    rs = run_fixed(RSMean(split.reference, seed=seed), split.truth, est.n_observed).mean
+    rs = run_fixed(make_method("rs-mean", split.reference, seed=seed), split.truth, est.n_observed).mean
     truth = split.true_score
     result = {
         "dataset": matrix.name or dataset,
         "target": split.target,
         "n_items": n_items,
-        "n_references": method.reference.n_models,
-        "regime": method.regime,
+        "method": spec,
+        "n_references": est_method.reference.n_models,
+        "regime": getattr(est_method, "regime", None),
         "n_used": est.n_observed,
         "fraction_used": est.n_observed / n_items,
         "estimate": est.mean,
@@ -93,7 +113,7 @@ def demo(
         "epsilon1": epsilon1,
         "epsilon2": epsilon2,
         "seed": seed,
-        "noise": noise,
+        "noise": getattr(est_method, "noise", noise),
     }
     if json_out:
         print_json(result)
@@ -101,10 +121,13 @@ def demo(
     table = Table(title=f"{result['dataset']}: {split.target}", show_header=False)
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("references", f"{method.reference.n_models} models ({method.regime} regime, B = {method.n_buckets})")
+    regime = getattr(est_method, "regime", None)
+    buckets = getattr(est_method, "n_buckets", None)
+    detail = f" ({regime} regime, B = {buckets})" if regime is not None and buckets is not None else ""
+    table.add_row("references", f"{est_method.reference.n_models} models{detail}")
     table.add_row("items used", f"{est.n_observed} of {n_items} ({100 * est.n_observed / n_items:.1f} %)")
     table.add_row("stopped by", stopped_by)
-    table.add_row("BayesAME estimate", f"{est.mean:.4f}")
+    table.add_row(f"{type(est_method).__name__ if spec == name else spec} estimate", f"{est.mean:.4f}")
     table.add_row("95 % interval", f"[{lo:.4f}, {hi:.4f}]  (width {hi - lo:.4f})")
     table.add_row("true full-benchmark score", f"{truth:.4f}")
     table.add_row("error", f"{est.mean - truth:+.4f}  ({'inside' if result['covered'] else 'outside'} the interval)")

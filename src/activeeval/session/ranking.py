@@ -151,6 +151,12 @@ class RankSession(JournalSession):
         return tuple(self._settings["targets"])
 
     @property
+    def n_scored(self) -> int:
+        """Scores recorded so far, over all models."""
+        self._sync()
+        return len(self._told)
+
+    @property
     def methods(self) -> dict[str, BaseMethod]:
         return dict(self._sync())
 

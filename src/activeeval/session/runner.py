@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from activeeval.exceptions import ActiveEvalError, ConfigurationError, InvalidScoresError
+from activeeval.session.ranking import RankSession
 from activeeval.session.session import Session
 
-__all__ = ["ScorerError", "BatchScorer", "Scorer", "Interrupted", "drive", "check_jobs"]
+__all__ = ["ScorerError", "BatchScorer", "Scorer", "Interrupted", "drive", "drive_ranking", "check_jobs"]
 
 PLACEHOLDER = "{item_id}"
 MODEL_PLACEHOLDER = "{model}"
@@ -241,3 +242,31 @@ class _Plain:
 
     def stop(self) -> None:
         pass
+
+
+def drive_ranking(session: RankSession, scorer: BatchScorer, *, on_record: Callable[[RankSession], None] | None = None
+                  ) -> str:
+    """Ask the ranking session for (model, item), score it, tell, until the ranking is done; the stop reason.
+
+    A failure of the scorer raises :class:`ScorerError` (the item stays pending, and is scored first when
+    the session is driven again); Ctrl-C stops the scorer and raises :class:`KeyboardInterrupt`.
+    """
+    while True:
+        asked = session.ask()
+        if asked is None:
+            return str(session.stop_reason())
+        try:
+            (result,) = scorer.score_many([asked.item_id], model=asked.model)
+        except KeyboardInterrupt:
+            scorer.stop()
+            raise
+        if isinstance(result, ScorerError):
+            raise result
+        try:
+            session.tell(asked.model, asked.item_id, result)
+        except InvalidScoresError as exc:
+            raise ScorerError(
+                f"the scorer gave an invalid score for item {asked.item_id!r} of model {asked.model!r}: {exc}"
+            ) from None
+        if on_record is not None:
+            on_record(session)
