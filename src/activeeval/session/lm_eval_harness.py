@@ -112,6 +112,8 @@ class LmEvalHarness:
         self._tasks: Any = None
         self._lm_eval = import_lm_eval()
         logging.getLogger("lm_eval").setLevel(logging.WARNING)  # its INFO lines would bury the progress
+        self._model_class()  # a wrong --model or --task fails here, before a session is created or asked
+        self._task_manager()
 
     def describe(self) -> dict[str, Any]:
         """The settings, for the journal's record of what scored the items."""
@@ -124,31 +126,41 @@ class LmEvalHarness:
         if self._tasks is None:
             from lm_eval.tasks import TaskManager
 
-            kwargs: dict[str, Any] = {}
+            paths = self.include_path if len(self.include_path) != 1 else self.include_path[0]
             if self.include_path:
-                kwargs["include_path"] = self.include_path if len(self.include_path) > 1 else self.include_path[0]
-            self._tasks = TaskManager(**kwargs)
-            names = set(getattr(self._tasks, "all_tasks", []) or [])
-            if names and self.task not in names:
+                # Indexing lm-eval's own thousands of task files takes seconds: a custom task is looked
+                # up in --include-path alone first.
+                tasks = TaskManager(include_path=paths, include_defaults=False)
+                if self.task in tasks.all_tasks:
+                    self._tasks = tasks
+                    return tasks
+            tasks = TaskManager(include_path=paths or None)
+            if self.task not in tasks.all_tasks:
                 import difflib
 
-                close = difflib.get_close_matches(self.task, sorted(names), n=1)
+                close = difflib.get_close_matches(self.task, tasks.all_tasks, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ConfigurationError(
                     f"lm-eval has no task {self.task!r}{hint}; for a custom task give the folder of its YAML file "
                     "with --include-path DIR"
                 )
+            self._tasks = tasks
         return self._tasks
+
+    def _model_class(self) -> Any:
+        from lm_eval.api.registry import get_model
+
+        try:
+            return get_model(self.model)
+        except (KeyError, ValueError) as exc:
+            raise ConfigurationError(
+                f"lm-eval has no model type {self.model!r} ({exc}); e.g. --model hf (pip install 'lm-eval[hf]')"
+            ) from None
 
     def _lm(self, model_id: str | None) -> Any:
         args = self.model_args.replace(MODEL_PLACEHOLDER, model_id) if model_id is not None else self.model_args
         if args not in self._lms:
-            from lm_eval.api.registry import get_model
-
-            try:
-                cls = get_model(self.model)
-            except (KeyError, ValueError) as exc:
-                raise ConfigurationError(f"lm-eval has no model type {self.model!r} ({exc}); e.g. --model hf") from None
+            cls = self._model_class()
             extra = {k: v for k, v in (("batch_size", self.batch_size), ("device", self.device)) if v is not None}
             try:
                 self._lms[args] = cls.create_from_arg_string(args, extra)
@@ -165,12 +177,15 @@ class LmEvalHarness:
     def score_many(self, item_ids: Sequence[str], model: str | None = None) -> list[float | ScorerError]:
         """Run lm-eval on exactly these documents; one score (or ScorerError) per item, in order."""
         docs = [parse_doc_id(iid, self.task) for iid in item_ids]
+        # Sorted: lm-eval 0.4.13 runs the selected documents in dataset order but labels them with the doc ids
+        # in the order given, so an unsorted list would file each score under another document's id.
+        wanted = sorted(set(docs))
         lm = self._lm(model)
         tasks = self._task_manager()
         try:
             with redirect_stdout(io.StringIO()):  # lm-eval prints tables; stdout is the user's (e.g. --json)
                 results = self._lm_eval.simple_evaluate(
-                    model=lm, tasks=[self.task], samples={self.task: docs}, task_manager=tasks, log_samples=True,
+                    model=lm, tasks=[self.task], samples={self.task: wanted}, task_manager=tasks, log_samples=True,
                     bootstrap_iters=0, **{k: v for k, v in self.options.items() if v is not None},
                 )
         except (KeyboardInterrupt, ActiveEvalError):

@@ -189,7 +189,9 @@ def drive(
         reason = session.stop_reason()
         if reason is not None:
             return reason
-        batch: Sequence[str] = session.pending or [a.item_id for a in session.ask(int(jobs))]
+        budget = session.stopping_settings["max_items"]
+        size = int(jobs) if budget is None else max(1, min(int(jobs), budget - len(session.observations)))
+        batch: Sequence[str] = session.pending or [a.item_id for a in session.ask(size)]
         try:
             results = scorer.score_many(batch)
         except KeyboardInterrupt as exc:
