@@ -229,7 +229,8 @@ class Journal:
             problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
             if problems != ["ok"]:
                 raise CorruptedSessionError(journal._corrupted("; ".join(map(str, problems))))
-            journal._tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            journal._tables = {r[0] for r in journal._query("SELECT name FROM sqlite_master WHERE type = 'table'",
+                                                             what="read its layout")}
         except StorageError:
             conn.close()
             raise
@@ -251,7 +252,7 @@ class Journal:
                     "version that created it)"
                 )
             journal._version = int(version)
-            journal._columns = {r[1] for r in conn.execute("PRAGMA table_info(events)")}
+            journal._columns = {r[1] for r in journal._query("PRAGMA table_info(events)", what="read its layout")}
         except BaseException:
             conn.close()
             raise
@@ -292,7 +293,7 @@ class Journal:
             return StorageError(f"session file {str(self.path)!r} is open read-only: cannot {what}")
         if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
             return CorruptedSessionError(self._corrupted(text))
-        if "malformed" in text or "corrupt" in text:
+        if "malformed" in text or "corrupt" in text or "decode" in text:
             return CorruptedSessionError(self._corrupted(text))
         return StorageError(f"session file {str(self.path)!r}: cannot {what} ({text})")
 
