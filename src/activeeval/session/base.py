@@ -11,6 +11,7 @@ events written since it last looked.
 from __future__ import annotations
 
 import difflib
+import importlib
 import json
 import os
 import secrets
@@ -40,6 +41,9 @@ SESSION_OPTIONS = {
     "missing": "--missing (missing=)",
 }
 STOPPING_KEYS = ("epsilon1", "epsilon2", "window", "n_max")
+
+# The module of each session kind, imported when a file of that kind is opened.
+_KIND_MODULES = {"single": "activeeval.session.session", "rank": "activeeval.session.ranking"}
 
 Key = tuple[str, str]  # (target, item id); target is '' in a single-target session
 
@@ -198,7 +202,8 @@ class JournalSession:
                         f"session file {str(journal.path)!r} is corrupted: setting {key!r} is missing"
                     )
             kind = meta.get("kind", "single")
-            if cls is JournalSession and kind in cls.KINDS:
+            if cls is JournalSession and kind in _KIND_MODULES:
+                importlib.import_module(_KIND_MODULES[kind])  # registers the class (only the kind needed)
                 return cls.KINDS[kind](journal, meta, override=reference)
             if kind != cls.KIND:
                 raise StorageError(
@@ -406,7 +411,4 @@ def open_session(
     readonly: bool = False,
 ) -> JournalSession:
     """Open a session file of any kind: a :class:`Session` or a ranking :class:`RankSession`."""
-    import activeeval.session.ranking  # noqa: F401 - registers the ranking kind
-    import activeeval.session.session  # noqa: F401
-
     return JournalSession._open_journal(path, reference, timeout, readonly)
