@@ -155,11 +155,28 @@ def test_a_version_1_wal_file_is_read_without_leaving_files(tmp_path, math_ref_f
 
 
 # ------------------------------------------------------------------ snapshots
+def always_snapshot(monkeypatch) -> None:  # noqa: ANN001
+    """Snapshot after every write, whatever it costs (the real policy depends on measured times)."""
+    monkeypatch.setattr(snap, "SNAPSHOT_AFTER_SECONDS", -1.0)
+    monkeypatch.setattr(snap, "LOAD_BYTES_PER_SECOND", float("inf"))
+
+
+def test_a_snapshot_is_made_only_when_loading_it_beats_rebuilding() -> None:
+    import numpy as np
+
+    state = {"big": np.zeros(3_000_000)}  # 24 MB: about 0.08 s to load at 300 MB/s
+    assert 24_000_000 <= snap.pickled_size(state) < 24_001_000
+    assert snap.dump_state(state, rebuild_seconds=0.1) is None  # loading would cost most of the rebuild
+    data, checksum = snap.dump_state(state, rebuild_seconds=5.0)
+    assert snap.load_state(data, checksum, "here")["big"].shape == (3_000_000,)
+    assert snap.dump_state(lambda: 0, rebuild_seconds=5.0) is None  # not picklable: no snapshot, no error
+
+
 @pytest.mark.parametrize("method", ["bayesame", "bayesame-rs", "rs-mean", "bayes-aipw", "proeval", "irt"])
 def test_a_snapshot_gives_exactly_the_replayed_state(tmp_path, continuous_ref_file, continuous_split, method,
                                                     monkeypatch) -> None:
     _, target = continuous_split
-    monkeypatch.setattr(snap, "SNAPSHOT_AFTER_SECONDS", -1.0)  # snapshot after every write
+    always_snapshot(monkeypatch)
     f = tmp_path / "s.aeval"
     options = {"refit_every": 7} if method.startswith("bayesame") else {}  # replay crosses a refit
     with Session.create(f, continuous_ref_file, method=method, seed=4, **options) as s:
@@ -190,7 +207,7 @@ def test_a_snapshot_gives_exactly_the_replayed_state(tmp_path, continuous_ref_fi
 
 def test_a_stale_or_damaged_snapshot_is_not_used(tmp_path, continuous_ref_file, continuous_split, monkeypatch) -> None:
     _, target = continuous_split
-    monkeypatch.setattr(snap, "SNAPSHOT_AFTER_SECONDS", -1.0)
+    always_snapshot(monkeypatch)
     f = tmp_path / "s.aeval"
     with Session.create(f, continuous_ref_file, seed=1) as s:
         for a in s.ask(4):
@@ -201,7 +218,7 @@ def test_a_stale_or_damaged_snapshot_is_not_used(tmp_path, continuous_ref_file, 
     with Session.open(f) as s:
         assert s._cost > 0 and s.trajectory == expected
     monkeypatch.undo()
-    monkeypatch.setattr(snap, "SNAPSHOT_AFTER_SECONDS", -1.0)
+    always_snapshot(monkeypatch)
     con = sqlite3.connect(f)
     data = bytearray(con.execute("SELECT data FROM snapshots").fetchone()[0])
     data[100:120] = bytes(20)
@@ -216,7 +233,7 @@ def test_a_stale_or_damaged_snapshot_is_not_used(tmp_path, continuous_ref_file, 
 def test_an_unchanged_reference_file_is_not_parsed_again(tmp_path, continuous_ref_file, continuous_split,
                                                          monkeypatch) -> None:
     _, target = continuous_split
-    monkeypatch.setattr(snap, "SNAPSHOT_AFTER_SECONDS", -1.0)
+    always_snapshot(monkeypatch)
     f = tmp_path / "s.aeval"
     _session(f, continuous_ref_file, target, 3)
     import activeeval.session.reference as reference

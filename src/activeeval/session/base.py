@@ -318,8 +318,9 @@ class JournalSession:
         """Store the state as a snapshot once rebuilding it has become slow (write commands only)."""
         if self._journal.readonly or self._state is None or self._cost <= snap.SNAPSHOT_AFTER_SECONDS:
             return
-        dumped = snap.dump_state(self._state)
+        dumped = snap.dump_state(self._state, self._cost)
         if dumped is None:
+            self._cost = 0.0  # not worth storing (or not picklable): do not try again after every write
             return
         data, checksum = dumped
         info = {"ref_stat": source_stat(self._settings["reference_source"]), "n_tells": len(self._told)}

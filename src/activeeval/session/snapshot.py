@@ -38,11 +38,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SNAPSHOT_AFTER_SECONDS", "TellDigest", "snapshot_key", "dump_state", "load_state", "code_fingerprint"]
+__all__ = ["SNAPSHOT_AFTER_SECONDS", "TellDigest", "snapshot_key", "dump_state", "load_state", "code_fingerprint",
+           "pickled_size"]
 
 SNAPSHOT_FORMAT = 1
 # Write a snapshot once rebuilding (building the method and replaying scores) took longer than this.
 SNAPSHOT_AFTER_SECONDS = 0.25
+# Reading and unpickling a snapshot runs at about 300 MB/s here (29 MB: 0.05 s SQLite read + 0.06 s
+# unpickle, benchmarks/bench_session.py); a snapshot is kept only if loading it should take at most half
+# the rebuild it saves (a method that caches a large matrix may be cheaper to rebuild than to load).
+LOAD_BYTES_PER_SECOND = 300e6
 
 
 @functools.lru_cache(maxsize=1)
@@ -89,12 +94,31 @@ def snapshot_key(settings: Mapping[str, Any], tells: str) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def dump_state(state: Any) -> tuple[bytes, str] | None:
-    """The pickle of ``state`` and its checksum, or None if it cannot be pickled (then there is no snapshot)."""
+def pickled_size(state: Any) -> int | None:
+    """Bytes the pickle of ``state`` would take, without making it (large arrays are only counted)."""
+    sizes: list[int] = []
+
+    def count(buffer: pickle.PickleBuffer) -> bool:
+        sizes.append(buffer.raw().nbytes)
+        return False  # false = out of band: counted, not copied into the pickle
+
     try:
-        data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+        head = pickle.dumps(state, protocol=5, buffer_callback=count)
     except Exception:  # noqa: BLE001 - a state that does not pickle just gets no snapshot
         return None
+    return len(head) + sum(sizes)
+
+
+def dump_state(state: Any, rebuild_seconds: float = float("inf")) -> tuple[bytes, str] | None:
+    """The pickle of ``state`` and its checksum; None if it does not pickle or would not pay for itself.
+
+    ``rebuild_seconds`` is what rebuilding the state cost; the snapshot is made only when loading it
+    should take at most half of that (see :data:`LOAD_BYTES_PER_SECOND`).
+    """
+    size = pickled_size(state)
+    if size is None or size / LOAD_BYTES_PER_SECOND > rebuild_seconds / 2:
+        return None
+    data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
     return data, hashlib.sha256(data).hexdigest()
 
 
