@@ -179,3 +179,27 @@ def test_harness_errors_name_the_flag(lm_eval_setup, tmp_path) -> None:
     assert r.stderr.splitlines()[-1].startswith(f"error: lm-eval task '{TASK}' sample 0 has no metric 'acc'")
     with Session.open(tmp_path / "s.aeval") as s:  # the failed batch stays pending, nothing is recorded
         assert s.observations == () and len(s.pending) == 4
+
+
+def test_rank_with_the_real_harness(lm_eval_setup, tmp_path) -> None:
+    """`rank --harness lm-eval`: {model} goes into --model-args; each ranked model is loaded once and kept."""
+    folders = sorted(lm_eval_setup["outputs"].iterdir())
+    ref = tmp_path / "ref.csv"
+    CliRunner().invoke(app, ["reference", "build", "--from", "lm-eval", *map(str, folders), "--task", TASK,
+                             "--metric", "exact_match", "--out", str(ref)])
+    env = _env(lm_eval_setup["root"])
+    args = ["rank", "--session", str(tmp_path / "r.aeval"), "--reference", str(ref), "--models", "dummy-a,dummy-b",
+            "--harness", "lm-eval", "--model", "dummy", "--model-args", "pretrained={model}", "--task", TASK,
+            "--include-path", str(lm_eval_setup["tasks"]), "--metric", "exact_match", "--method", "rs-mean",
+            "--budget-per-model", "5", "--min-items", "2", "--json"]
+    r = _run(args, env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    st = json.loads(r.stdout)
+    assert st["stop_reason"] == "budget" and sum(st["items_per_model"].values()) == 10
+    from activeeval.session.ranking import RankSession
+
+    truth = {str(i): float(_answer(i) == "lol") for i in range(N_DOCS)}
+    with RankSession.open(tmp_path / "r.aeval") as s:
+        tells = [e for e in s.history() if e["kind"] == "tell"]
+    assert {e["model"] for e in tells} == {"dummy-a", "dummy-b"}
+    assert all(e["score"] == truth[e["item_id"]] for e in tells)  # both are the dummy model: its real scores
