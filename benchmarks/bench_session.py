@@ -97,7 +97,8 @@ def main() -> None:
                 row = (f"{n_items:>6} {a.models:>6} {method:<10} {'new':<8} {statistics.median(times):>9.2f} "
                        f"{max(times):>7.2f} {max(peaks):>8.0f} {size:>8.1f}  method build {build:.2f} s in-process")
                 print(row, flush=True)
-                results: dict[str, tuple[list[float], list[float]]] = {c: ([], []) for c in ("next", "record", "status")}
+                results: dict[str, tuple[list[float], list[float]]] = {
+                    c: ([], []) for c in ("next", "record", "status")}
                 for _ in range(a.repeats):
                     wall, peak, out = run(["session", "next", str(f)])
                     results["next"][0].append(wall)

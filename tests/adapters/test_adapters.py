@@ -231,9 +231,11 @@ def test_cli_records_harness_output_into_a_session(tmp_path) -> None:
     f = tmp_path / "s.aeval"
     assert runner.invoke(app, ["session", "new", str(f), "--reference", str(ref), "--method", "rs-mean"]).exit_code == 0
     r = runner.invoke(app, ["session", "record", str(f), "--from", str(FIX / "helm" / "run_llama")])
+    assert r.exit_code == 0 and "recorded 0 score(s)" in r.stdout and "skipped 4 not handed out" in r.stdout
+    r = runner.invoke(app, ["session", "record", str(f), "--from", str(FIX / "helm" / "run_llama"), "--all"])
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith("recorded 4 score(s) from")
     status = json.loads(runner.invoke(app, ["session", "status", str(f), "--json"]).stdout)
     assert status["estimate"] == pytest.approx(0.5) and status["stop"] is True  # all 4 items: exact
-    r = runner.invoke(app, ["session", "record", str(f), "--from", str(ARC), "--metric", "acc"])
+    r = runner.invoke(app, ["session", "record", str(f), "--from", str(ARC), "--metric", "acc", "--all"])
     assert r.exit_code == 2 and "unknown item '0'" in r.stderr

@@ -156,7 +156,8 @@ def test_demo_and_backtest_take_method_specs(tmp_path, chrf_file) -> None:
     assert r.exit_code == 0 and json.loads(r.stdout)["regime"] is None
     r = invoke("demo", "--method", "rs-mean[noise=learned]")
     assert r.exit_code == 2 and "rs-mean has no option 'noise'" in r.stderr
-    r = invoke("backtest", "--dataset", chrf_file, "--score-range", 0, 100, "--method", "rs-mean,proeval[noise_var=0.05]",
+    r = invoke("backtest", "--dataset", chrf_file, "--score-range", 0, 100, "--method",
+               "rs-mean,proeval[noise_var=0.05]",
                "--targets", 3, "--seeds", 1, "--workers", 1, "--no-progress", "--json")
     assert r.exit_code == 0, r.output
     assert set(json.loads(r.stdout)["methods"]) == {"rs-mean", "proeval[noise_var=0.05]"}

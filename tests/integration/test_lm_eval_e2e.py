@@ -85,7 +85,8 @@ for k in range(n_refs):
 
 def _env(tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"), TOKENIZERS_PARALLELISM="false")
+    env.update(HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf"),
+               TOKENIZERS_PARALLELISM="false")
     return env
 
 

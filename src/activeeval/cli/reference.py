@@ -61,7 +61,8 @@ def build(
         from activeeval.data.adapters import reference_from_lm_eval
 
         if task is None:
-            raise ConfigurationError("--from lm-eval needs --task (the task whose samples to read), e.g. --task arc_easy")
+            raise ConfigurationError(
+                "--from lm-eval needs --task (the task whose samples to read), e.g. --task arc_easy")
         matrix = reference_from_lm_eval(paths, task, metric or "acc", filter=filter_name, name=name)
         what = f"lm-eval task {task!r}, metric {metric or 'acc'}; item ids are its doc ids"
     elif source == "helm":

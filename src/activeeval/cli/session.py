@@ -217,7 +217,8 @@ def record(
         with _open_single(file, reference, "session record") as s:
             done = s.record(scores, include_unasked=record_all)
             status = s.status()
-        text = f"recorded {done.recorded} score(s) from {from_file} ({done.already} already recorded with the same score"
+        text = (f"recorded {done.recorded} score(s) from {from_file} ({done.already} already recorded with the "
+                "same score")
         if done.skipped:
             unknown = f", {done.unknown} of them not in the reference" if done.unknown else ""
             text += f"; skipped {len(done.skipped)} not handed out by `next`{unknown}: record them too with --all"
@@ -233,7 +234,8 @@ def record(
     with _open_single(file, reference, "session record") as s:
         new_score = s.tell(item_id, score)  # type: ignore[arg-type]  # validated (and parsed) by the session
         status = s.status()
-    typer.echo(f"recorded {item_id} = {score}" if new_score else f"{item_id} already has score {score}: nothing changed")
+    typer.echo(f"recorded {item_id} = {score}" if new_score
+               else f"{item_id} already has score {score}: nothing changed")
     typer.echo(_status_line(status))
 
 

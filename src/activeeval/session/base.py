@@ -74,7 +74,8 @@ def resolve_method(spec: str, kwargs: Mapping[str, Any] | None = None) -> tuple[
         raise ConfigurationError(f"unknown method {name!r}{hint}; choose one of: {', '.join(METHODS)}")
     for key, value in (kwargs or {}).items():
         if key in options and options[key] != value:
-            raise ConfigurationError(f"method option {key!r} is given twice: {options[key]!r} in {spec!r} and {value!r}")
+            raise ConfigurationError(
+                f"method option {key!r} is given twice: {options[key]!r} in {spec!r} and {value!r}")
         options[key] = value
     known = method_parameters(name)
     for key in options:
@@ -184,6 +185,25 @@ class JournalSession:
         except BaseException:
             journal.close()
             raise
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        reference: str | os.PathLike[str] | ScoreMatrix | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        readonly: bool = False,
+    ) -> Any:
+        """Reopen a session: its reference data (fingerprint checked), and its state (snapshot and replay).
+
+        ``reference`` overrides where the reference data is loaded from (a
+        moved file, or a session created from an in-memory matrix); its
+        fingerprint must still match the one stored at creation.
+        ``readonly=True`` opens the file without any write (``ask``/``tell``
+        then refuse); the file is never created, converted or changed.
+        """
+        return cls._open_journal(path, reference, timeout, readonly)
 
     @classmethod
     def _open_journal(

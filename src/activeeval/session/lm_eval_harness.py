@@ -99,7 +99,8 @@ class LmEvalHarness:
             raise ConfigurationError("--harness lm-eval needs --model (the lm-eval model type), e.g. --model hf")
         if needs_model and MODEL_PLACEHOLDER not in model_args:
             raise ConfigurationError(
-                f"ranking with lm-eval: --model-args {model_args!r} has no {MODEL_PLACEHOLDER} placeholder; each ranked "
+                f"ranking with lm-eval: --model-args {model_args!r} has no {MODEL_PLACEHOLDER} placeholder; "
+                "each ranked "
                 "model's id is passed there, e.g. --model-args 'pretrained={model}'"
             )
         self.model, self.model_args, self.task = model, model_args, task

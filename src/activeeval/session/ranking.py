@@ -123,17 +123,6 @@ class RankSession(JournalSession):
         read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
         return cls._create_journal(path, reference, meta, read, timeout)
 
-    @classmethod
-    def open(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        reference: str | os.PathLike[str] | ScoreMatrix | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        readonly: bool = False,
-    ) -> RankSession:
-        return cls._open_journal(path, reference, timeout, readonly)
-
     # -------------------------------------------------------------- replay
     def _fresh_state(self) -> dict[str, BaseMethod]:
         ref = self._prepared_reference()

@@ -72,10 +72,12 @@ def _plot_png(session: Session, epsilon2: float) -> str | None:
 
 
 def _table(rows: list[list[Any]], header: list[str] | None = None, cls: str = "") -> str:
-    head = "" if header is None else "<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead>"
+    head = "" if header is None else (
+        "<thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in header) + "</tr></thead>")
+    first = "th" if header is None else "td"  # key-value tables: the key is a row header
     body = "".join(
-        "<tr>" + "".join((f"<th>{html.escape(str(r[0]))}</th>" if header is None else f"<td>{html.escape(str(r[0]))}</td>")
-                         + "".join(f"<td>{html.escape(str(c))}</td>" for c in r[1:])) + "</tr>"
+        f"<tr><{first}>{html.escape(str(r[0]))}</{first}>"
+        + "".join(f"<td>{html.escape(str(c))}</td>" for c in r[1:]) + "</tr>"
         for r in rows
     )
     attr = f' class="{cls}"' if cls else ""
@@ -143,7 +145,8 @@ def render_report(session: Session) -> str:
         cls="result",
     )
     cond_rows = [
-        [c.name, "not yet" if c.value is None else (f"{c.value:.0f}" if c.name in ("window", "budget") else f"{c.value:.4f}"),
+        [c.name,
+         "not yet" if c.value is None else (f"{c.value:.0f}" if c.name in ("window", "budget") else f"{c.value:.4f}"),
          f"{'≥' if c.name in ('window', 'budget') else '≤'} {c.threshold:g}", "met" if c.met else "not met"]
         for c in status.conditions
     ]
@@ -155,7 +158,8 @@ def render_report(session: Session) -> str:
         obs_rows.append([k, iid, f"{score:g}", f"{est.mean:.4f}", f"[{lo:.4f}, {hi:.4f}]"])
     items = _table(obs_rows, ["#", "item", "score", "estimate after", "95 % interval after"], cls="items")
     plot = (f'<img alt="estimate and 95 % interval after each scored item, and the interval width against the '
-            f'target" src="data:image/png;base64,{png}">' if png is not None else f'<p class="noplot">{PLOT_MISSING}</p>')
+            f'target" src="data:image/png;base64,{png}">'
+            if png is not None else f'<p class="noplot">{PLOT_MISSING}</p>')
     title = f"activeeval report: {html.escape(name)}"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>

@@ -194,25 +194,6 @@ class Session(JournalSession):
         read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
         return cls._create_journal(path, reference, meta, read, timeout)
 
-    @classmethod
-    def open(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        reference: str | os.PathLike[str] | ScoreMatrix | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        readonly: bool = False,
-    ) -> Session:
-        """Reopen a session: its reference data (fingerprint checked), and its state (snapshot and replay).
-
-        ``reference`` overrides where the reference data is loaded from (a
-        moved file, or a session created from an in-memory matrix); its
-        fingerprint must still match the one stored at creation.
-        ``readonly=True`` opens the file without any write (``ask``/``tell``
-        then refuse); the file is never created, converted or changed.
-        """
-        return cls._open_journal(path, reference, timeout, readonly)
-
     # -------------------------------------------------------------- replay
     def _fresh_state(self) -> BaseMethod:
         return make_method(self._settings["method"], self._prepared_reference(), **self._settings["method_kwargs"])
@@ -349,7 +330,8 @@ class Session(JournalSession):
         The method's state does not depend on these, so the scores recorded
         stay valid; ``status`` applies the new rule at once.
         """
-        changed = self._record_change({"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window, "n_max": max_items})
+        changed = self._record_change(
+            {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window, "n_max": max_items})
         return {("max_items" if k == "n_max" else k): v for k, v in changed.items()}
 
     # ---------------------------------------------------------------- views

@@ -316,7 +316,8 @@ class Journal:
     def _event_sql(self) -> str:
         target = "target" if "target" in self._columns else "''"
         chain = "chain" if "chain" in self._columns else "''"
-        return f"SELECT seq, kind, item_id, score, batch, created, {target}, {chain} FROM events WHERE seq > ? ORDER BY seq"
+        return (f"SELECT seq, kind, item_id, score, batch, created, {target}, {chain} FROM events "
+                "WHERE seq > ? ORDER BY seq")
 
     def events(self, after: int = 0, conn: sqlite3.Connection | None = None) -> list[Event]:
         """Events with ``seq > after``, in order; the hash chain of every row not yet seen is verified."""
@@ -356,7 +357,8 @@ class Journal:
         """The stored snapshot row, or None."""
         if "snapshots" not in self._tables:
             return None
-        rows = self._query("SELECT upto, key, info, checksum, data FROM snapshots WHERE id = 1", (), "read its snapshot")
+        rows = self._query("SELECT upto, key, info, checksum, data FROM snapshots WHERE id = 1", (),
+                           "read its snapshot")
         if not rows:
             return None
         upto, key, info, checksum, data = rows[0]
@@ -413,7 +415,8 @@ class Journal:
         seq = (last[0] if last else 0) + 1  # rows are never deleted
         chain = _digest(prev, seq, kind, target, item_id, score, batch, created)
         conn.execute(
-            "INSERT INTO events(seq, kind, target, item_id, score, batch, created, chain) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO events(seq, kind, target, item_id, score, batch, created, chain) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (seq, kind, target, item_id, score, batch, created, chain),
         )
         return seq

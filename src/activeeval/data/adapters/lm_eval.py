@@ -112,7 +112,8 @@ def scores_from_samples(
             )
         rows[key] = (pos, obj)
     if filter is not None and filter not in filters:
-        raise DataFormatError(f"{source} has no lines with filter {filter!r}; filters present: {sorted(map(str, filters))}")
+        raise DataFormatError(
+            f"{source} has no lines with filter {filter!r}; filters present: {sorted(map(str, filters))}")
     if filter is None and len(filters) > 1:
         raise DataFormatError(
             f"{source} has several filters {sorted(map(str, filters))} (one line per document and filter); "
