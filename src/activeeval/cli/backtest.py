@@ -191,7 +191,7 @@ def backtest_command(
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Backtest methods on held-out models with the BayesAME paper's protocol (docs/backtest.md)."""
+    """Backtest methods on held-out models with the protocol of the BayesAME paper (§5)."""
     from activeeval.experiments.protocol import EPSILON2_SWEEP, BacktestConfig
     from activeeval.experiments.runner import run_backtest
     from activeeval.experiments.tables import summarize

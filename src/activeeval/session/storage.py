@@ -218,13 +218,19 @@ class Journal:
         if not head.startswith(_SQLITE_MAGIC):
             raise StorageError(f"{str(p)!r} is not an activeeval session file, or it is corrupted "
                                "(file is not a database)")
-        conn = cls._connect(p, timeout, readonly, wal=len(head) > 19 and head[18:20] == b"\x02\x02")
+        # A writer that crashed mid-transaction leaves a hot journal: reading then needs SQLite's recovery,
+        # which rolls the unfinished write back, so that one read-only open connects read-write (the
+        # committed data are unchanged; the journal object still refuses writes).
+        hot = readonly and Path(str(p) + "-journal").exists()
+        conn = cls._connect(p, timeout, readonly and not hot, wal=len(head) > 19 and head[18:20] == b"\x02\x02")
         journal = cls(p, conn, timeout, readonly)
         try:
             conn.execute("PRAGMA busy_timeout = %d" % int(timeout * 1000))
             if not readonly:
-                # New files use the rollback journal; a version-1 (WAL) file is converted on its first write open.
-                conn.execute("PRAGMA journal_mode = DELETE").fetchone()
+                # New files use the rollback journal; a version-1 (WAL) file is converted on its first write open
+                # (if another process has it open, it stays in WAL mode, which works as before).
+                with contextlib.suppress(sqlite3.OperationalError):
+                    conn.execute("PRAGMA journal_mode = DELETE").fetchone()
                 conn.execute("PRAGMA synchronous = FULL")
             problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
             if problems != ["ok"]:
