@@ -154,7 +154,7 @@ def _created_line(file: Path, s: Any, reference: str) -> str:
     ref = s.settings["reference"]
     kw = s.settings["method_kwargs"]
     return (
-        f"created {file}: method {s.settings['method_spec']}, reference {ref['name'] or reference!r} "
+        f"created {file}: method {s.settings.get('method_spec', s.settings['method'])}, reference {ref['name'] or reference!r} "
         f"({ref['n_models']} models x {ref['n_items']} items), epsilon2 {kw['epsilon2']:g}, seed {kw['seed']}"
     )
 
@@ -430,8 +430,9 @@ def _check_resume(s: Any, session: Path, reference: Optional[str], method: Optio
 
     st = s.settings
     clash = []
-    if method is not None and resolve_method(method)[2] != st["method_spec"]:
-        clash.append(f"--method {method} (session has {st['method_spec']})")
+    stored_spec = st.get("method_spec", st["method"])  # format-1 files store the name only
+    if method is not None and resolve_method(method)[2] != stored_spec:
+        clash.append(f"--method {method} (session has {stored_spec})")
     if seed is not None and seed != st["method_kwargs"].get("seed"):
         clash.append(f"--seed {seed} (session has {st['method_kwargs'].get('seed')})")
     if missing is not None and missing != st.get("missing", "models"):
