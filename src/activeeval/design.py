@@ -133,8 +133,8 @@ class Prequential:
     residuals of ȳ on the past x (the GREG estimator's coefficients; from
     ``warmup`` steps on) — whichever would have predicted the past drawn
     items best (the smallest sum of squared prediction errors, each made
-    with the candidate of its time; ``b_prior`` first while there is no
-    record). Control variates that do not help are thus dropped, so the
+    with the candidate of its time; the plain mean while there is no record,
+    and on ties). Control variates that do not help are thus dropped, so the
     estimate is never much worse than RS-Mean, and better by the share of
     the variance they explain.
 
@@ -189,8 +189,8 @@ class Prequential:
         return [np.zeros(self.n_controls), self.b_prior, self._fitted()]
 
     def _choice(self, candidates: list[np.ndarray | None]) -> int:
-        """Index of the candidate with the smallest past loss; on ties the prior, then the fit, then plain."""
-        available = [j for j in (1, 2, 0) if candidates[j] is not None]
+        """Index of the candidate with the smallest past loss; on ties the plain mean, then the prior, then the fit."""
+        available = [j for j in (0, 1, 2) if candidates[j] is not None]
         return min(available, key=lambda j: self._loss[j])
 
     @property

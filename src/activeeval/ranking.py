@@ -44,7 +44,10 @@ from activeeval.methods.estimate import Estimate
 
 __all__ = [
     "RankResult",
+    "RankStep",
     "AdaptiveRanker",
+    "next_step",
+    "rank_result",
     "pairwise_confidence",
     "is_confident",
     "allocation_value",
@@ -302,6 +305,67 @@ def _result(models: Sequence[str], methods: Mapping[str, Method], scale: ScaleLi
     )
 
 
+def rank_result(models: Sequence[str], methods: Mapping[str, Method], costs: Mapping[str, float],
+                asked: Mapping[str, list[int]], stop: str, *, gamma: float = 0.95,
+                scale: ScaleLike = "auto") -> RankResult:
+    """The ranking of ``models`` as it stands: order, scale means and variances, ties, items and cost."""
+    return _result(models, methods, scale, gamma, costs, asked, stop)
+
+
+@dataclass(frozen=True)
+class RankStep:
+    """The ranker's next decision: test ``model`` next, or stop (``model`` None) for ``reason``."""
+
+    model: str | None
+    reason: str | None = None
+
+
+def next_step(
+    models: Sequence[str],
+    methods: Mapping[str, Method],
+    counts: Mapping[str, int],
+    costs: Mapping[str, float],
+    *,
+    gamma: float,
+    min_items: int,
+    budget: float,
+    scale: ScaleLike = "auto",
+) -> RankStep:
+    """Which model the adaptive ranker tests next, from the current state alone (paper §6).
+
+    Warm-up round-robin (the first model, in ``models`` order, with the
+    fewest items among those below ``min_items``), then the model of an
+    uncertain adjacent pair with the largest SE² / ((n + 1)·c). A pure
+    function of the methods' estimates and the counts, so a ranking session
+    rebuilt by replaying its journal decides exactly as the original did.
+    Stop reasons: "confident", "budget", "exhausted".
+    """
+    spent = float(sum(counts[m] * costs[m] for m in models))
+
+    def exhausted(m: str) -> bool:
+        return counts[m] >= methods[m].n_items
+
+    warm = [m for m in models if counts[m] < min_items and not exhausted(m)]
+    if warm:
+        fewest = min(counts[m] for m in warm)
+        m = next(m for m in warm if counts[m] == fewest)
+        return RankStep(None, "budget") if spent + costs[m] > budget else RankStep(m)
+    means, variances = {}, {}
+    for m in models:
+        means[m], variances[m] = scale_of(scale, methods[m])
+    order = rank_order(models, means)
+    pairs = uncertain_adjacent(order, means, variances, gamma)
+    if not pairs:
+        return RankStep(None, "confident")
+    open_models = [m for m in order if any(m in p for p in pairs) and not exhausted(m)]
+    if not open_models:
+        return RankStep(None, "exhausted")
+    affordable = [m for m in open_models if spent + costs[m] <= budget]
+    if not affordable:
+        return RankStep(None, "budget")
+    return RankStep(choose_model(affordable, variances, counts, costs))
+
+
 def _build(models: Sequence[str], make: Callable[[str], Method]) -> dict[str, Method]:
     out = {}
     for m in models:
@@ -375,44 +439,15 @@ class AdaptiveRanker:
         models, costs = self.models, self.costs
         methods = _build(models, self.make)
         asked: dict[str, list[int]] = {m: [] for m in models}
-        spent = 0.0
-
-        def test(m: str) -> None:
-            nonlocal spent
-            method = methods[m]
-            item = int(method.select())
-            method.observe(item, float(self.score(m, item)))
-            asked[m].append(item)
-            spent += costs[m]
-
-        def exhausted(m: str) -> bool:
-            return len(asked[m]) >= methods[m].n_items
-
-        # Warm-up, round-robin so an early budget stop leaves models evenly tested.
-        for _ in range(self.min_items):
-            for m in models:
-                if exhausted(m):
-                    continue
-                if spent + costs[m] > self.budget:
-                    return _result(models, methods, self.scale, self.gamma, costs, asked, "budget")
-                test(m)
-
         while True:
-            means, variances = {}, {}
-            for m in models:
-                means[m], variances[m] = scale_of(self.scale, methods[m])
-            order = rank_order(models, means)
-            pairs = uncertain_adjacent(order, means, variances, self.gamma)
-            if not pairs:
-                return _result(models, methods, self.scale, self.gamma, costs, asked, "confident")
-            in_pairs = [m for m in order if any(m in p for p in pairs)]
-            open_models = [m for m in in_pairs if not exhausted(m)]
-            if not open_models:
-                return _result(models, methods, self.scale, self.gamma, costs, asked, "exhausted")
-            affordable = [m for m in open_models if spent + costs[m] <= self.budget]
-            if not affordable:
-                return _result(models, methods, self.scale, self.gamma, costs, asked, "budget")
-            test(choose_model(affordable, variances, {m: len(asked[m]) for m in models}, costs))
+            step = next_step(models, methods, {m: len(asked[m]) for m in models}, costs, gamma=self.gamma,
+                             min_items=self.min_items, budget=self.budget, scale=self.scale)
+            if step.model is None:
+                return _result(models, methods, self.scale, self.gamma, costs, asked, str(step.reason))
+            method = methods[step.model]
+            item = int(method.select())
+            method.observe(item, float(self.score(step.model, item)))
+            asked[step.model].append(item)
 
 
 # --------------------------------------------------------------- baselines

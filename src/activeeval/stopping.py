@@ -15,7 +15,27 @@ from typing import Protocol
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.estimate import Estimate
 
-__all__ = ["StoppingRule", "WindowCIRule", "BudgetRule", "AnyOf", "default_rule"]
+__all__ = ["StoppingRule", "Condition", "WindowCIRule", "BudgetRule", "AnyOf", "default_rule", "conditions_of"]
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition of a stopping rule against its threshold, for a status display.
+
+    ``rule`` groups conditions that must hold together ("precision": window,
+    stability and width; "budget"). ``value`` is None while it cannot be
+    computed yet (e.g. the range over a window not yet filled).
+    """
+
+    rule: str
+    name: str
+    value: float | None
+    threshold: float
+    met: bool
+
+    def to_dict(self) -> dict[str, object]:
+        return {"rule": self.rule, "name": self.name, "value": self.value, "threshold": self.threshold,
+                "met": self.met}
 
 
 class StoppingRule(Protocol):
@@ -58,6 +78,18 @@ class WindowCIRule:
             return None
         return "precision"
 
+    def conditions(self, trajectory: Sequence[Estimate]) -> tuple[Condition, ...]:
+        """Window filled, R̂ range over the window ≤ ε1, interval width ≤ ε2: each against its threshold."""
+        n = len(trajectory)
+        recent = [e.mean for e in trajectory[-self.window :]] if n >= self.window else None
+        spread = max(recent) - min(recent) if recent else None
+        width = trajectory[-1].width(self.level) if trajectory else None
+        return (
+            Condition("precision", "window", float(n), float(self.window), n >= self.window),
+            Condition("precision", "stability", spread, self.epsilon1, spread is not None and spread <= self.epsilon1),
+            Condition("precision", "width", width, self.epsilon2, width is not None and width <= self.epsilon2),
+        )
+
 
 @dataclass(frozen=True)
 class BudgetRule:
@@ -72,6 +104,10 @@ class BudgetRule:
     def check(self, trajectory: Sequence[Estimate]) -> str | None:
         return "budget" if len(trajectory) >= self.n_max else None
 
+    def conditions(self, trajectory: Sequence[Estimate]) -> tuple[Condition, ...]:
+        n = len(trajectory)
+        return (Condition("budget", "budget", float(n), float(self.n_max), n >= self.n_max),)
+
 
 @dataclass(frozen=True)
 class AnyOf:
@@ -84,6 +120,15 @@ class AnyOf:
             if (reason := rule.check(trajectory)) is not None:
                 return reason
         return None
+
+    def conditions(self, trajectory: Sequence[Estimate]) -> tuple[Condition, ...]:
+        return tuple(c for rule in self.rules for c in conditions_of(rule, trajectory))
+
+
+def conditions_of(rule: StoppingRule, trajectory: Sequence[Estimate]) -> tuple[Condition, ...]:
+    """The conditions of ``rule`` (empty for a rule that does not describe itself)."""
+    describe = getattr(rule, "conditions", None)
+    return tuple(describe(trajectory)) if callable(describe) else ()
 
 
 def default_rule(

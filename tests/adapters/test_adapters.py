@@ -231,9 +231,44 @@ def test_cli_records_harness_output_into_a_session(tmp_path) -> None:
     f = tmp_path / "s.aeval"
     assert runner.invoke(app, ["session", "new", str(f), "--reference", str(ref), "--method", "rs-mean"]).exit_code == 0
     r = runner.invoke(app, ["session", "record", str(f), "--from", str(FIX / "helm" / "run_llama")])
+    assert r.exit_code == 0 and "recorded 0 score(s)" in r.stdout and "skipped 4 not handed out" in r.stdout
+    r = runner.invoke(app, ["session", "record", str(f), "--from", str(FIX / "helm" / "run_llama"), "--all"])
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith("recorded 4 score(s) from")
     status = json.loads(runner.invoke(app, ["session", "status", str(f), "--json"]).stdout)
     assert status["estimate"] == pytest.approx(0.5) and status["stop"] is True  # all 4 items: exact
-    r = runner.invoke(app, ["session", "record", str(f), "--from", str(ARC), "--metric", "acc"])
+    r = runner.invoke(app, ["session", "record", str(f), "--from", str(ARC), "--metric", "acc", "--all"])
     assert r.exit_code == 2 and "unknown item '0'" in r.stderr
+
+
+def test_cli_reference_build_from_helm_and_alpaca_eval(tmp_path) -> None:
+    """`activeeval reference build --from helm|alpaca-eval` writes the matrix the Python readers build."""
+    from typer.testing import CliRunner
+
+    from activeeval.cli import app
+    from activeeval.data.io import read_scores
+
+    runner = CliRunner()
+    runs = [str(FIX / "helm" / "run_gpt2"), str(FIX / "helm" / "run_llama")]
+    out = tmp_path / "helm.csv"
+    r = runner.invoke(app, ["reference", "build", "--from", "helm", *runs, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith(f"wrote {out}: 2 models x 4 items")
+    assert r.stdout.rstrip().endswith("(HELM metric exact_match; item ids are its instance ids)")
+    expected = reference_from_helm(runs)
+    got = read_scores(out)
+    assert got.model_ids == expected.model_ids and got.item_ids == expected.item_ids
+    assert (got.scores == expected.scores).all()
+    files = [str(p) for p in sorted((FIX / "alpaca_eval").glob("*/annotations.json"))]
+    out2 = tmp_path / "ae.csv"
+    r = runner.invoke(app, ["reference", "build", "--from", "alpaca-eval", *files, "--out", str(out2)])
+    assert r.exit_code == 0, r.output
+    assert "(AlpacaEval win probabilities; item ids by index)" in r.stdout
+    r = runner.invoke(app, ["reference", "build", "--from", "helm", *runs, "--out", str(out)])
+    assert r.exit_code == 2 and r.stderr == f"error: --out {str(out)!r} already exists; choose another path or pass --force\n"
+    r = runner.invoke(app, ["reference", "build", "--from", "helm", *runs, "--task", "x", "--out", str(tmp_path / "a.csv")])
+    assert r.exit_code == 2 and r.stderr == "error: --task do not apply to --from helm (it takes --metric, --split)\n"
+    r = runner.invoke(app, ["reference", "build", "--from", "lm-eval", runs[0], "--out", str(tmp_path / "b.csv")])
+    assert r.exit_code == 2 and r.stderr.startswith("error: --from lm-eval needs --task")
+    r = runner.invoke(app, ["reference", "build", "--from", "openai", runs[0], "--out", str(tmp_path / "c.csv")])
+    assert r.exit_code == 2 and r.stderr == "error: --from must be one of lm-eval, helm, alpaca-eval, got 'openai'\n"

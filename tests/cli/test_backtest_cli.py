@@ -134,7 +134,7 @@ def test_reproduce_rejects_datasets_without_a_paper_row() -> None:
 def test_a_warning_inside_the_command_is_printed_once_and_does_not_hang(toy, monkeypatch) -> None:
     import warnings
 
-    import activeeval.cli.backtest as bt
+    import activeeval.experiments.tables as bt  # the command imports summarize from here when it runs
 
     original = bt.summarize
 
@@ -149,3 +149,11 @@ def test_a_warning_inside_the_command_is_printed_once_and_does_not_hang(toy, mon
         r = run(*BASE, "--dataset", toy, "--methods", "rs-mean", "--json")
     assert r.exit_code == 0, r.output
     assert r.stderr.count("warning: RuntimeWarning: Mean of empty slice") == 1
+
+
+def test_baseline_of_the_cli_is_the_tables():
+    """The CLI keeps its own copy of the RMSE-gain baseline (so --help imports no pandas); they must agree."""
+    from activeeval.cli.backtest import BASELINE
+    from activeeval.experiments import tables
+
+    assert BASELINE == tables.BASELINE

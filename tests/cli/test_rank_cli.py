@@ -101,7 +101,8 @@ def test_rank_errors(toy, tmp_path):
         "rank", "--dataset", toy, "--models", "m0,m1", "--costs", str(costs))
     assert "does not exist; give a JSON or CSV file of model,cost" in bad(
         "rank", "--dataset", toy, "--models", "m0,m1", "--costs", str(tmp_path / "none.json"))
-    assert "--method must be one of cat, bayesame, got 'irt'" in bad(
+    assert "--method must be one of cat, bayesame when simulating, got 'irt' (a ranking session, --session, takes any " \
+        "method spec)" in bad(
         "rank", "--dataset", toy, "--models", "m0,m1", "--method", "irt")
     assert "model 'm11' has 1 missing scores" in bad("rank", "--dataset", toy, "--models", "m0,m11")
     assert "--holdout 11 leaves fewer than 2 reference models" in bad("rank", "--dataset", toy, "--holdout", "11")
@@ -117,3 +118,11 @@ def test_rank_backtest_family_holdout(toy):
     r = run("rank-backtest", "--dataset", toy, "--holdout-families", "m", "--seeds", "1", "--json")
     # Every toy id is "m<j>", one family "m": nothing left to calibrate on.
     assert r.exit_code == 2 and "complete reference model" in r.stderr
+
+
+def test_rank_methods_of_the_cli_are_the_simulations():
+    """The CLI keeps its own copy (so `activeeval --help` does not import the experiments); they must agree."""
+    from activeeval.cli.rank import RANK_METHODS
+    from activeeval.experiments import ranking_eval
+
+    assert RANK_METHODS == ranking_eval.RANK_METHODS

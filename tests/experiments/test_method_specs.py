@@ -14,17 +14,17 @@ from activeeval.methods.registry import make_method, method_spec, parse_method_s
 
 
 def test_split_method_list_keeps_commas_inside_brackets() -> None:
-    assert split_method_list("rs-mean, bayesame[noise=learned,refit_every=25] ,irt,") == [
-        "rs-mean", "bayesame[noise=learned,refit_every=25]", "irt",
+    assert split_method_list("rs-mean, bayesame-paper[noise=learned,refit_every=25] ,irt,") == [
+        "rs-mean", "bayesame-paper[noise=learned,refit_every=25]", "irt",
     ]
     with pytest.raises(ConfigurationError, match="unclosed"):
-        split_method_list("bayesame[noise=learned")
+        split_method_list("bayesame-paper[noise=learned")
     with pytest.raises(ConfigurationError, match="unbalanced"):
         split_method_list("bayesame]")
 
 
 def test_parse_method_spec_reads_typed_values_and_round_trips() -> None:
-    name, options = parse_method_spec("bayesame[noise=learned, refit_every=25, sigma2=1e-3, weights=none, x=true]")
+    name, options = parse_method_spec("bayesame-paper[noise=learned, refit_every=25, sigma2=1e-3, weights=none, x=true]")
     assert name == "bayesame"
     assert options == {"noise": "learned", "refit_every": 25, "sigma2": 1e-3, "weights": None, "x": True}
     assert type(options["refit_every"]) is int and type(options["sigma2"]) is float
@@ -37,9 +37,9 @@ def test_parse_method_spec_reads_typed_values_and_round_trips() -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("bayesame[noise]", "cannot read the option 'noise'; write key=value"),
+        ("bayesame-paper[noise]", "cannot read the option 'noise'; write key=value"),
         ("bayesame[=learned]", "cannot read the option '=learned'"),
-        ("bayesame[noise=learned,noise=fixed]", "option 'noise' is given twice"),
+        ("bayesame-paper[noise=learned,noise=fixed]", "option 'noise' is given twice"),
         ("bayesame noise", "cannot read the method"),
         ("bayesam[noise=learned]", "unknown method 'bayesam' (did you mean 'bayesame'?)"),
         ("bayesame-paper[nois=learned]", "bayesame-paper has no option 'nois' (did you mean 'noise'?); its options are:"),

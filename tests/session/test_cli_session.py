@@ -70,7 +70,7 @@ def test_new_next_record_status_report(tmp_path, math_ref_file, math_split) -> N
     r = invoke("session", "report", f, "--out", out)
     assert r.exit_code == 0, r.output
     page = out.read_text()
-    assert "data:image/png;base64," in page and "<h2>Items used (3)</h2>" in page
+    assert "data:image/png;base64," in page and "<h2 id=\"items\">Items used (3)</h2>" in page
     assert all(iid in page for iid in ids) and "bayesame" in page and "stopping rule met" in page
     assert "http" not in page.replace("http-equiv", "")  # self-contained: nothing fetched
 
@@ -118,15 +118,15 @@ def test_record_from_plain_csv_and_jsonl(tmp_path, math_ref_file, math_split) ->
     invoke("session", "new", f, "--reference", math_ref_file, "--seed", "0")
     items = list(target)[:6]
     (tmp_path / "a.csv").write_text("item_id,score\n" + "".join(f"{i},{target[i]:g}\n" for i in items[:4]))
-    r = invoke("session", "record", f, "--from", tmp_path / "a.csv")
+    r = invoke("session", "record", f, "--from", tmp_path / "a.csv", "--all")
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith(f"recorded 4 score(s) from {tmp_path / 'a.csv'} (0 already recorded")
     (tmp_path / "b.jsonl").write_text("".join(json.dumps({"item": i, "correct": bool(target[i])}) + "\n" for i in items))
-    r = invoke("session", "record", f, "--from", tmp_path / "b.jsonl")
+    r = invoke("session", "record", f, "--from", tmp_path / "b.jsonl", "--all")
     assert r.exit_code == 0 and "recorded 2 score(s)" in r.stdout and "(4 already recorded" in r.stdout
     # A file with one bad row records nothing.
     (tmp_path / "c.csv").write_text(f"item_id,score\n{list(target)[10]},1\nbogus,1\n")
-    r = invoke("session", "record", f, "--from", tmp_path / "c.csv")
+    r = invoke("session", "record", f, "--from", tmp_path / "c.csv", "--all")
     assert r.exit_code == 2 and "unknown item 'bogus'" in r.stderr
     with Session.open(f) as s:
         assert len(s.observations) == 6
@@ -149,9 +149,9 @@ def test_run_until_stop_then_resume_is_a_noop(tmp_path, math_ref_file, math_spli
     assert r.exit_code == 0 and "stop: yes (budget)" in r.stdout
     with Session.open(f) as s:
         assert len(s.history()) == n_events
-    r = invoke("run", "--scorer", scorer, "--session", f, "--epsilon2", "0.5")
+    r = invoke("run", "--scorer", scorer, "--session", f, "--seed", "3")
     assert r.exit_code == 2
-    assert "exists with other settings: --epsilon2 0.5 (session has 0.03)" in r.stderr
+    assert "exists with other settings: --seed 3 (session has 2)" in r.stderr
 
 
 def test_run_jobs_gives_the_same_journal(tmp_path, continuous_ref_file, continuous_split) -> None:

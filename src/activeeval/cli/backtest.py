@@ -21,25 +21,25 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from activeeval.cli.common import app, cli_errors, print_json
-from activeeval.datasets import resolve
-from activeeval.exceptions import ConfigurationError
-from activeeval.experiments.protocol import EPSILON2_SWEEP, BacktestConfig
-from activeeval.experiments.runner import BACKENDS, BacktestResult, check_methods, run_backtest
-from activeeval.experiments.tables import (
-    BASELINE,
-    PAPER_TABLE1,
-    cost_accuracy_frame,
-    curves_frame,
-    runs_frame,
-    stops_frame,
-    summarize,
+from activeeval.cli.common import (
+    DUPLICATE_MODELS,
+    KIND,
+    MISSING,
+    SCORE_RANGE,
+    app,
+    cli_errors,
+    load_dataset,
+    make_app,
+    print_json,
+    read_options,
 )
-from activeeval.methods.registry import split_method_list
+from activeeval.exceptions import ConfigurationError
 
 ALL_METHODS = ("bayesame", "bayesame-rs", "rs-mean", "seq-apw", "bayes-aipw", "bayes-rs-learn", "proeval", "irt")
+DEFAULT_SEEDS = 20  # minutes on the bundled data; the paper's 200 take hours (docs/BENCHMARKS.md)
+BASELINE = "rs-mean"  # experiments.tables.BASELINE (checked in a test); kept here so --help imports no pandas
 
-reproduce_app = typer.Typer(help="Reproduce tables of the BayesAME paper on the bundled data.", no_args_is_help=True)
+reproduce_app = make_app("reproduce", "Reproduce tables of the BayesAME paper on the bundled data.")
 app.add_typer(reproduce_app, name="reproduce")
 
 
@@ -50,6 +50,9 @@ def _fmt(x: object, digits: int = 2) -> str:
 
 
 def _parse_methods(text: str) -> tuple[str, ...]:
+    from activeeval.experiments.runner import check_methods
+    from activeeval.methods.registry import split_method_list
+
     names = tuple(split_method_list(text))
     if not names:
         raise ConfigurationError(f"--methods must list at least one method, got {text!r}; e.g. rs-mean,bayesame")
@@ -69,13 +72,27 @@ def _check_out(out: Optional[Path]) -> None:
         )
 
 
-def _check_common(workers: Optional[int], backend: str, output_format: str) -> None:
+def default_format() -> str:
+    """parquet when pyarrow is installed, else csv (which the base install always writes)."""
+    import importlib.util
+
+    return "parquet" if importlib.util.find_spec("pyarrow") is not None else "csv"
+
+
+def _check_common(workers: Optional[int], backend: str, output_format: Optional[str]) -> str:
+    from activeeval.experiments.runner import BACKENDS
+
     if workers is not None and workers < 1:
         raise ConfigurationError(f"--workers must be a positive integer, got {workers}")
     if backend not in BACKENDS:
         raise ConfigurationError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    output_format = output_format or default_format()
     if output_format not in ("parquet", "csv"):
         raise ConfigurationError(f"--format must be 'parquet' or 'csv', got {output_format!r}")
+    return output_format
+
+
+FORMAT_HELP = "Raw results as parquet or csv. [default: parquet if pyarrow is installed, else csv]"
 
 
 def _write_frame(frame, path: Path, output_format: str) -> Path:  # noqa: ANN001
@@ -91,9 +108,9 @@ def _write_frame(frame, path: Path, output_format: str) -> Path:  # noqa: ANN001
     return path.with_suffix(".csv")
 
 
-def _write_result(
-    result: BacktestResult, summary: dict, tmp: Path, prefix: str, output_format: str, plots: bool
-) -> None:
+def _write_result(result, summary: dict, tmp: Path, prefix: str, output_format: str, plots: bool) -> None:  # noqa: ANN001
+    from activeeval.experiments.tables import cost_accuracy_frame, curves_frame, runs_frame, stops_frame
+
     curves = curves_frame(result)
     cost = cost_accuracy_frame(result)
     _write_frame(runs_frame(result), tmp / f"{prefix}runs", output_format)
@@ -110,7 +127,7 @@ def _write_result(
         write_plots(curves, cost, sub, f"{result.dataset}, {cfg.regime}, {cfg.ref_fraction:.0%} refs")
 
 
-def _payload(result: BacktestResult, summary: dict) -> dict:
+def _payload(result, summary: dict) -> dict:  # noqa: ANN001
     return {
         "dataset": result.dataset,
         "regime": result.config.regime,
@@ -143,45 +160,61 @@ def _finish_out(tmp: Path, out: Path) -> None:
 def backtest_command(
     dataset: str = typer.Option(..., "--dataset", help="Dataset name or score file (models x items)."),
     methods: str = typer.Option(
-        ",".join(ALL_METHODS), "--methods",
+        ",".join(ALL_METHODS), "--methods", "--method",
         help="Comma-separated method names, each with optional constructor options in brackets, e.g. "
-        "'bayesame,bayesame[noise=learned]' to compare two settings.",
+        "'bayesame,bayesame[selection=random]' to compare two settings.",
     ),
     regime: str = typer.Option("interpolation", "--regime", help="interpolation or extrapolation."),
     refs: float = typer.Option(0.5, "--refs", help="Fraction of the reference pool sampled per seed, in (0, 1]."),
     targets: int = typer.Option(10, "--targets", help="Number of target models."),
-    seeds: int = typer.Option(200, "--seeds", help="Number of seeds (reference samples and item orders)."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: all cores)."),
+    seeds: Optional[int] = typer.Option(
+        None, "--seeds",
+        help=f"Number of seeds (reference samples and item orders); the paper used 200. [default: {DEFAULT_SEEDS}, "
+        "with the estimated cost printed first]",
+    ),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes. [default: all cores]"),
     backend: str = typer.Option("local", "--backend", help="local, ray or dask."),
-    address: Optional[str] = typer.Option(None, "--address", help="ray/dask cluster address (default: local)."),
+    address: Optional[str] = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]"),
     out: Optional[Path] = typer.Option(None, "--out", help="Directory for raw results and PNG plots (must be new)."),
     epsilon2: float = typer.Option(0.03, "--epsilon2", help="ε2 of the 'at stop' columns (the sweep is always run)."),
     split_seed: int = typer.Option(0, "--split-seed", help="Seed of the interpolation targets."),
-    output_format: str = typer.Option("parquet", "--format", help="Raw results as parquet or csv."),
+    output_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots to --out."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
     orders: str = typer.Option(
         "shared", "--orders",
-        help="shared: one random item order per seed for all targets (fast, the default); independent: one per target.",
+        help="shared: one random item order per seed for all targets (fast); independent: one per target.",
     ),
+    missing: str = MISSING,
+    kind: Optional[str] = KIND,
+    score_range: Optional[tuple[float, float]] = SCORE_RANGE,
+    duplicate_models: Optional[str] = DUPLICATE_MODELS,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Backtest methods on held-out models with the paper's protocol (SPEC §5)."""
-    _check_common(workers, backend, output_format)
+    """Backtest methods on held-out models with the protocol of the BayesAME paper (§5)."""
+    from activeeval.experiments.protocol import EPSILON2_SWEEP, BacktestConfig
+    from activeeval.experiments.runner import run_backtest
+    from activeeval.experiments.tables import summarize
+
+    output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
     names = _parse_methods(methods)
     _check_out(out)
     if not (epsilon2 > 0):
         raise ConfigurationError(f"--epsilon2 must be > 0, got {epsilon2}")
+    if seeds is not None and seeds < 1:
+        raise ConfigurationError(f"--seeds must be a positive integer, got {seeds}")
     if BASELINE not in names:
         names = names + (BASELINE,)
         typer.echo(f"note: added {BASELINE} (the baseline of RMSE Gain)", err=True)
-    matrix = resolve(dataset)
+    matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models))
     sweep = tuple(sorted(set(EPSILON2_SWEEP) | {float(epsilon2)}))
     config = BacktestConfig(
-        methods=names, regime=regime, ref_fraction=refs, n_targets=targets, n_seeds=seeds,
-        split_seed=split_seed, epsilon2=sweep, shared_order=shared,
+        methods=names, regime=regime, ref_fraction=refs, n_targets=targets,
+        n_seeds=DEFAULT_SEEDS if seeds is None else seeds, split_seed=split_seed, epsilon2=sweep, shared_order=shared,
     )
+    if seeds is None:
+        _print_estimate(matrix, config, workers)
     result = run_backtest(
         matrix, config, workers=workers, backend=backend, address=address, progress=progress and not as_json
     )
@@ -206,7 +239,44 @@ def backtest_command(
         typer.echo(f"wrote raw results and plots to {out}")
 
 
-def _config_dict(config: BacktestConfig, dataset: str) -> dict:
+def estimate_seconds(matrix, config, workers: Optional[int]) -> tuple[float, dict[str, float]]:  # noqa: ANN001
+    """Estimated wall time of the whole backtest: one seed of every method, timed, times seeds / workers."""
+    import os
+
+    from activeeval.experiments.protocol import make_split
+    from activeeval.experiments.runner import run_task
+
+    split = make_split(matrix, config.regime, config.n_targets, config.split_seed, config.gap)
+    per_method = {}
+    for method in config.methods:
+        start = time.process_time()
+        run_task(matrix, config, split, method, 0)
+        per_method[method] = time.process_time() - start
+    n_workers = max(1, min(workers or os.cpu_count() or 1, config.n_seeds * len(config.methods)))
+    return sum(per_method.values()) * config.n_seeds / n_workers, per_method
+
+
+def _print_estimate(matrix, config, workers: Optional[int]) -> None:  # noqa: ANN001
+    total, per_method = estimate_seconds(matrix, config, workers)
+    slowest = max(per_method, key=per_method.get)
+    typer.echo(
+        f"backtest: {len(config.methods)} methods x {config.n_seeds} seeds (--seeds default {DEFAULT_SEEDS}), "
+        f"{config.n_targets} targets each; estimated {_duration(total)} (one seed of each method timed: "
+        f"{sum(per_method.values()):.1f} s CPU, slowest {slowest} {per_method[slowest]:.1f} s); "
+        f"--seeds 200 (the paper's) would take about {_duration(total * 200 / config.n_seeds)}",
+        err=True,
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _config_dict(config, dataset: str) -> dict:  # noqa: ANN001
     return {
         "dataset": dataset, "methods": list(config.methods), "regime": config.regime, "refs": config.ref_fraction,
         "targets": config.n_targets, "seeds": config.n_seeds, "split_seed": config.split_seed,
@@ -215,7 +285,7 @@ def _config_dict(config: BacktestConfig, dataset: str) -> dict:
     }
 
 
-def _print_table(result: BacktestResult, summary: dict, epsilon2: float) -> None:
+def _print_table(result, summary: dict, epsilon2: float) -> None:  # noqa: ANN001
     cfg = result.config
     table = Table(
         title=f"{result.dataset}: {cfg.regime}, {cfg.ref_fraction:.0%} refs, {len(result.split.targets)} targets, "
@@ -243,20 +313,25 @@ def table1_command(
     seeds: int = typer.Option(200, "--seeds", help="Seeds per (dataset, regime); the paper used 200."),
     datasets: str = typer.Option("ifeval,musr", "--datasets", help="Comma-separated: ifeval, musr."),
     methods: str = typer.Option(",".join(ALL_METHODS), "--methods", help="Comma-separated method names."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes (default: all cores)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes. [default: all cores]"),
     backend: str = typer.Option("local", "--backend", help="local, ray or dask."),
-    address: Optional[str] = typer.Option(None, "--address", help="ray/dask cluster address."),
+    address: Optional[str] = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]"),
     out: Optional[Path] = typer.Option(None, "--out", help="Directory for raw results (must be new)."),
-    output_format: str = typer.Option("parquet", "--format", help="Raw results as parquet or csv."),
+    output_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
     orders: str = typer.Option(
         "shared", "--orders",
-        help="shared: one random item order per seed for all targets (fast, the default); independent: one per target.",
+        help="shared: one random item order per seed for all targets (fast); independent: one per target.",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Table 1 of the BayesAME paper (EW-IRMSE, 50 % references, binary), ours next to the paper's."""
-    _check_common(workers, backend, output_format)
+    from activeeval.datasets import resolve
+    from activeeval.experiments.protocol import BacktestConfig
+    from activeeval.experiments.runner import BacktestResult, run_backtest
+    from activeeval.experiments.tables import PAPER_TABLE1, summarize
+
+    output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
     names = _parse_methods(methods)
     _check_out(out)

@@ -8,19 +8,85 @@ import math
 import sys
 import warnings
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Optional, TypeVar
 
 import typer
 
-from activeeval.exceptions import ActiveEvalError, MissingScoresWarning
+from activeeval.exceptions import ActiveEvalError, ConfigurationError, MissingScoresWarning
 
-app = typer.Typer(
-    name="activeeval",
-    help="Efficient, trustworthy LLM evaluation on a few actively chosen items.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+# Plain help (no Rich markup): a method spec such as 'bayesame-paper[noise=learned]' is shown as written.
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+def make_app(name: str, help: str) -> typer.Typer:  # noqa: A002 - Typer's own word
+    """A Typer (sub)command group with the CLI's conventions: -h, plain help text, no completion options."""
+    return typer.Typer(
+        name=name, help=help, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+        rich_markup_mode=None, context_settings=CONTEXT,
+    )
+
+
+app = make_app("activeeval", "Efficient, trustworthy LLM evaluation on a few actively chosen items.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from activeeval import __version__
+
+        typer.echo(f"activeeval {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    """Efficient, trustworthy LLM evaluation on a few actively chosen items."""
+
+
+# Options several commands share (one definition, so the flags and their help read the same everywhere).
+METHOD_HELP = (
+    "Estimation method, optionally with options in brackets, e.g. bayesame or 'bayesame[selection=random]' "
+    "(quote it in the shell)."
 )
+SCORE_RANGE = typer.Option(
+    None, "--score-range", metavar="LOW HIGH",
+    help="Score range of a reference file, e.g. 0 100 for chrF. [default: 0 1]",
+)
+KIND = typer.Option(None, "--kind", help="Score kind of a reference file: binary or continuous. [default: inferred]")
+MISSING = typer.Option(
+    "models", "--missing",
+    help="Missing reference scores: drop the models that miss any (the item set stays whole) or the items.",
+)
+DUPLICATE_MODELS = typer.Option(
+    None, "--duplicate-models",
+    help="A model id repeated in a reference file: error, or drop-identical (keep one of identical rows). "
+    "[default: error]",
+)
+
+
+def read_options(kind: Optional[str], score_range: Optional[tuple[float, float]], duplicate_models: Optional[str]
+                 ) -> dict[str, Any]:
+    """The reference read options given on the command line (None = not given)."""
+    return {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
+
+
+def load_dataset(dataset: str, missing: str, read: dict):  # noqa: ANN201
+    """The dataset (read options for a file) with the --missing policy applied to the whole matrix for 'items'."""
+    from activeeval.session.reference import apply_missing, resolve_reference
+
+    matrix, _ = resolve_reference(dataset, read)
+    if missing == "items":
+        return apply_missing(matrix, "items")
+    if missing != "models":
+        raise ConfigurationError(f"--missing must be 'models' or 'items', got {missing!r}")
+    return matrix  # the methods drop incomplete reference models (targets need complete scores anyway)
+
+
+def interrupted(n_recorded: int) -> typer.Exit:
+    """The Ctrl-C message and exit code 130 (128 + SIGINT), for the caller to raise."""
+    typer.echo(f"interrupted: {n_recorded} scores recorded, re-run to resume", err=True)
+    return typer.Exit(code=130)
 
 F = TypeVar("F", bound=Callable[..., Any])
 

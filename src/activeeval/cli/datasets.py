@@ -5,14 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from activeeval.cli.common import app, cli_errors, print_json
-from activeeval.data.datasets import DatasetInfo, list_datasets, shared_data_dir
 
 
-def _table(entries: list[DatasetInfo]) -> Table:
+def _table(entries):  # noqa: ANN001, ANN202
+    from rich.table import Table
+
     table = Table(title="activeeval datasets", title_justify="left")
     table.add_column("name", style="bold", no_wrap=True)
     table.add_column("models", justify="right")
@@ -33,7 +32,11 @@ def datasets_command(
         False, "--all", help="Also list the project's shared (not bundled) datasets when the folder is found."
     ),
 ) -> None:
-    """List the datasets that activeeval.datasets.load(NAME) accepts."""
+    """List the datasets that --dataset and --reference accept by name."""
+    from rich.console import Console
+
+    from activeeval.data.datasets import list_datasets, shared_data_dir
+
     entries = list_datasets(include_shared=include_shared)
     if as_json:
         print_json([dataclasses.asdict(e) for e in entries])

@@ -1,29 +1,42 @@
-"""``activeeval demo``: BayesAME live on a bundled real dataset."""
+"""``activeeval demo``: a method live on a bundled real dataset (BayesAME by default)."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 import typer
 
-from activeeval.cli.common import app, cli_errors, print_json
+from activeeval.cli.common import (
+    DUPLICATE_MODELS,
+    KIND,
+    METHOD_HELP,
+    MISSING,
+    SCORE_RANGE,
+    app,
+    cli_errors,
+    load_dataset,
+    print_json,
+    read_options,
+)
 
 
 @app.command()
 @cli_errors
 def demo(
     dataset: str = typer.Option("ifeval", help="Bundled dataset name (see `activeeval datasets`) or a score file."),
-    target: str = typer.Option(None, help="Model to hold out as the target (default: chosen with --seed)."),
+    target: str = typer.Option(None, help="Model to hold out as the target. [default: chosen with --seed]"),
+    method: str = typer.Option("bayesame", "--method", help=METHOD_HELP),
     epsilon1: float = typer.Option(0.005, help="Stop only once R-hat varied by at most this over the last 30 steps."),
     epsilon2: float = typer.Option(0.03, help="Stop once the 95% interval is at most this wide."),
     seed: int = typer.Option(0, min=0, help="Seed for the target choice and the method."),
     max_items: int = typer.Option(None, min=1, help="Also stop after this many items (a fixed budget)."),
-    method_spec: str = typer.Option(
-        "bayesame", "--method",
-        help="Method, with options in brackets: bayesame (the default), bayesame-paper (the paper's exact "
-        "algorithm), 'bayesame-paper[noise=learned]', rs-mean, ...",
-    ),
+    missing: str = MISSING,
+    kind: Optional[str] = KIND,
+    score_range: Optional[tuple[float, float]] = SCORE_RANGE,
+    duplicate_models: Optional[str] = DUPLICATE_MODELS,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
 ) -> None:
-    """Hold out one real model, estimate its score with BayesAME, stop automatically, compare with the truth.
+    """Hold out one real model, estimate its score (BayesAME by default), stop automatically, compare with the truth.
 
     On mmlu_pro (12 032 items, large buckets of items the references all agree
     on) the paper's algorithm (--method bayesame-paper) keeps the interval
@@ -32,27 +45,24 @@ def demo(
     # Imported here so that other commands do not pay for them at start-up.
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.markup import escape
     from rich.table import Table
 
-    from activeeval import datasets
     from activeeval.experiments.simulate import hold_out, run_fixed, run_until_stop
-    from activeeval.experiments.runner import check_methods
-    from activeeval.methods.base import BaseMethod
-    from activeeval.methods.baselines.rs_mean import RSMean
-    from activeeval.methods.registry import make_method, parse_method_spec
+    from activeeval.methods.registry import make_method
+    from activeeval.session.base import resolve_method
 
-    (label,) = check_methods([method_spec])
-    name, options = parse_method_spec(label)
-    matrix = datasets.resolve(dataset)
+    name, options, spec = resolve_method(method, {})
+    matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models))
     split = hold_out(matrix, target, seed)
-    method = make_method(
+    est_method = make_method(
         name, split.reference, epsilon1=epsilon1, epsilon2=epsilon2, n_max=max_items, seed=seed, **options
     )
-    n_items = method.n_items
+    n_items = est_method.n_items
     console = Console(stderr=True) if json_out else Console()
 
     with Progress(
-        TextColumn("[bold]{task.fields[method]}[/] on {task.fields[dataset]}"),
+        TextColumn("{task.fields[method]} on {task.fields[dataset]}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[status]}"),
@@ -61,11 +71,9 @@ def demo(
         transient=json_out,
         disable=json_out and not console.is_terminal,
     ) as progress:
-        task = progress.add_task(
-            "run", total=n_items, dataset=matrix.name or dataset, status="", method=label.replace("[", "\\[")
-        )
+        task = progress.add_task("run", total=n_items, dataset=matrix.name or dataset, status="", method=spec)
 
-        def show(m: BaseMethod, item: int, score: float) -> None:
+        def show(m, item: int, score: float) -> None:  # noqa: ANN001
             est = m.estimate()
             lo, hi = est.ci()
             progress.update(
@@ -74,19 +82,19 @@ def demo(
                 status=f"estimate {est.mean:.4f}  95% [{lo:.4f}, {hi:.4f}]  width {hi - lo:.4f}",
             )
 
-        stopped_by = run_until_stop(method, split.truth, on_step=show)
+        stopped_by = run_until_stop(est_method, split.truth, on_step=show)
 
-    est = method.estimate()
+    est = est_method.estimate()
     lo, hi = est.ci()
-    rs = run_fixed(RSMean(split.reference, seed=seed), split.truth, est.n_observed).mean
+    rs = run_fixed(make_method("rs-mean", split.reference, seed=seed), split.truth, est.n_observed).mean
     truth = split.true_score
     result = {
         "dataset": matrix.name or dataset,
         "target": split.target,
         "n_items": n_items,
-        "method": label,
-        "n_references": method.reference.n_models,
-        "regime": getattr(method, "regime", None),
+        "method": spec,
+        "n_references": est_method.reference.n_models,
+        "regime": getattr(est_method, "regime", None),
         "n_used": est.n_observed,
         "fraction_used": est.n_observed / n_items,
         "estimate": est.mean,
@@ -109,17 +117,17 @@ def demo(
     table = Table(title=f"{result['dataset']}: {split.target}", show_header=False)
     table.add_column(style="bold")
     table.add_column()
-    regime = getattr(method, "regime", None)
-    detail = f" ({regime}, B = {method.n_buckets})" if regime and hasattr(method, "n_buckets") else ""
-    table.add_row("method", label.replace("[", "\\["))
-    table.add_row("references", f"{method.reference.n_models} models{detail}")
+    regime = getattr(est_method, "regime", None)
+    buckets = getattr(est_method, "n_buckets", None)
+    detail = f" ({regime}, B = {buckets})" if regime is not None and buckets is not None else ""
+    table.add_row("references", f"{est_method.reference.n_models} models{detail}")
     table.add_row("items used", f"{est.n_observed} of {n_items} ({100 * est.n_observed / n_items:.1f} %)")
     table.add_row("stopped by", stopped_by)
-    table.add_row("estimate", f"{est.mean:.4f}")
+    table.add_row(f"{type(est_method).__name__ if spec == name else spec} estimate", f"{est.mean:.4f}")
     table.add_row("95 % interval", f"[{lo:.4f}, {hi:.4f}]  (width {hi - lo:.4f})")
     table.add_row("true full-benchmark score", f"{truth:.4f}")
     table.add_row("error", f"{est.mean - truth:+.4f}  ({'inside' if result['covered'] else 'outside'} the interval)")
     table.add_row(f"RS-Mean after {est.n_observed} random items", f"{rs:.4f}  (error {rs - truth:+.4f})")
     for note in est.notes:
-        table.add_row("note", note.replace("[", "\\["))
+        table.add_row("note", escape(note))
     console.print(table)

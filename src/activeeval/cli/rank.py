@@ -1,36 +1,44 @@
-"""``activeeval rank`` and ``activeeval rank-backtest``: the adaptive ranker by simulation.
+"""``activeeval rank`` and ``activeeval rank-backtest``: the adaptive ranker, for real or by simulation.
 
 Thin layer: argument parsing and printing only; the work is in
-:mod:`activeeval.ranking` and :mod:`activeeval.experiments.ranking_eval`.
+:mod:`activeeval.ranking`, :mod:`activeeval.session.ranking` (real mode: a
+crash-safe session, your scorer or lm-eval) and
+:mod:`activeeval.experiments.ranking_eval` (simulation). Heavy modules are
+imported inside the commands, so other commands start fast.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Optional
+from pathlib import Path
+from typing import Any, Optional
 
-import numpy as np
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from activeeval.cli.common import app, cli_errors, fail, print_json
-from activeeval.datasets import resolve
-from activeeval.exceptions import ConfigurationError
-from activeeval.experiments.ranking_eval import (
-    RANK_METHODS,
-    complete_models,
-    run_backtest,
-    run_family_holdout,
-    simulate_ranking,
-    summarise,
+from activeeval.cli import harness as h
+from activeeval.cli.common import (
+    DUPLICATE_MODELS,
+    KIND,
+    MISSING,
+    SCORE_RANGE,
+    app,
+    cli_errors,
+    fail,
+    interrupted,
+    print_json,
+    read_options,
 )
-from activeeval.ranking import check_gamma, load_costs
+from activeeval.exceptions import ConfigurationError
+
+RANK_METHODS = ("cat", "bayesame")  # the simulation's (experiments.ranking_eval.RANK_METHODS; checked in a test)
 
 
 def _method(method: str) -> str:
     if method not in RANK_METHODS:
-        raise ConfigurationError(f"--method must be one of {', '.join(RANK_METHODS)}, got {method!r}")
+        raise ConfigurationError(
+            f"--method must be one of {', '.join(RANK_METHODS)} when simulating, got {method!r} (a ranking session, "
+            "--session, takes any method spec)"
+        )
     return method
 
 
@@ -41,19 +49,118 @@ def _fmt(x: float, digits: int = 3) -> str:
 @app.command("rank")
 @cli_errors
 def rank_command(
-    dataset: str = typer.Option(..., "--dataset", help="Dataset name or score file (models x items)."),
+    dataset: Optional[str] = typer.Option(
+        None, "--dataset", help="Simulate: dataset name or score file holding the models to rank (models x items)."),
     models: Optional[str] = typer.Option(None, "--models", help="Comma-separated model ids to rank."),
-    holdout: Optional[int] = typer.Option(None, "--holdout", help="Rank K random complete models instead."),
-    method: str = typer.Option("cat", "--method", help="cat (ranks on ability θ) or bayesame (on the score)."),
+    holdout: Optional[int] = typer.Option(None, "--holdout", help="Simulate: rank K random complete models instead."),
+    session: Optional[Path] = typer.Option(
+        None, "--session", help="Rank new models for real: the session file (created if absent, resumed otherwise)."),
+    reference: Optional[str] = typer.Option(
+        None, "--reference", help="With --session: reference dataset name or score file (to create the session)."),
+    scorer: Optional[str] = h.SCORER,
+    harness: Optional[str] = h.HARNESS,
+    method: str = typer.Option(
+        "cat", "--method", help="cat (ranks on ability θ) or bayesame (on the score); with --session any method spec."),
     gamma: float = typer.Option(0.95, "--gamma", help="Pairwise confidence level, in (0, 1)."),
     budget_per_model: float = typer.Option(20.0, "--budget-per-model", help="Total budget = this x Σ costs."),
     costs: Optional[str] = typer.Option(None, "--costs", help="JSON {model: cost} or CSV model,cost file."),
     min_items: int = typer.Option(10, "--min-items", help="Warm-up items per model."),
     seed: int = typer.Option(0, "--seed", help="Seed of the hold-out draw and the methods."),
+    missing: str = MISSING,
+    kind: Optional[str] = KIND,
+    score_range: Optional[tuple[float, float]] = SCORE_RANGE,
+    duplicate_models: Optional[str] = DUPLICATE_MODELS,
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds allowed per scorer call. [default: none]"),
+    model: Optional[str] = h.LM_MODEL,
+    model_args: str = h.LM_MODEL_ARGS,
+    task: Optional[str] = h.LM_TASK,
+    metric: Optional[str] = h.LM_METRIC,
+    filter_name: Optional[str] = h.LM_FILTER,
+    include_path: Optional[list[str]] = h.LM_INCLUDE,
+    num_fewshot: Optional[int] = h.LM_FEWSHOT,
+    batch_size: Optional[str] = h.LM_BATCH,
+    device: Optional[str] = h.LM_DEVICE,
+    gen_kwargs: Optional[str] = h.LM_GEN,
+    apply_chat_template: bool = h.LM_CHAT,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Rank held-out models adaptively, simulating the harness with their known scores."""
+    """Rank models adaptively: new models with --session and a scorer, or held-out models by simulation.
+
+    With --session, the scorer (--scorer 'python score.py {model} {item_id}', or --harness lm-eval with
+    --model-args 'pretrained={model}') scores the (model, item) the ranker asks for, one at a time, until
+    every adjacent pair is decided at --gamma or the budget is spent; every score is committed to the
+    session file, so Ctrl-C (exit 130) or a crash loses nothing: re-run the same command to resume.
+    `activeeval session status FILE` shows the ranking, pairwise confidences and ties.
+    """
+    from activeeval.ranking import check_gamma, load_costs
+
     check_gamma(gamma)
+    if session is not None:
+        lm = {"model": model, "model_args": model_args, "task": task, "metric": metric, "filter_name": filter_name,
+              "include_path": include_path, "num_fewshot": num_fewshot, "batch_size": batch_size, "device": device,
+              "gen_kwargs": gen_kwargs, "apply_chat_template": apply_chat_template}
+        if dataset is not None or holdout is not None:
+            raise ConfigurationError("--dataset/--holdout simulate a ranking; with --session give --reference and "
+                                     "--models (the new models to rank)")
+        _rank_session(session, reference, models, scorer, harness, method, gamma, budget_per_model,
+                      load_costs(costs) if costs is not None else None, min_items, seed, missing,
+                      read_options(kind, score_range, duplicate_models), timeout, lm, as_json)
+        return
+    if scorer is not None or harness is not None or reference is not None:
+        raise ConfigurationError("--scorer/--harness/--reference rank new models for real: give --session FILE too")
+    if dataset is None:
+        raise ConfigurationError("give --dataset to simulate a ranking, or --session FILE to rank new models")
+    _simulate(dataset, models, holdout, method, gamma, budget_per_model, costs, min_items, seed, as_json)
+
+
+def _rank_session(session: Path, reference: Optional[str], models: Optional[str], scorer: Optional[str],
+                  harness: Optional[str], method: str, gamma: float, budget_per_model: float,
+                  costs: Optional[dict], min_items: int, seed: int, missing: str, read: dict[str, Any],
+                  timeout: Optional[float], lm: dict[str, Any], as_json: bool) -> None:
+    from activeeval.cli.session import rank_lines
+    from activeeval.session.ranking import RankSession
+    from activeeval.session.runner import drive_ranking
+
+    sc = h.make_scorer(scorer, harness, timeout=timeout, ranking=True, **lm)
+    chosen = None if models is None else [m.strip() for m in models.split(",") if m.strip()]
+    if session.exists():
+        s = RankSession.open(session, reference=reference)
+        if chosen is not None and list(chosen) != list(s.models):
+            s.close()
+            raise ConfigurationError(
+                f"session {str(session)!r} ranks {', '.join(s.models)}, not {', '.join(chosen)}; drop --models to "
+                "resume it, or choose a new --session file"
+            )
+    else:
+        if reference is None or chosen is None:
+            raise ConfigurationError(
+                f"session {str(session)!r} does not exist yet: give --reference and --models M1,M2,... to create it"
+            )
+        s = RankSession.create(session, reference, chosen, method=method, gamma=gamma, min_items=min_items,
+                               budget_per_model=budget_per_model, costs=costs, seed=seed, missing=missing, **read)
+    with s:
+        try:
+            drive_ranking(s, sc)
+        except KeyboardInterrupt:
+            raise interrupted(s.n_scored) from None
+        st = s.status()
+    if as_json:
+        print_json(st.to_dict())
+        return
+    for line in rank_lines(st):
+        typer.echo(line)
+
+
+def _simulate(dataset: str, models: Optional[str], holdout: Optional[int], method: str, gamma: float,
+              budget_per_model: float, costs: Optional[str], min_items: int, seed: int, as_json: bool) -> None:
+    import numpy as np
+    from rich.console import Console
+    from rich.table import Table
+
+    from activeeval.datasets import resolve
+    from activeeval.experiments.ranking_eval import complete_models, simulate_ranking
+    from activeeval.ranking import load_costs
+
     method = _method(method)
     if (models is None) == (holdout is None):
         raise fail("give exactly one of --models M1,M2,... or --holdout K")
@@ -115,6 +222,13 @@ def rank_backtest_command(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """The paper's Table 2/3/4 protocol: adaptive vs random vs static vs fixed-length, tie detection."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from activeeval.datasets import resolve
+    from activeeval.experiments.ranking_eval import run_backtest, run_family_holdout, summarise
+    from activeeval.ranking import check_gamma
+
     check_gamma(gamma)
     method = _method(method)
     matrix = resolve(dataset)

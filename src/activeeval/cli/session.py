@@ -1,38 +1,70 @@
 """``activeeval session ...`` and ``activeeval run``: the real evaluation loop.
 
 Thin layer over :mod:`activeeval.session`; every library error becomes one
-``error:`` line on stderr and exit code 2.
+``error:`` line on stderr and exit code 2; Ctrl-C in ``run`` exits 130 after
+recording every score obtained. Read-only commands (status, history, report)
+open the file read-only: they never create or change a file.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
-from activeeval.cli.common import app, cli_errors, fail, print_json
+from activeeval.cli import harness as h
+from activeeval.cli.common import (
+    DUPLICATE_MODELS,
+    KIND,
+    METHOD_HELP,
+    MISSING,
+    SCORE_RANGE,
+    app,
+    cli_errors,
+    fail,
+    interrupted,
+    make_app,
+    print_json,
+    read_options,
+)
 from activeeval.exceptions import ConfigurationError
 
-session_app = typer.Typer(
-    name="session",
-    help="Ask/tell sessions: which items to score next, record scores, status, report.",
-    no_args_is_help=True,
-    add_completion=False,
-)
+session_app = make_app("session", "Ask/tell sessions: which items to score next, record scores, status, report.")
 app.add_typer(session_app, name="session")
 
 FILE = typer.Argument(..., help="The session file (SQLite).", dir_okay=False)
 REFERENCE_OVERRIDE = typer.Option(
     None, "--reference", help="Load the reference data from here instead of where the session recorded it."
 )
+LABEL = typer.Option(None, "--label", help="Name of the model being evaluated (shown in status and the report).")
+SET_EPSILON1 = "Tolerated range of the estimate over the window."
+SET_EPSILON2 = "Tolerated width of the 95% interval."
+SET_WINDOW = "Window of the stopping rule (items)."
+SET_MAX_ITEMS = "Budget: stop after this many items at most."
 
 
-def _open(file: Path, reference: Optional[str]):  # noqa: ANN202
-    from activeeval.session import Session
+def _open(file: Path, reference: Optional[str], readonly: bool = False):  # noqa: ANN202
+    from activeeval.session.base import open_session
 
-    return Session.open(file, reference=reference)
+    return open_session(file, reference=reference, readonly=readonly)
+
+
+def _open_single(file: Path, reference: Optional[str], what: str):  # noqa: ANN202
+    s = _open(file, reference)
+    if s.KIND != "single":
+        s.close()
+        raise ConfigurationError(
+            f"{str(file)!r} is a ranking session; `{what}` is for single-model sessions (ranking sessions are "
+            "driven by `activeeval rank --session FILE`)"
+        )
+    return s
+
+
+def _fmt(x: Optional[float], digits: int = 4) -> str:
+    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}f}"
 
 
 def _status_line(status) -> str:  # noqa: ANN001
@@ -45,31 +77,86 @@ def _status_line(status) -> str:  # noqa: ANN001
     )
 
 
+_CONDITION_TEXT = {
+    "window": ("items scored", ">=", "window"),
+    "stability": ("R-hat range over the window", "<=", "epsilon1"),
+    "width": ("95% interval width", "<=", "epsilon2"),
+    "budget": ("items scored", ">=", "max-items"),
+}
+
+
+def condition_lines(status) -> list[str]:  # noqa: ANN001
+    """Each stopping condition against its threshold, and what holds the stop back."""
+    lines = ["stopping rule: stop when window, stability and width all hold, or the budget is reached"]
+    for c in status.conditions:
+        label, op, flag = _CONDITION_TEXT.get(c.name, (c.name, "<=", c.name))
+        value = "not yet" if c.value is None else _fmt(c.value, 0 if c.name in ("window", "budget") else 4)
+        lines.append(f"  {c.name:<9}  {label:<28} {value:>8}  {op} {flag} {c.threshold:g}  "
+                     f"{'met' if c.met else 'not met'}")
+    if not any(c.name == "budget" for c in status.conditions):
+        lines.append("  budget     none (set one with --max-items)")
+    if status.stop:
+        lines.append(f"stopped by: {status.stop_reason}")
+    else:
+        waiting = [c.name for c in status.waiting_for if c.rule == "precision"]
+        lines.append(f"waiting for: {', '.join(waiting) if waiting else 'nothing'}")
+    return lines
+
+
+def rank_lines(status) -> list[str]:  # noqa: ANN001
+    """The ranking, each adjacent pair's confidence, ties and the stop."""
+    d = status.to_dict()
+    lines = [f"{'rank':>4}  {'model':<40} {'score':>8}  {'interval':>19} {'items':>6}"]
+    for row in d["ranking"]:
+        lines.append(f"{row['rank']:>4}  {row['model']:<40} {_fmt(row['score'])}  "
+                     f"[{_fmt(row['score_ci_low'])}, {_fmt(row['score_ci_high'])}] {row['items']:>6}")
+    gamma = d["gamma"]
+    for p in d["adjacent_pairs"]:
+        verdict = "decided" if p["decided"] else "tie so far"
+        lines.append(f"P({p['higher']} > {p['lower']}) = {p['confidence']:.3f}  ({verdict} at gamma {gamma:g})")
+    ties = ", ".join(f"{a} ~ {b}" for a, b in d["ties"]) or "none"
+    budget = "none" if d["budget"] is None else f"{d['budget']:g}"
+    lines.append(f"ties: {ties}")
+    lines.append(f"cost spent {d['cost_spent']:g} of budget {budget}; "
+                 + (f"stop: yes ({d['stop_reason']})" if d["stop"] else "stop: no"))
+    return lines
+
+
 @session_app.command("new")
 @cli_errors
 def new(
     file: Path = FILE,
     reference: str = typer.Option(..., "--reference", help="Bundled dataset name or path to a score file."),
-    method: str = typer.Option("bayesame", "--method", help="Estimation method."),
-    epsilon1: float = typer.Option(0.005, "--epsilon1", help="Tolerated range of the estimate over the window."),
-    epsilon2: float = typer.Option(0.03, "--epsilon2", help="Tolerated width of the 95% interval."),
-    window: int = typer.Option(30, "--window", help="Window of the stopping rule (observations)."),
-    max_items: Optional[int] = typer.Option(None, "--max-items", help="Stop after this many items at most."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the item selection (random if omitted)."),
+    method: str = typer.Option("bayesame", "--method", help=METHOD_HELP),
+    epsilon1: float = typer.Option(0.005, "--epsilon1", help=SET_EPSILON1),
+    epsilon2: float = typer.Option(0.03, "--epsilon2", help=SET_EPSILON2),
+    window: int = typer.Option(30, "--window", help=SET_WINDOW),
+    max_items: Optional[int] = typer.Option(None, "--max-items", help=SET_MAX_ITEMS + " [default: none]"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the item selection. [default: random, stored]"),
+    missing: str = MISSING,
+    kind: Optional[str] = KIND,
+    score_range: Optional[tuple[float, float]] = SCORE_RANGE,
+    duplicate_models: Optional[str] = DUPLICATE_MODELS,
+    label: Optional[str] = LABEL,
 ) -> None:
     """Create a session FILE against reference data."""
     from activeeval.session import Session
 
     with Session.create(
         file, reference, method=method, epsilon1=epsilon1, epsilon2=epsilon2, window=window,
-        max_items=max_items, seed=seed,
+        max_items=max_items, seed=seed, missing=missing, label=label,
+        **read_options(kind, score_range, duplicate_models),
     ) as s:
-        ref = s.settings["reference"]
-        kw = s.settings["method_kwargs"]
-        typer.echo(
-            f"created {file}: method {method}, reference {ref['name'] or reference!r} "
-            f"({ref['n_models']} models x {ref['n_items']} items), epsilon2 {kw['epsilon2']:g}, seed {kw['seed']}"
-        )
+        typer.echo(_created_line(file, s, reference))
+
+
+def _created_line(file: Path, s: Any, reference: str) -> str:
+    ref = s.settings["reference"]
+    kw = s.settings["method_kwargs"]
+    return (
+        f"created {file}: method {s.settings.get('method_spec', s.settings['method'])}, reference {ref['name'] or reference!r} "
+        f"({ref['n_models']} models x {ref['n_items']} items), epsilon2 {kw['epsilon2']:g}, seed {kw['seed']}"
+    )
 
 
 @session_app.command("next")
@@ -81,7 +168,7 @@ def next_items(
     reference: Optional[str] = REFERENCE_OVERRIDE,
 ) -> None:
     """Print the next K item ids to score (one per line) and mark them pending."""
-    with _open(file, reference) as s:
+    with _open_single(file, reference, "session next") as s:
         reason = s.stop_reason()
         if reason is not None:
             typer.echo(f"note: the stopping rule is already met ({reason}); more items are optional", err=True)
@@ -99,11 +186,14 @@ def record(
     file: Path = FILE,
     item_id: Optional[str] = typer.Argument(None, help="Item id (omit with --from)."),
     score: Optional[str] = typer.Argument(None, help="The target model's score on the item."),
-    from_file: Optional[Path] = typer.Option(None, "--from", help="Record every score of a file (all or nothing)."),
-    fmt: Optional[str] = typer.Option(
-        None, "--format", help="lm-eval, helm, alpaca-eval or plain (default: from the file name)."
+    from_file: Optional[Path] = typer.Option(
+        None, "--from", help="Record the scores of a results file or folder, for the items handed out by next.",
     ),
-    metric: Optional[str] = typer.Option(None, "--metric", help="lm-eval/HELM metric (default acc / exact_match)."),
+    record_all: bool = typer.Option(False, "--all", help="With --from: also record items never handed out."),
+    fmt: Optional[str] = typer.Option(
+        None, "--format", help="lm-eval, helm, alpaca-eval or plain. [default: from the file name]"
+    ),
+    metric: Optional[str] = typer.Option(None, "--metric", help="lm-eval/HELM metric. [default: acc / exact_match]"),
     task: Optional[str] = typer.Option(None, "--task", help="lm-eval task (when --from is a folder)."),
     filter_name: Optional[str] = typer.Option(None, "--filter", help="lm-eval filter (e.g. strict-match)."),
     split: Optional[str] = typer.Option(None, "--split", help="HELM split."),
@@ -112,7 +202,7 @@ def record(
     score_column: Optional[str] = typer.Option(None, "--score-column", help="Plain files: score column."),
     reference: Optional[str] = REFERENCE_OVERRIDE,
 ) -> None:
-    """Record ITEM_ID SCORE, or every score of a file with --from."""
+    """Record ITEM_ID SCORE, or the scores of a results file with --from (all or nothing)."""
     if from_file is not None:
         if item_id is not None or score is not None:
             raise fail("give either ITEM_ID SCORE or --from FILE, not both")
@@ -124,20 +214,28 @@ def record(
             from_file, kind, metric=metric or default_metric, task=task, filter=filter_name, split=split,
             generator=generator, item_column=item_column, score_column=score_column,
         )
-        with _open(file, reference) as s:
-            n_new, n_same = s.tell_many(scores.items())
+        with _open_single(file, reference, "session record") as s:
+            done = s.record(scores, include_unasked=record_all)
             status = s.status()
-        typer.echo(f"recorded {n_new} score(s) from {from_file} ({n_same} already recorded with the same score)")
+        text = (f"recorded {done.recorded} score(s) from {from_file} ({done.already} already recorded with the "
+                "same score")
+        if done.skipped:
+            unknown = f", {done.unknown} of them not in the reference" if done.unknown else ""
+            text += f"; skipped {len(done.skipped)} not handed out by `next`{unknown}: record them too with --all"
+        typer.echo(text + ")")
         typer.echo(_status_line(status))
         return
+    if record_all:
+        raise ConfigurationError("--all goes with --from FILE")
     if item_id is None or score is None:
         raise fail("give ITEM_ID and SCORE (e.g. `activeeval session record run.aeval mmlu-00012 1`) or --from FILE")
     if any(o is not None for o in (fmt, metric, task, filter_name, split, generator, item_column, score_column)):
         raise ConfigurationError("--format/--metric/--task/--filter/--split/--generator/--*-column need --from FILE")
-    with _open(file, reference) as s:
+    with _open_single(file, reference, "session record") as s:
         new_score = s.tell(item_id, score)  # type: ignore[arg-type]  # validated (and parsed) by the session
         status = s.status()
-    typer.echo(f"recorded {item_id} = {score}" if new_score else f"{item_id} already has score {score}: nothing changed")
+    typer.echo(f"recorded {item_id} = {score}" if new_score
+               else f"{item_id} already has score {score}: nothing changed")
     typer.echo(_status_line(status))
 
 
@@ -148,13 +246,52 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Print the status as JSON."),
     reference: Optional[str] = REFERENCE_OVERRIDE,
 ) -> None:
-    """Estimate, interval, items used, pending items, and whether to stop."""
-    with _open(file, reference) as s:
+    """Estimate, interval, items used, pending items, and each stopping condition against its threshold."""
+    with _open(file, reference, readonly=True) as s:
         st = s.status()
+        extra = {"label": s.label}
+        if s.KIND == "single":
+            extra["stopping"] = s.stopping_settings
     if as_json:
-        print_json(st.to_dict())
-    else:
-        typer.echo(_status_line(st))
+        print_json({**st.to_dict(), **extra})
+        return
+    if extra["label"]:
+        typer.echo(f"model: {extra['label']}")
+    if s.KIND == "rank":
+        for line in rank_lines(st):
+            typer.echo(line)
+        return
+    typer.echo(_status_line(st))
+    for line in condition_lines(st):
+        typer.echo(line)
+
+
+@session_app.command("set")
+@cli_errors
+def set_settings(
+    file: Path = FILE,
+    epsilon1: Optional[float] = typer.Option(None, "--epsilon1", help=SET_EPSILON1),
+    epsilon2: Optional[float] = typer.Option(None, "--epsilon2", help=SET_EPSILON2),
+    window: Optional[int] = typer.Option(None, "--window", help=SET_WINDOW),
+    max_items: Optional[int] = typer.Option(None, "--max-items", help=SET_MAX_ITEMS),
+    reference: Optional[str] = REFERENCE_OVERRIDE,
+) -> None:
+    """Change the stopping rule or the budget of a session (recorded in the journal)."""
+    if all(v is None for v in (epsilon1, epsilon2, window, max_items)):
+        raise ConfigurationError("give at least one of --epsilon1, --epsilon2, --window, --max-items")
+    with _open_single(file, reference, "session set") as s:
+        before = s.stopping_settings
+        changed = s.change_settings(epsilon1=epsilon1, epsilon2=epsilon2, window=window, max_items=max_items)
+        st = s.status()
+    _echo_changes(before, changed)
+    typer.echo(_status_line(st))
+
+
+def _echo_changes(before: dict[str, Any], changed: dict[str, Any]) -> None:
+    if not changed:
+        typer.echo("nothing changed (the session already has these settings)")
+    for k, v in changed.items():
+        typer.echo(f"changed {k.replace('_', '-')}: {before[k]} -> {v} (recorded in the journal)")
 
 
 @session_app.command("history")
@@ -164,15 +301,20 @@ def history(
     as_json: bool = typer.Option(False, "--json", help="Print the events as JSON."),
     reference: Optional[str] = REFERENCE_OVERRIDE,
 ) -> None:
-    """Every ask/tell event of the journal, oldest first."""
-    with _open(file, reference) as s:
+    """Every ask/tell event and settings change of the journal, oldest first."""
+    with _open(file, reference, readonly=True) as s:
         events = s.history()
     if as_json:
         print_json(events)
         return
     for e in events:
+        if e["kind"] == "set":
+            changes = ", ".join(f"{k}={v}" for k, v in e["settings"].items())
+            typer.echo(f"{'':>6} {e['time']} set  {changes}")
+            continue
         score = "" if e["score"] is None else f" {e['score']:g}"
-        typer.echo(f"{e['seq']:>6} {e['time']} {e['kind']:<4} {e['item_id']}{score}")
+        model = f"{e['model']} " if e.get("model") else ""
+        typer.echo(f"{e['seq']:>6} {e['time']} {e['kind']:<4} {model}{e['item_id']}{score}")
 
 
 @session_app.command("report")
@@ -182,82 +324,159 @@ def report(
     out: Path = typer.Option(..., "--out", help="HTML file to write."),
     reference: Optional[str] = REFERENCE_OVERRIDE,
 ) -> None:
-    """Write a self-contained HTML report (trajectory plot, items used, settings)."""
-    from activeeval.session.report import write_report
+    """Write a self-contained HTML report (result, settings, trajectory plot, items used)."""
+    from activeeval.session.report import plot_available, write_report
 
-    with _open(file, reference) as s:
+    with _open(file, reference, readonly=True) as s:
+        if s.KIND != "single":
+            raise ConfigurationError(f"{str(file)!r} is a ranking session; reports are for single-model sessions")
         write_report(s, out)
+    if not plot_available():
+        typer.echo('note: matplotlib is not installed, so the report has no plot (pip install "activeeval[plot]")',
+                   err=True)
     typer.echo(f"wrote {out}")
 
 
 @app.command("run")
 @cli_errors
 def run(
-    scorer: str = typer.Option(..., "--scorer", help="Command scoring one item, with {item_id}; prints the score."),
     session: Path = typer.Option(..., "--session", help="Session file (created if absent, resumed otherwise)."),
+    scorer: Optional[str] = h.SCORER,
+    harness: Optional[str] = h.HARNESS,
     reference: Optional[str] = typer.Option(
         None, "--reference", help="Bundled dataset name or score file (needed to create the session)."
     ),
-    method: Optional[str] = typer.Option(None, "--method", help="Estimation method (default bayesame)."),
-    epsilon1: Optional[float] = typer.Option(None, "--epsilon1", help="Tolerated estimate range (default 0.005)."),
-    epsilon2: Optional[float] = typer.Option(None, "--epsilon2", help="Tolerated 95% interval width (default 0.03)."),
-    max_items: Optional[int] = typer.Option(None, "--max-items", help="Budget: stop after this many items."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Selection seed (random if omitted)."),
-    jobs: int = typer.Option(1, "--jobs", "-j", help="Scorers to run concurrently."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds allowed per scorer call."),
+    method: Optional[str] = typer.Option(None, "--method", help=METHOD_HELP + " [default: bayesame]"),
+    epsilon1: Optional[float] = typer.Option(None, "--epsilon1", help=SET_EPSILON1 + " [default: 0.005]"),
+    epsilon2: Optional[float] = typer.Option(None, "--epsilon2", help=SET_EPSILON2 + " [default: 0.03]"),
+    window: Optional[int] = typer.Option(None, "--window", help=SET_WINDOW + " [default: 30]"),
+    max_items: Optional[int] = typer.Option(None, "--max-items", help=SET_MAX_ITEMS + " [default: none]"),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Selection seed. [default: random, stored]"),
+    missing: Optional[str] = typer.Option(None, "--missing", help=MISSING.help + " [default: models]"),
+    kind: Optional[str] = KIND,
+    score_range: Optional[tuple[float, float]] = SCORE_RANGE,
+    duplicate_models: Optional[str] = DUPLICATE_MODELS,
+    label: Optional[str] = LABEL,
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Scorer commands to run concurrently (--scorer)."),
+    k: int = typer.Option(8, "--k", "-k", help="Items per lm-eval call (--harness lm-eval)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds allowed per scorer call. [default: none]"),
+    model: Optional[str] = h.LM_MODEL,
+    model_args: str = h.LM_MODEL_ARGS,
+    task: Optional[str] = h.LM_TASK,
+    metric: Optional[str] = h.LM_METRIC,
+    filter_name: Optional[str] = h.LM_FILTER,
+    include_path: Optional[list[str]] = h.LM_INCLUDE,
+    num_fewshot: Optional[int] = h.LM_FEWSHOT,
+    batch_size: Optional[str] = h.LM_BATCH,
+    device: Optional[str] = h.LM_DEVICE,
+    gen_kwargs: Optional[str] = h.LM_GEN,
+    apply_chat_template: bool = h.LM_CHAT,
     as_json: bool = typer.Option(False, "--json", help="Print the final status as JSON."),
 ) -> None:
-    """Score items with an external command until the stopping rule is met (re-run to resume)."""
-    from activeeval.session import Session
-    from activeeval.session.runner import Scorer, drive
+    """Score items with a command or lm-eval until the stopping rule is met (re-run to resume).
 
-    sc = Scorer(scorer, timeout=timeout)
-    if jobs < 1:
-        raise ConfigurationError(f"--jobs must be at least 1, got {jobs}")
-    given = {"method": method, "epsilon1": epsilon1, "epsilon2": epsilon2, "n_max": max_items, "seed": seed}
+    On a resumed session, --epsilon1/--epsilon2/--window/--max-items change the stopping rule (recorded in
+    the journal); the other settings must match the session's.
+    """
+    from activeeval.session import Session
+    from activeeval.session.runner import check_jobs
+
+    check_jobs(jobs)
+    if k < 1:
+        raise ConfigurationError(f"--k must be a positive integer, got {k}")
+    if harness is None and k != 8:
+        raise ConfigurationError("--k goes with --harness lm-eval; with --scorer, --jobs sets the batch")
+    sc = h.make_scorer(
+        scorer, harness, timeout=timeout, jobs=jobs, model=model, model_args=model_args, task=task, metric=metric,
+        filter_name=filter_name, include_path=include_path, num_fewshot=num_fewshot, batch_size=batch_size,
+        device=device, gen_kwargs=gen_kwargs, apply_chat_template=apply_chat_template,
+    )
+    batch = jobs if harness is None else k
+    read = read_options(kind, score_range, duplicate_models)
+    stopping = {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window, "max_items": max_items}
     if session.exists():
-        s = Session.open(session, reference=reference)
-        stored = {"method": s.settings["method"], **s.settings["method_kwargs"]}
-        clash = [f"--{k.replace('n_max', 'max-items').replace('_', '-')} {v} (session has {stored.get(k)})"
-                 for k, v in given.items() if v is not None and v != stored.get(k)]
-        if clash:
+        s = _open_single(session, reference, "run")
+        try:
+            _check_resume(s, session, reference, method, seed, missing, label, read)
+            before = s.stopping_settings
+            changed = s.change_settings(**stopping)
+        except BaseException:
             s.close()
-            raise ConfigurationError(
-                f"session {str(session)!r} exists with other settings: {'; '.join(clash)}; drop these options "
-                "to resume it, or choose a new --session file"
-            )
+            raise
+        if changed:
+            _echo_changes(before, changed)
     else:
         if reference is None:
             raise ConfigurationError(f"session {str(session)!r} does not exist yet: give --reference to create it")
         s = Session.create(
             session, reference, method=method or "bayesame",
             epsilon1=0.005 if epsilon1 is None else epsilon1, epsilon2=0.03 if epsilon2 is None else epsilon2,
-            max_items=max_items, seed=seed,
+            window=30 if window is None else window, max_items=max_items, seed=seed, missing=missing or "models",
+            label=label, **read,
         )
     with s:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        n_total = s.settings["method_kwargs"].get("n_max") or s.settings["reference"]["n_items"]
-        progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=Console(stderr=True), disable=not sys.stderr.isatty(), transient=False,
-        )
-
-        def describe(sess: Session) -> str:
-            e = sess.estimate()
-            lo, hi = e.ci()
-            return f"estimate {e.mean:.3f} [{lo:.3f}, {hi:.3f}]"
-
-        with progress:
-            task = progress.add_task(describe(s), total=n_total, completed=len(s.observations))
-
-            def on_record(sess: Session) -> None:
-                progress.update(task, completed=len(sess.observations), description=describe(sess))
-
-            drive(s, sc, jobs=jobs, on_record=on_record)
+        _drive_with_progress(s, sc, batch)
         st = s.status()
     if as_json:
         print_json(st.to_dict())
     else:
         typer.echo(_status_line(st))
+
+
+def _check_resume(s: Any, session: Path, reference: Optional[str], method: Optional[str], seed: Optional[int],
+                  missing: Optional[str], label: Optional[str], read: dict[str, Any]) -> None:
+    """Refuse options that contradict the stored settings (they would need a new session)."""
+    from activeeval.session.base import resolve_method
+
+    st = s.settings
+    clash = []
+    stored_spec = st.get("method_spec", st["method"])  # format-1 files store the name only
+    if method is not None and resolve_method(method)[2] != stored_spec:
+        clash.append(f"--method {method} (session has {stored_spec})")
+    if seed is not None and seed != st["method_kwargs"].get("seed"):
+        clash.append(f"--seed {seed} (session has {st['method_kwargs'].get('seed')})")
+    if missing is not None and missing != st.get("missing", "models"):
+        clash.append(f"--missing {missing} (session has {st.get('missing', 'models')})")
+    if label is not None and label != st.get("label"):
+        clash.append(f"--label {label} (session has {st.get('label')})")
+    stored_read = (st["reference_source"].get("read") or {})
+    from activeeval.session.reference import check_read_options
+
+    for key, value in check_read_options(read).items():
+        if stored_read.get(key) != value:
+            flag = key.replace("_", "-")
+            clash.append(f"--{flag} {value} (session has {stored_read.get(key)})")
+    if clash:
+        raise ConfigurationError(
+            f"session {str(session)!r} exists with other settings: {'; '.join(clash)}; drop these options "
+            "to resume it, or choose a new --session file (--epsilon1/--epsilon2/--window/--max-items may change)"
+        )
+
+
+def _drive_with_progress(s: Any, sc: Any, batch: int) -> None:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from activeeval.session.runner import drive
+
+    n_total = s.stopping_settings["max_items"] or s.settings["reference"]["n_items"]
+    progress = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True), disable=not sys.stderr.isatty(), transient=False,
+    )
+
+    def describe(sess: Any) -> str:
+        e = sess.estimate()
+        lo, hi = e.ci()
+        return f"estimate {e.mean:.3f} [{lo:.3f}, {hi:.3f}]"
+
+    try:
+        with progress:
+            task = progress.add_task(describe(s), total=n_total, completed=len(s.observations))
+
+            def on_record(sess: Any) -> None:
+                progress.update(task, completed=len(sess.observations), description=describe(sess))
+
+            drive(s, sc, jobs=batch, on_record=on_record)
+    except KeyboardInterrupt:
+        raise interrupted(len(s.observations)) from None

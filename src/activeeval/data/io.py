@@ -26,12 +26,23 @@ from pathlib import Path
 from typing import IO, Literal
 
 import numpy as np
-import pandas as pd
 
 from activeeval.data.matrix import ScoreKind, ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError, InvalidScoresError
 
 __all__ = ["ITEM_ALIASES", "MODEL_ALIASES", "SCORE_ALIASES", "read_scores", "write_scores"]
+
+
+class _LazyPandas:
+    """pandas, imported on first use: a session command that needs no file costs no pandas import (~0.2 s)."""
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        import pandas
+
+        return getattr(pandas, name)
+
+
+pd = _LazyPandas()
 
 Layout = Literal["wide", "long"]
 DuplicatePolicy = Literal["error", "drop_identical"]

@@ -15,8 +15,8 @@ Bayesian-ridge decomposition per n instead of one per n and target, say);
 BayesAME-RS is not run where it would repeat BayesAME exactly.
 
 Methods are given as specs, a registry name with optional constructor
-options: ``"bayesame[noise=learned]"`` runs BayesAME with ``noise="learned"``
-under that label, next to ``"bayesame"`` if both are listed.
+options: ``"bayesame-paper[noise=learned]"`` runs the paper's BayesAME with
+``noise="learned"`` under that label, next to ``"bayesame-paper"`` if both are listed.
 
 Backends: ``local`` (processes via :mod:`concurrent.futures`; all cores by
 default; ``workers=1`` runs in this process), ``ray`` and ``dask``

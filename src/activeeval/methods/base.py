@@ -262,6 +262,11 @@ class BaseMethod(ABC):
     def unobserved(self) -> np.ndarray:
         return np.flatnonzero(~self._observed)
 
+    def frozen_options(self) -> dict:
+        """Constructor options that rebuild what this method derived from the reference alone, without
+        deriving it again (JSON-serialisable). A session stores them at creation; empty by default."""
+        return {}
+
     # ------------------------------------------------------- for subclasses
     def _bounds(self) -> tuple[float, float] | None:
         return self.reference.score_range

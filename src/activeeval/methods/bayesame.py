@@ -222,10 +222,11 @@ class BayesAME(BaseMethod):
         "auto": switch to random items and the design-based estimate when the
         references do not describe the target, at any n up to ``switch_until``:
         its 95 % interval lies wholly outside the range of the reference
-        models' full-benchmark scores (pseudo-targets drawn from the
-        references cannot vouch for the model there), or (from n = 10 on) its
-        interval scale exceeds 4, i.e. its scores vary twice as much as the
-        model expects.
+        models' full-benchmark scores, or (from n = 10 on) it scores
+        significantly above (or below) every reference model on the items
+        scored so far — pseudo-targets drawn from the references cannot vouch
+        for the model there — or (from n = 10 on) its interval scale exceeds
+        4, i.e. its scores vary twice as much as the model expects.
         "off": never.
     switch_until : int, optional
         Last n at which the switch can happen (default max(50, N / 10)); a
@@ -250,6 +251,9 @@ class BayesAME(BaseMethod):
         "model" (the posterior mean of each item, clipped to the score range)
         and "near" (each item's mean score over the 10 % of references whose
         full score is nearest the current estimate); "none" (or None) for the plain mean.
+    warmup : int
+        Draw the first ``warmup`` items at random (they then enter the
+        design-based estimate if the target is found outside the references).
     tolerance : float, optional
         Rounding tolerance for bucketing continuous scores (default 1e-3 of the range).
     cache_mb : float
@@ -281,6 +285,7 @@ class BayesAME(BaseMethod):
         linear: bool = True,
         scale_prior: float = SCALE_PRIOR,
         controls: str | None = "model+near",
+        warmup: int = 0,
         tolerance: float | None = None,
         cache_mb: float = 256.0,
     ) -> None:
@@ -295,6 +300,9 @@ class BayesAME(BaseMethod):
         for label, value, low in (("n_pseudo", n_pseudo, 1), ("fit_items", fit_items, 2), ("fit_seed", fit_seed, 0)):
             if int(value) != value or value < low:
                 raise ConfigurationError(f"{label} must be an integer >= {low}, got {value}")
+        if int(warmup) != warmup or warmup < 0:
+            raise ConfigurationError(f"warmup must be a non-negative integer, got {warmup}")
+        self.warmup = int(warmup)
         if switch_until is not None and (int(switch_until) != switch_until or switch_until < 0):
             raise ConfigurationError(f"switch_until must be a non-negative integer, got {switch_until}")
         if not (np.isfinite(scale_prior) and scale_prior > 0):
@@ -374,15 +382,17 @@ class BayesAME(BaseMethod):
                 f"controls must be 'none' or some of {', '.join(known)} joined by '+', e.g. 'model+near'; "
                 f"got {controls!r}"
             )
-        # the first candidate b: the model's own prediction where it is a control variate
-        self._design = Prequential(
-            self.n_items, n_controls=len(self.controls), b_prior=np.array([float(c == "model") for c in self.controls])
-        )
+        self._design = Prequential(self.n_items, n_controls=len(self.controls))
         self._order: np.ndarray | None = None
         self._ref_full = full
         self._n_near = max(3, int(round(0.1 * ref.n_models)))
         self._z2 = 0.0
         self._sum_obs = 0.0
+        self._sum_sq = 0.0
+        # per reference model: Σ s_j and Σ s·s_j, Σ s_j² over the observed items (the paired comparison)
+        self._ref_sum = np.zeros(ref.n_models)
+        self._ref_cross = np.zeros(ref.n_models)
+        self._ref_sq = np.zeros(ref.n_models)
         self._worst_var = (width / 2.0) ** 2
 
     # ------------------------------------------------------------ kernel rows
@@ -425,7 +435,11 @@ class BayesAME(BaseMethod):
     @property
     def random_items(self) -> bool:
         """Whether the next item is drawn uniformly at random."""
-        return self.mode == "design" or self.selection == "random"
+        return self.mode == "design" or self.selection == "random" or self.n_observed < self.warmup
+
+    def frozen_options(self) -> dict:
+        """The reference fit and the calibration, to rebuild this method without computing them again."""
+        return {"hyperparameters": self.fit_.to_dict(), "calibration": self.calibration_.to_dict()}
 
     def information_gains(self) -> np.ndarray:
         """Eq. 6 for one unobserved item of each bucket, shape (B,) (0 where none is left)."""
@@ -493,6 +507,11 @@ class BayesAME(BaseMethod):
                 score, self._sum_obs, self.n_items - n, ybar,
                 np.array([p[item] for p in preds]), np.array([float(p[unobserved].sum()) for p in preds]),
             )
+        col = self.reference.scores[:, item]
+        self._ref_sum += col
+        self._ref_cross += score * col
+        self._ref_sq += col * col
+        self._sum_sq += score * score
         innovation, d = post.observe(b, score)
         if self.n_observed >= SCALE_SKIP:  # n_observed still counts the items before this one
             self._z2 += innovation * innovation / d
@@ -529,7 +548,7 @@ class BayesAME(BaseMethod):
         mean, var = self._model_estimate()
         lo, hi = self.reference_range
         half = Z95 * math.sqrt(var)
-        if mean - half > hi or mean + half < lo:
+        if mean - half > hi or mean + half < lo or self._beyond_every_reference():
             self.switch_reason = "outside"
         elif self.n_observed >= 2 * SCALE_SKIP and self.scale > SCALE_SWITCH:
             self.switch_reason = "misfit"
@@ -537,6 +556,24 @@ class BayesAME(BaseMethod):
             return
         self.mode = "design"
         self.switched_at = self.n_observed
+
+    def _beyond_every_reference(self) -> bool:
+        """Whether, on the items scored so far, the target is significantly above (or below) every reference.
+
+        A paired comparison, free of the model: for each reference j the mean
+        difference d̄_j of the target's and j's scores on the same items, with
+        its standard error; "above every reference" when every d̄_j − 1.96 se_j
+        is positive (from n = 10 on). A target better than every reference
+        model on the items so far is outside the range the references span,
+        even while the model's estimate, pulled towards the references, is not.
+        """
+        n = self.n_observed
+        if n < 2 * SCALE_SKIP:
+            return False
+        diff_mean = (self._sum_obs - self._ref_sum) / n
+        diff_sq = (self._sum_sq - 2.0 * self._ref_cross + self._ref_sq) / n
+        se = np.sqrt(np.maximum(diff_sq - diff_mean**2, 0.0) / (n - 1))
+        return bool(np.all(diff_mean - Z95 * se > 0) or np.all(diff_mean + Z95 * se < 0))
 
     # ------------------------------------------------------------ estimate
     def _model_estimate(self) -> tuple[float, float]:

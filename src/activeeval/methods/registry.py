@@ -5,7 +5,7 @@ with BayesAME does not import every baseline's dependencies) or to a factory
 ``f(reference, **kwargs) -> BaseMethod`` registered at run time.
 
 A *method spec* is a name with optional constructor options in brackets,
-``"bayesame[noise=learned,refit_every=25]"``: what the backtest CLI accepts
+``"bayesame-paper[noise=learned,refit_every=25]"``: what the backtest CLI accepts
 in ``--methods``, so that settings of one method can be compared side by side
 (:func:`parse_method_spec`, :func:`split_method_list`).
 """
@@ -134,7 +134,7 @@ def split_method_list(text: str) -> list[str]:
         else:
             current.append(ch)
     if depth != 0:
-        raise ConfigurationError(f"unclosed '[' in the method list {text!r}; e.g. bayesame[noise=learned]")
+        raise ConfigurationError(f"unclosed '[' in the method list {text!r}; e.g. bayesame-paper[noise=learned]")
     parts.append("".join(current))
     return [p.strip() for p in parts if p.strip()]
 
@@ -154,7 +154,7 @@ def _parse_value(text: str) -> Any:
 
 
 def parse_method_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """``"bayesame[noise=learned,refit_every=25]"`` → ``("bayesame", {"noise": "learned", "refit_every": 25})``.
+    """``"bayesame-paper[noise=learned,refit_every=25]"`` → ``("bayesame-paper", {"noise": "learned", "refit_every": 25})``.
 
     Values are read as bool (true/false), None (none), int, float, or else kept as strings.
     The name and keys are not checked against the registry here
@@ -164,7 +164,7 @@ def parse_method_spec(spec: str) -> tuple[str, dict[str, Any]]:
     if match is None:
         raise ConfigurationError(
             f"cannot read the method {spec!r}; write a name with optional options, e.g. bayesame or "
-            "bayesame[noise=learned,refit_every=25]"
+            "bayesame-paper[noise=learned,refit_every=25]"
         )
     name, body = match.group(1), match.group(2)
     options: dict[str, Any] = {}

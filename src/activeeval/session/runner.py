@@ -1,43 +1,75 @@
-"""Drive an external scoring command until a session's stopping rule is met.
+"""Drive a scorer until a session's stopping rule is met.
 
-The command is run once per item, without a shell (``shlex.split``), with
-``{item_id}`` replaced by the item's id in every argument; the last non-empty
-line of its standard output must be the score. With ``jobs > 1`` the session
-is asked for ``jobs`` items at a time and the scorers run concurrently.
+A scorer scores a batch of items: :class:`Scorer` runs an external command
+once per item, or :class:`~activeeval.session.lm_eval_harness.LmEvalHarness`
+runs lm-evaluation-harness on exactly the batch's documents.
 
-Scores are recorded in the order the items were asked, as soon as every
-earlier item of the batch is recorded, so the journal (and hence the
-estimate) does not depend on which scorer finishes first, and an interrupted
-run that is started again continues exactly where it stopped: items asked but
-not recorded are scored first, then the loop goes on.
+The command is run without a shell (``shlex.split``), with ``{item_id}``
+(and, in a ranking session, ``{model}``) replaced in every argument; the last
+non-empty line of its standard output must be the score. With ``jobs > 1``
+the commands of a batch run concurrently.
+
+Scores are recorded in the order the items were asked, so the journal (and
+hence the estimate) does not depend on which scorer finishes first, and an
+interrupted run that is started again continues exactly where it stopped:
+items asked but not recorded are scored first, then the loop goes on. On
+Ctrl-C the running commands are stopped, every score already obtained is
+recorded, and :class:`KeyboardInterrupt` propagates (the CLI prints
+"interrupted: N scores recorded, re-run to resume" and exits 130).
 """
 
 from __future__ import annotations
 
 import shlex
 import subprocess
+import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
 
 from activeeval.exceptions import ActiveEvalError, ConfigurationError, InvalidScoresError
+from activeeval.session.ranking import RankSession
 from activeeval.session.session import Session
 
-__all__ = ["ScorerError", "Scorer", "drive"]
+__all__ = ["ScorerError", "BatchScorer", "Scorer", "Interrupted", "drive", "drive_ranking", "check_jobs"]
 
 PLACEHOLDER = "{item_id}"
+MODEL_PLACEHOLDER = "{model}"
 
 
 class ScorerError(ActiveEvalError):
-    """The scoring command failed, timed out or printed no number."""
+    """The scorer failed, timed out or printed no number."""
+
+
+class BatchScorer(Protocol):
+    """Scores items; a failure of one item is returned in its place, not raised."""
+
+    def score_many(self, item_ids: Sequence[str], model: str | None = None) -> list[float | ScorerError]: ...
+
+    def stop(self) -> None:
+        """Stop whatever is running (on Ctrl-C)."""
+
+
+def check_jobs(jobs: object) -> int:
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ConfigurationError(f"--jobs (jobs=) must be a positive integer, got {jobs!r}")
+    return jobs
 
 
 @dataclass(frozen=True)
 class Scorer:
-    """A scoring command template such as ``"python score.py --item {item_id}"``."""
+    """A scoring command template such as ``"python score.py --item {item_id}"``.
+
+    ``needs_model`` (ranking sessions): the template must also have ``{model}``.
+    """
 
     template: str
     timeout: float | None = None
+    jobs: int = 1
+    needs_model: bool = False
+    _running: set = field(default_factory=set, compare=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         try:
@@ -45,83 +77,198 @@ class Scorer:
         except ValueError as exc:
             raise ConfigurationError(f"cannot parse scorer command {self.template!r}: {exc}") from None
         if not argv:
-            raise ConfigurationError("the scorer command is empty")
-        if not any(PLACEHOLDER in a for a in argv):
-            raise ConfigurationError(
-                f"scorer command {self.template!r} has no {PLACEHOLDER} placeholder; the item to score is passed "
-                f"there, e.g. 'python score.py {PLACEHOLDER}'"
-            )
+            raise ConfigurationError("the scorer command (--scorer) is empty")
+        needed = [PLACEHOLDER] + ([MODEL_PLACEHOLDER] if self.needs_model else [])
+        for ph in needed:
+            if not any(ph in a for a in argv):
+                example = "python score.py {model} {item_id}" if self.needs_model else f"python score.py {PLACEHOLDER}"
+                raise ConfigurationError(
+                    f"scorer command {self.template!r} has no {ph} placeholder; "
+                    + ("the model and the item" if self.needs_model else "the item")
+                    + f" to score are passed there, e.g. '{example}'"
+                )
+        if self.timeout is not None and not self.timeout > 0:
+            raise ConfigurationError(f"--timeout (timeout=) must be a positive number of seconds, got {self.timeout}")
+        check_jobs(self.jobs)
 
-    def argv(self, item_id: str) -> list[str]:
-        return [a.replace(PLACEHOLDER, item_id) for a in shlex.split(self.template)]
+    def argv(self, item_id: str, model: str | None = None) -> list[str]:
+        out = [a.replace(PLACEHOLDER, item_id) for a in shlex.split(self.template)]
+        return [a.replace(MODEL_PLACEHOLDER, model) for a in out] if model is not None else out
 
-    def __call__(self, item_id: str) -> float:
-        argv = self.argv(item_id)
+    def __call__(self, item_id: str, model: str | None = None) -> float:
+        argv = self.argv(item_id, model)
         shown = shlex.join(argv)
+        what = f"item {item_id!r}" + (f" of model {model!r}" if model is not None else "")
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout, check=False)
+            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         except FileNotFoundError:
-            raise ScorerError(f"scorer for item {item_id!r}: command not found: {argv[0]!r} (in {shown!r})") from None
-        except subprocess.TimeoutExpired:
-            raise ScorerError(
-                f"scorer for item {item_id!r} timed out after {self.timeout:g} s: {shown!r}"
-            ) from None
+            raise ScorerError(f"scorer for {what}: command not found: {argv[0]!r} (in {shown!r})") from None
         except OSError as exc:
-            raise ScorerError(f"scorer for item {item_id!r} could not start: {shown!r} ({exc})") from None
+            raise ScorerError(f"scorer for {what} could not start: {shown!r} ({exc})") from None
+        with self._lock:
+            self._running.add(proc)
+        try:
+            stdout, stderr = proc.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise ScorerError(f"scorer for {what} timed out after {self.timeout:g} s: {shown!r}") from None
+        finally:
+            with self._lock:
+                self._running.discard(proc)
         if proc.returncode != 0:
-            tail = " | ".join(line for line in proc.stderr.strip().splitlines()[-3:])
+            tail = " | ".join(line for line in stderr.strip().splitlines()[-3:])
             raise ScorerError(
-                f"scorer failed on item {item_id!r}: {shown!r} exited with code {proc.returncode}"
+                f"scorer failed on {what}: {shown!r} exited with code {proc.returncode}"
                 + (f"; stderr: {tail}" if tail else "")
             )
-        lines = [line.strip() for line in proc.stdout.splitlines() if line.strip()]
+        lines = [line.strip() for line in stdout.splitlines() if line.strip()]
         try:
             return float(lines[-1])
         except (IndexError, ValueError):
             got = repr(lines[-1][:80]) if lines else "nothing"
             raise ScorerError(
-                f"scorer printed no number for item {item_id!r}: {shown!r} printed {got} on stdout; "
+                f"scorer printed no number for {what}: {shown!r} printed {got} on stdout; "
                 "the last line of its output must be the score"
             ) from None
 
+    def _one(self, item_id: str, model: str | None) -> float | ScorerError:
+        try:
+            return self(item_id, model)
+        except ScorerError as exc:
+            return exc
 
-def _record(session: Session, scorer: Scorer, item_id: str, score: float) -> None:
+    def score_many(self, item_ids: Sequence[str], model: str | None = None) -> list[float | ScorerError]:
+        if self.jobs == 1 or len(item_ids) == 1:
+            out: list[float | ScorerError] = []
+            try:
+                for i in item_ids:
+                    out.append(self._one(i, model))
+            except KeyboardInterrupt:
+                raise Interrupted(out) from None
+            return out
+        pool = ThreadPoolExecutor(max_workers=min(self.jobs, len(item_ids)))
+        futures: list[Future] = [pool.submit(self._one, i, model) for i in item_ids]
+        try:
+            return [f.result() for f in futures]
+        except KeyboardInterrupt:
+            raise Interrupted([f.result() if f.done() and not f.cancelled() else None for f in futures]) from None
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def stop(self) -> None:
+        with self._lock:
+            for proc in list(self._running):
+                proc.kill()
+
+
+def _record(session: Session, item_id: str, score: float) -> None:
     try:
         session.tell(item_id, score)
     except InvalidScoresError as exc:
-        raise ScorerError(f"scorer {scorer.template!r} gave an invalid score for item {item_id!r}: {exc}") from None
+        raise ScorerError(f"the scorer gave an invalid score for item {item_id!r}: {exc}") from None
 
 
 def drive(
     session: Session,
-    scorer: Scorer,
+    scorer: BatchScorer | Callable[[str], float],
     *,
     jobs: int = 1,
     on_record: Callable[[Session], None] | None = None,
 ) -> str:
-    """Ask, score and tell until the stopping rule is met; return the stop reason.
+    """Ask ``jobs`` items at a time, score them, tell, until the stopping rule is met; return the stop reason.
 
     On a :class:`ScorerError` every score obtained so far is recorded first
-    (in ask order), then the error is raised.
+    (in ask order), then the error is raised; on Ctrl-C likewise, then
+    :class:`KeyboardInterrupt` is raised again.
     """
-    if int(jobs) != jobs or jobs < 1:
-        raise ConfigurationError(f"jobs must be a positive integer, got {jobs}")
-    with ThreadPoolExecutor(max_workers=int(jobs)) as pool:
-        while True:
-            reason = session.stop_reason()
-            if reason is not None:
-                return reason
-            batch: Sequence[str] = session.pending or [a.item_id for a in session.ask(int(jobs))]
-            futures = [pool.submit(scorer, iid) for iid in batch]
-            failure: ScorerError | None = None
-            for iid, fut in zip(batch, futures):
-                try:
-                    score = fut.result()
-                except ScorerError as exc:
-                    failure = failure or exc
-                    continue
-                _record(session, scorer, iid, score)
-                if on_record is not None:
-                    on_record(session)
-            if failure is not None:
-                raise failure
+    check_jobs(jobs)
+    if not hasattr(scorer, "score_many"):
+        scorer = _Plain(scorer)  # a plain callable item_id -> score
+    while True:
+        reason = session.stop_reason()
+        if reason is not None:
+            return reason
+        budget = session.stopping_settings["max_items"]
+        size = int(jobs) if budget is None else max(1, min(int(jobs), budget - len(session.observations)))
+        batch: Sequence[str] = session.pending or [a.item_id for a in session.ask(size)]
+        try:
+            results = scorer.score_many(batch)
+        except KeyboardInterrupt as exc:
+            scorer.stop()
+            _record_all(session, batch, getattr(exc, "partial", ()), on_record)
+            raise
+        failure = _record_all(session, batch, results, on_record)
+        if failure is not None:
+            raise failure
+
+
+def _record_all(
+    session: Session, batch: Sequence[str], results: Sequence[float | ScorerError | None],
+    on_record: Callable[[Session], None] | None,
+) -> ScorerError | None:
+    """Record every score of ``results`` (in ask order; None = not scored); the first failure, if any."""
+    failure: ScorerError | None = None
+    for iid, result in zip(batch, results):
+        if result is None:
+            continue
+        if isinstance(result, ScorerError):
+            failure = failure or result
+            continue
+        _record(session, iid, result)
+        if on_record is not None:
+            on_record(session)
+    return failure
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a batch; ``partial`` holds the results obtained so far (None where not scored)."""
+
+    def __init__(self, partial: Sequence[float | ScorerError | None]) -> None:
+        super().__init__()
+        self.partial = list(partial)
+
+
+@dataclass(frozen=True)
+class _Plain:
+    func: Callable[[str], float]
+
+    def score_many(self, item_ids: Sequence[str], model: str | None = None) -> list[float | ScorerError]:
+        out: list[float | ScorerError] = []
+        for iid in item_ids:
+            try:
+                out.append(float(self.func(iid)))
+            except ScorerError as exc:
+                out.append(exc)
+        return out
+
+    def stop(self) -> None:
+        pass
+
+
+def drive_ranking(session: RankSession, scorer: BatchScorer, *, on_record: Callable[[RankSession], None] | None = None
+                  ) -> str:
+    """Ask the ranking session for (model, item), score it, tell, until the ranking is done; the stop reason.
+
+    A failure of the scorer raises :class:`ScorerError` (the item stays pending, and is scored first when
+    the session is driven again); Ctrl-C stops the scorer and raises :class:`KeyboardInterrupt`.
+    """
+    while True:
+        asked = session.ask()
+        if asked is None:
+            return str(session.stop_reason())
+        try:
+            (result,) = scorer.score_many([asked.item_id], model=asked.model)
+        except KeyboardInterrupt:
+            scorer.stop()
+            raise
+        if isinstance(result, ScorerError):
+            raise result
+        try:
+            session.tell(asked.model, asked.item_id, result)
+        except InvalidScoresError as exc:
+            raise ScorerError(
+                f"the scorer gave an invalid score for item {asked.item_id!r} of model {asked.model!r}: {exc}"
+            ) from None
+        if on_record is not None:
+            on_record(session)

@@ -17,31 +17,24 @@ exactly what the original would have asked.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
-import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import (
-    ActiveEvalError,
-    ConfigurationError,
-    DuplicateObservationError,
-    StorageError,
-    UnknownDatasetError,
-)
+from activeeval.exceptions import ConfigurationError, DuplicateObservationError, UnknownItemError
 from activeeval.methods.base import BaseMethod
 from activeeval.methods.estimate import Estimate
 from activeeval.methods.registry import make_method
-from activeeval.session.storage import DEFAULT_TIMEOUT, Event, Journal, ReferenceMismatchError, now_iso
+from activeeval.session.base import JournalSession, check_stopping, new_seed, resolve_method
+from activeeval.session.reference import reference_summary
+from activeeval.session.storage import DEFAULT_TIMEOUT, Event, Journal
+from activeeval.stopping import Condition, conditions_of
 
-__all__ = ["Session", "AskedItem", "SessionStatus", "reference_summary"]
+__all__ = ["Session", "AskedItem", "SessionStatus", "RecordSummary", "reference_summary"]
 
 
 @dataclass(frozen=True)
@@ -69,16 +62,29 @@ class AskedItem:
 
 @dataclass(frozen=True)
 class SessionStatus:
-    """A snapshot of a session (see :meth:`Session.status`)."""
+    """Where a session stands (see :meth:`Session.status`).
+
+    ``conditions`` are the stopping conditions against their thresholds
+    (window filled, R̂ range ≤ ε1, interval width ≤ ε2, budget); the stop
+    holds when every "precision" condition is met, or the budget is.
+    """
 
     estimate: Estimate
     pending: tuple[str, ...]
     stop_reason: str | None
     level: float = 0.95
+    conditions: tuple[Condition, ...] = ()
 
     @property
     def stop(self) -> bool:
         return self.stop_reason is not None
+
+    @property
+    def waiting_for(self) -> tuple[Condition, ...]:
+        """The conditions that hold the stop back (empty once stopped)."""
+        if self.stop:
+            return ()
+        return tuple(c for c in self.conditions if not c.met)
 
     def to_dict(self) -> dict[str, Any]:
         lo, hi = self.estimate.ci(self.level)
@@ -92,68 +98,22 @@ class SessionStatus:
             "pending": list(self.pending),
             "stop": self.stop,
             "stop_reason": self.stop_reason,
+            "conditions": [c.to_dict() for c in self.conditions],
+            "waiting_for": [c.name for c in self.waiting_for],
         }
 
 
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+@dataclass(frozen=True)
+class RecordSummary:
+    """What :meth:`Session.record` did: scores recorded, already there, and skipped (never handed out)."""
+
+    recorded: int
+    already: int
+    skipped: tuple[str, ...] = ()
+    unknown: int = 0
 
 
-def reference_summary(matrix: ScoreMatrix) -> dict[str, Any]:
-    """What the journal stores about the reference, to say what changed on a mismatch."""
-    return {
-        "name": matrix.name,
-        "n_models": matrix.n_models,
-        "n_items": matrix.n_items,
-        "kind": matrix.kind,
-        "score_range": list(matrix.score_range) if matrix.score_range is not None else None,
-        "model_ids_sha": _sha(json.dumps(matrix.model_ids)),
-        "item_ids_sha": _sha(json.dumps(matrix.item_ids)),
-        "fingerprint": matrix.fingerprint(),
-    }
-
-
-def _what_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
-    parts = []
-    if old.get("n_models") != new["n_models"] or old.get("model_ids_sha") != new["model_ids_sha"]:
-        parts.append(f"models {old.get('n_models')} -> {new['n_models']} (model ids differ)")
-    if old.get("n_items") != new["n_items"] or old.get("item_ids_sha") != new["item_ids_sha"]:
-        parts.append(f"items {old.get('n_items')} -> {new['n_items']} (item ids differ)")
-    if old.get("kind") != new["kind"]:
-        parts.append(f"kind {old.get('kind')} -> {new['kind']}")
-    if old.get("score_range") != new["score_range"]:
-        parts.append(f"score range {old.get('score_range')} -> {new['score_range']}")
-    return "; ".join(parts) if parts else "same models and items, but some scores differ"
-
-
-def _resolve_reference(reference: str | os.PathLike[str] | ScoreMatrix) -> tuple[ScoreMatrix, dict[str, Any]]:
-    """The matrix and a JSON description of how to load it again."""
-    if isinstance(reference, ScoreMatrix):
-        return reference, {"type": "matrix", "name": reference.name}
-    if not isinstance(reference, (str, os.PathLike)):
-        raise ConfigurationError(
-            f"reference must be a dataset name, a path to a score file or a ScoreMatrix, "
-            f"got {type(reference).__name__}"
-        )
-    from activeeval import datasets  # data layer; imported lazily to keep start-up fast
-
-    text = os.fspath(reference)
-    path = Path(text).expanduser()
-    matrix = datasets.resolve(text)
-    if path.is_file():
-        return matrix, {"type": "file", "path": str(path.resolve())}
-    return matrix, {"type": "dataset", "name": matrix.name or text}
-
-
-def _describe(source: Mapping[str, Any]) -> str:
-    if source.get("type") == "file":
-        return f"file {source['path']!r}"
-    if source.get("type") == "dataset":
-        return f"bundled dataset {source['name']!r}"
-    return f"an in-memory ScoreMatrix ({source.get('name')!r})"
-
-
-class Session:
+class Session(JournalSession):
     """An ask/tell evaluation of one target model, stored in one SQLite file.
 
     Build with :meth:`create` or :meth:`open`, not directly. A session is a
@@ -162,20 +122,7 @@ class Session:
     replays the events others have written.
     """
 
-    def __init__(
-        self,
-        journal: Journal,
-        reference: ScoreMatrix,
-        settings: dict[str, Any],
-    ) -> None:
-        self._journal = journal
-        self._reference = reference
-        self._settings = settings
-        self._method: BaseMethod | None = None
-        self._seq = 0
-        self._pending: dict[str, int | None] = {}
-        self._told: dict[str, float] = {}
-        self._rebuild()
+    KIND = "single"
 
     # ------------------------------------------------------------ creation
     @classmethod
@@ -190,6 +137,11 @@ class Session:
         window: int = 30,
         max_items: int | None = None,
         seed: int | None = None,
+        missing: str = "models",
+        kind: str | None = None,
+        score_range: tuple[float, float] | None = None,
+        duplicate_models: str | None = None,
+        label: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         **method_kwargs: Any,
     ) -> Session:
@@ -204,190 +156,75 @@ class Session:
             :meth:`open`), or a matrix (then :meth:`open` needs it again as
             ``reference=``). Its fingerprint is stored and checked on open.
         method : str
-            A name of :func:`activeeval.methods.registry.make_method`.
+            A method of the registry, optionally with options in brackets:
+            ``"bayesame"``, ``"bayesame-paper[noise=learned]"`` (as ``--method``).
         epsilon1, epsilon2, window, max_items : stopping rule
             Algorithm 1 (R̂ range over ``window`` steps ≤ ``epsilon1`` and
             95 % interval width ≤ ``epsilon2``); ``max_items`` is a budget.
+            Changeable later with :meth:`change_settings`.
         seed : int, optional
             Seeds selection; drawn at random (and stored) when omitted, so
             replaying the journal is always deterministic.
+        missing : {"models", "items"}
+            Missing reference scores: drop the reference models that miss any
+            (the default; the item set stays whole) or the items.
+        kind, score_range, duplicate_models
+            How to read a reference *file* (see :func:`activeeval.read_scores`):
+            ``"binary"``/``"continuous"``, ``(low, high)`` (e.g. ``(0, 100)``
+            for chrF), and ``"error"`` or ``"drop-identical"`` for a model id
+            repeated with identical rows. Stored, and used again on open.
+        label : str, optional
+            The name of the model being evaluated (shown in status and reports).
         timeout : float
             Seconds to wait for another process's write lock.
         **method_kwargs
-            Further keyword arguments of the method (JSON-serialisable).
+            Further options of the method (JSON-serialisable), as in brackets.
         """
-        if seed is None:
-            seed = secrets.randbelow(2**31)
-        if max_items is not None and (int(max_items) != max_items or max_items < 1):
-            raise ConfigurationError(f"max_items must be a positive integer, got {max_items!r}")
+        name, options, spec = resolve_method(method, method_kwargs)
+        check_stopping(epsilon1, epsilon2, window, max_items)
         kwargs: dict[str, Any] = {
             "epsilon1": epsilon1,
             "epsilon2": epsilon2,
             "window": window,
             "n_max": None if max_items is None else int(max_items),
-            "seed": seed,
-            **method_kwargs,
+            "seed": new_seed(seed),
+            **options,
         }
-        try:
-            json.dumps(kwargs)
-        except TypeError as exc:
-            raise ConfigurationError(
-                f"session method arguments must be JSON-serialisable to be stored in the journal ({exc})"
-            ) from None
-        matrix, source = _resolve_reference(reference)
-        make_method(method, matrix, **kwargs)  # validate the configuration before creating any file
-        from activeeval import __version__
-
-        meta = {
-            "method": method,
-            "method_kwargs": kwargs,
-            "reference_source": source,
-            "reference": reference_summary(matrix),
-            "created": now_iso(),
-            "library_version": __version__,
-        }
-        journal = Journal.create(path, meta, timeout=timeout)
-        try:
-            return cls(journal, matrix, meta)
-        except BaseException:
-            journal.close()
-            raise
-
-    @classmethod
-    def open(
-        cls,
-        path: str | os.PathLike[str],
-        *,
-        reference: str | os.PathLike[str] | ScoreMatrix | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-    ) -> Session:
-        """Reopen a session, reloading its reference data and replaying its journal.
-
-        ``reference`` overrides where the reference data is loaded from (a
-        moved file, or a session created from an in-memory matrix); its
-        fingerprint must still match the one stored at creation.
-        """
-        journal = Journal.open(path, timeout=timeout)
-        try:
-            meta = journal.meta()
-            for key in ("method", "method_kwargs", "reference_source", "reference"):
-                if key not in meta:
-                    raise StorageError(f"session file {str(journal.path)!r} is corrupted: setting {key!r} is missing")
-            matrix = cls._load_reference(journal.path, meta, reference)
-            return cls(journal, matrix, meta)
-        except BaseException:
-            journal.close()
-            raise
-
-    @staticmethod
-    def _load_reference(
-        path: Path, meta: Mapping[str, Any], reference: str | os.PathLike[str] | ScoreMatrix | None
-    ) -> ScoreMatrix:
-        source = meta["reference_source"]
-        stored = meta["reference"]
-        hint = (
-            "pass the original data explicitly: Session.open(path, reference=...) "
-            "or `--reference` on the command line"
-        )
-        if reference is not None:
-            matrix, given = _resolve_reference(reference)
-            origin = f"the reference passed to open ({_describe(given)})"
-        elif source.get("type") == "matrix":
-            raise StorageError(
-                f"session {str(path)!r} was created from an in-memory ScoreMatrix ({source.get('name')!r}); "
-                "open it with Session.open(path, reference=<that matrix>)"
-            )
-        elif source.get("type") == "file":
-            ref_path = Path(source["path"])
-            if not ref_path.is_file():
-                raise StorageError(
-                    f"reference file {str(ref_path)!r} of session {str(path)!r} no longer exists; "
-                    f"restore it, or {hint}"
-                )
-            origin = f"reference file {str(ref_path)!r}"
-            try:
-                matrix, _ = _resolve_reference(ref_path)
-            except ActiveEvalError as exc:
-                raise StorageError(f"cannot reload {origin} of session {str(path)!r}: {exc}") from None
-        elif source.get("type") == "dataset":
-            origin = f"bundled dataset {source['name']!r}"
-            try:
-                matrix, _ = _resolve_reference(source["name"])
-            except UnknownDatasetError as exc:
-                raise StorageError(f"cannot reload {origin} of session {str(path)!r}: {exc}; {hint}") from None
-        else:
-            raise StorageError(f"session file {str(path)!r} is corrupted: unknown reference source {source!r}")
-        new = reference_summary(matrix)
-        if new["fingerprint"] != stored.get("fingerprint"):
-            raise ReferenceMismatchError(
-                f"the reference data of session {str(path)!r} changed since the session was created: "
-                f"{origin} has fingerprint {new['fingerprint'][:12]}, the session expects "
-                f"{str(stored.get('fingerprint'))[:12]} ({_what_changed(stored, new)}). Recorded scores are "
-                f"only valid against the original data: restore it and {hint}, or start a new session"
-            )
-        return matrix
+        meta = {"method": name, "method_spec": spec, "method_kwargs": kwargs, "missing": missing, "label": label}
+        read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
+        return cls._create_journal(path, reference, meta, read, timeout)
 
     # -------------------------------------------------------------- replay
-    def _new_method(self) -> BaseMethod:
-        return make_method(self._settings["method"], self._reference, **self._settings["method_kwargs"])
+    def _fresh_state(self) -> BaseMethod:
+        return make_method(self._settings["method"], self._prepared_reference(), **self._settings["method_kwargs"])
 
-    def _rebuild(self) -> None:
-        """Rebuild the method from scratch by replaying the whole journal."""
-        self._method = self._new_method()
-        self._seq = 0
-        self._pending = {}
-        self._told = {}
-        self._apply(self._journal.events())
+    def _observe(self, state: BaseMethod, ev: Event) -> None:
+        state.observe(ev.item_id, float(ev.score))  # type: ignore[arg-type]
 
-    def _apply(self, events: Iterable[Event]) -> None:
-        method = self._method
-        assert method is not None  # internal invariant: set by _rebuild
-        for ev in events:
-            if ev.kind == "tell":
-                try:
-                    method.observe(ev.item_id, float(ev.score))  # type: ignore[arg-type]
-                except ActiveEvalError as exc:
-                    self._method = None
-                    raise StorageError(
-                        f"session file {str(self._journal.path)!r}: journal event {ev.seq} (score {ev.score} for "
-                        f"item {ev.item_id!r}) cannot be replayed ({exc}); the file was altered outside activeeval"
-                    ) from None
-                self._told[ev.item_id] = float(ev.score)  # type: ignore[arg-type]
-                self._pending.pop(ev.item_id, None)
-            elif ev.item_id not in self._told:
-                self._pending.setdefault(ev.item_id, ev.batch)
-            self._seq = ev.seq
-
-    def _sync(self, conn: Any = None) -> BaseMethod:
-        """Catch up with events written since the last call (by anyone)."""
-        if self._method is None:
-            self._rebuild()
-        else:
-            events = Journal.read_events(conn, self._seq) if conn is not None else self._journal.events(self._seq)
-            self._apply(events)
-        assert self._method is not None
-        return self._method
+    def _method(self, conn: Any = None) -> BaseMethod:
+        return self._sync(conn)
 
     # ------------------------------------------------------------- ask/tell
     def ask(self, k: int = 1) -> list[AskedItem]:
         """The next ``k`` items to score, recorded as pending.
 
-        Pending items (asked, not yet told) are excluded, and BayesAME
-        conditions its choice on them. Raises
+        Pending items (asked, not yet told) are excluded, and methods that
+        choose by what is known condition their choice on them. Raises
         :class:`~activeeval.exceptions.SessionStateError` when every item is
         already recorded or pending.
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ConfigurationError(f"k must be a positive integer, got {k!r}")
+            raise ConfigurationError(f"k must be a positive integer (--k on the command line), got {k!r}")
         with self._journal.write("hand out items") as conn:
-            method = self._sync(conn)
-            chosen = method.select_batch(int(k), exclude=list(self._pending))
+            method = self._method(conn)
+            chosen = method.select_batch(int(k), exclude=[iid for _, iid in self._pending])
             batch = Journal.next_batch(conn)
             ids = [method.item_ids[i] for i in chosen]
-            seqs = [Journal.insert(conn, "ask", iid, None, batch) for iid in ids]
+            seqs = [self._journal.insert(conn, "ask", iid, None, batch) for iid in ids]
         for iid, seq in zip(ids, seqs):
-            self._pending[iid] = batch
+            self._pending[("", iid)] = batch
             self._seq = seq
+        self._maybe_snapshot()
         means = method.reference.scores.mean(axis=0)
         return [AskedItem(iid, int(i), {"reference_mean": float(means[i])}) for iid, i in zip(ids, chosen)]
 
@@ -410,17 +247,48 @@ class Session:
         Every observation is validated before anything is written.
         Returns ``(n_recorded, n_already_recorded)``.
         """
-        pairs = list(observations)
+        summary = self._record(list(observations), include_unasked=True)
+        return summary.recorded, summary.already
+
+    def record(
+        self, scores: Mapping[str, float] | Iterable[tuple[str, float]], *, include_unasked: bool = False
+    ) -> RecordSummary:
+        """Record the scores of items handed out by :meth:`ask` (all others too with ``include_unasked``).
+
+        For a results file that covers more than was asked (``record --from``;
+        ``--all`` is ``include_unasked=True``): scores of items never handed
+        out are skipped (and counted) so that the active choice of items is
+        not bypassed; items not in the reference are skipped too (counted in
+        ``unknown``), unless ``include_unasked``, where they are an error.
+        All or nothing, like :meth:`tell_many`.
+        """
+        pairs = list(scores.items()) if isinstance(scores, Mapping) else list(scores)
+        return self._record(pairs, include_unasked=include_unasked)
+
+    def _record(self, pairs: list[tuple[str | int, float]], include_unasked: bool) -> RecordSummary:
+        skipped: list[str] = []
+        n_unknown = 0
         with self._journal.write("record scores") as conn:
-            method = self._sync(conn)
+            method = self._method(conn)
             new: list[tuple[int, str, float]] = []
             seen: dict[str, float] = {}
             n_same = 0
             for item, score in pairs:
+                if not include_unasked:
+                    try:
+                        idx = method.reference.item_index(item)
+                    except UnknownItemError:
+                        n_unknown += 1
+                        skipped.append(str(item))
+                        continue
+                    iid = method.item_ids[idx]
+                    if ("", iid) not in self._pending and ("", iid) not in self._told:
+                        skipped.append(iid)
+                        continue
                 idx = method.reference.item_index(item)
                 iid = method.item_ids[idx]
                 value = method.reference.check_score(score, item=iid)
-                old = self._told.get(iid, seen.get(iid))
+                old = self._told.get(("", iid), seen.get(iid))
                 if old is not None:
                     if value == old:
                         n_same += 1
@@ -432,83 +300,84 @@ class Session:
                 idx, value = method.check_observation(idx, value)
                 seen[iid] = value
                 new.append((idx, iid, value))
-            if not new:
-                return 0, n_same
-            try:
-                last = 0
-                for idx, iid, value in new:
-                    last = Journal.insert(conn, "tell", iid, value, None)
-                    method.observe(idx, value)
-                    self._told[iid] = value
-                    self._pending.pop(iid, None)
-            except BaseException:
-                # The transaction rolls back; the in-memory state may be ahead of it, so rebuild lazily.
-                self._method = None
-                raise
-            self._seq = last
-        return len(new), n_same
+            if new:
+                try:
+                    for idx, iid, value in new:
+                        seq = self._journal.insert(conn, "tell", iid, value, None)
+                        method.observe(idx, value)
+                        self._told[("", iid)] = value
+                        self._digest.add(seq, "", iid, value)
+                        self._pending.pop(("", iid), None)
+                        self._seq = seq
+                except BaseException:
+                    # The transaction rolls back; the in-memory state may be ahead of it, so rebuild lazily.
+                    self._state = None
+                    raise
+        if new:
+            self._maybe_snapshot()
+        return RecordSummary(len(new), n_same, tuple(skipped), n_unknown)
+
+    def change_settings(
+        self,
+        *,
+        epsilon1: float | None = None,
+        epsilon2: float | None = None,
+        window: int | None = None,
+        max_items: int | None = None,
+    ) -> dict[str, Any]:
+        """Change the stopping rule or the budget; recorded in the journal. Returns what changed.
+
+        The method's state does not depend on these, so the scores recorded
+        stay valid; ``status`` applies the new rule at once.
+        """
+        changed = self._record_change(
+            {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window, "n_max": max_items})
+        return {("max_items" if k == "n_max" else k): v for k, v in changed.items()}
 
     # ---------------------------------------------------------------- views
     @property
-    def path(self) -> Path:
-        return self._journal.path
-
-    @property
-    def reference(self) -> ScoreMatrix:
-        return self._reference
-
-    @property
-    def settings(self) -> dict[str, Any]:
-        """A copy of the stored configuration."""
-        return json.loads(json.dumps(self._settings))
-
-    @property
     def pending(self) -> tuple[str, ...]:
         self._sync()
-        return tuple(self._pending)
+        return tuple(iid for _, iid in self._pending)
 
     @property
     def observations(self) -> tuple[tuple[str, float], ...]:
         """Recorded (item_id, score) pairs in the order they were recorded."""
         self._sync()
-        return tuple(self._told.items())
+        return tuple((iid, score) for (_, iid), score in self._told.items())
 
     @property
     def trajectory(self) -> tuple[Estimate, ...]:
         """The estimate after each recorded score, oldest first."""
-        return self._sync().trajectory
+        return self._method().trajectory
 
     @property
     def item_ids(self) -> tuple[str, ...]:
-        return self._sync().item_ids
+        return self._method().item_ids
+
+    @property
+    def method(self) -> BaseMethod:
+        """The rebuilt method (read it; change it only through :meth:`tell`)."""
+        return self._method()
 
     def estimate(self) -> Estimate:
-        return self._sync().estimate()
+        return self._method().estimate()
 
     def stop_reason(self) -> str | None:
-        return self._sync().stop_reason()
+        """Why to stop now ("precision", "budget", "exhausted"), or None, under the rule in force."""
+        method = self._method()
+        if method.n_observed >= method.n_items:
+            return "exhausted"
+        return self.stopping_rule().check(method.trajectory)
 
     def status(self) -> SessionStatus:
-        """Estimate, interval, items used, pending items and the stopping rule."""
-        method = self._sync()
-        return SessionStatus(method.estimate(), tuple(self._pending), method.stop_reason())
-
-    def history(self) -> list[dict[str, Any]]:
-        """Every journal event, oldest first, as plain dicts."""
-        return [
-            {"seq": e.seq, "kind": e.kind, "item_id": e.item_id, "score": e.score, "batch": e.batch, "time": e.created}
-            for e in self._journal.events()
-        ]
-
-    def close(self) -> None:
-        self._journal.close()
-
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        """Estimate, interval, items used, pending items, and each stopping condition against its threshold."""
+        method = self._method()
+        rule = self.stopping_rule()
+        return SessionStatus(
+            method.estimate(), tuple(iid for _, iid in self._pending), self.stop_reason(),
+            conditions=conditions_of(rule, method.trajectory),
+        )
 
     def __repr__(self) -> str:
         return f"Session({str(self.path)!r}, method={self._settings['method']!r}, n_used={len(self._told)})"
-

@@ -1,28 +1,46 @@
 """The session journal: one SQLite file per session.
 
-Layout (``FORMAT_VERSION`` 1):
+Layout (``FORMAT_VERSION`` 2):
 
 * ``meta(key TEXT PRIMARY KEY, value TEXT)``: JSON values written once at
-  creation: the method name and its keyword arguments (seed included), how to
-  reload the reference data and its fingerprint, creation time, library
-  version.
-* ``events(seq INTEGER PRIMARY KEY AUTOINCREMENT, kind, item_id, score, batch,
-  created)``: append-only. ``kind`` is ``'ask'`` (an item handed out, score
-  NULL) or ``'tell'`` (a recorded score). A partial unique index makes a
-  second ``tell`` of one item impossible at the database level, whoever
-  writes it.
+  creation: the session kind, the method spec and its keyword arguments (seed
+  included), how to reload the reference data and its fingerprint, creation
+  time, library version, and ``checksum``, a SHA-256 of all the others.
+* ``events(seq INTEGER PRIMARY KEY AUTOINCREMENT, kind, target, item_id,
+  score, batch, created, chain)``: append-only. ``kind`` is ``'ask'`` (an
+  item handed out, score NULL) or ``'tell'`` (a recorded score); ``target``
+  is the model evaluated ('' in a single-target session, the model id in a
+  ranking session). A partial unique index makes a second ``tell`` of one
+  (target, item) impossible at the database level, whoever writes it.
+  ``chain`` is a hash chain: SHA-256 of the previous row's chain and this
+  row's values, so a row altered, removed or reordered outside activeeval is
+  detected when the journal is read.
+* ``changes(seq, after_event, settings, created, chain)``: changes of the
+  stopping rule or budget made on resume (``--epsilon2``, ``--max-items``),
+  as JSON, each after the event ``after_event``; checksummed like events.
+* ``snapshots``: at most one row, a cache of the rebuilt method state (see
+  :mod:`activeeval.session.snapshot`); never needed for correctness.
 
-Durability and concurrency: WAL journal mode with ``synchronous=FULL`` (a
+Version 1 files (no ``target``/``chain`` columns, no ``changes``/``snapshots``
+tables, WAL mode) are still read and written; the missing tables are created
+by the first write that needs them.
+
+Durability and concurrency: rollback-journal mode with ``synchronous=FULL`` (a
 committed ``tell`` survives a crash of the process and of the machine); every
 write runs in ``BEGIN IMMEDIATE`` so two processes serialise their writes
 instead of losing one; a connection waits ``timeout`` seconds for the lock and
-then raises :class:`StorageError` naming the file. Rows are never updated or
-deleted.
+then raises :class:`StorageError` naming the file. Read-only opens
+(``readonly=True``) use SQLite's read-only mode: they never create, convert or
+change a file (a WAL-mode reader would leave ``-wal``/``-shm`` files behind,
+which is why new files use the rollback journal). Every open runs
+``PRAGMA quick_check`` and verifies the checksums, so a damaged file gives a
+clean "corrupted" error instead of wrong numbers or a traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import sqlite3
@@ -34,28 +52,47 @@ from typing import Any
 
 from activeeval.exceptions import StorageError
 
-__all__ = ["Event", "Journal", "FORMAT_VERSION", "ReferenceMismatchError"]
+__all__ = ["Event", "Change", "Journal", "FORMAT_VERSION", "ReferenceMismatchError", "CorruptedSessionError"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 DEFAULT_TIMEOUT = 10.0
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 _SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE events (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     kind TEXT NOT NULL CHECK (kind IN ('ask', 'tell')),
+    target TEXT NOT NULL DEFAULT '',
     item_id TEXT NOT NULL,
     score REAL,
     batch INTEGER,
     created TEXT NOT NULL,
+    chain TEXT NOT NULL,
     CHECK ((kind = 'tell') = (score IS NOT NULL))
 );
-CREATE UNIQUE INDEX one_tell_per_item ON events(item_id) WHERE kind = 'tell';
+CREATE UNIQUE INDEX one_tell_per_item ON events(target, item_id) WHERE kind = 'tell';
 """
+# Tables a version-1 file lacks; created (IF NOT EXISTS) by the first write that needs them.
+_CHANGES_SCHEMA = """
+CREATE TABLE IF NOT EXISTS changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, after_event INTEGER NOT NULL, settings TEXT NOT NULL,
+    created TEXT NOT NULL, chain TEXT NOT NULL
+)"""
+_SNAPSHOTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS snapshots (
+    id INTEGER PRIMARY KEY CHECK (id = 1), upto INTEGER NOT NULL, key TEXT NOT NULL,
+    info TEXT NOT NULL, checksum TEXT NOT NULL, data BLOB NOT NULL, created TEXT NOT NULL
+)"""
 
 
 class ReferenceMismatchError(StorageError):
     """The reference data changed since the session was created."""
+
+
+class CorruptedSessionError(StorageError):
+    """The session file is damaged (or was altered outside activeeval)."""
 
 
 @dataclass(frozen=True)
@@ -68,10 +105,40 @@ class Event:
     score: float | None
     batch: int | None
     created: str
+    target: str = ""
+
+
+@dataclass(frozen=True)
+class Change:
+    """A change of settings (stopping rule, budget) recorded after event ``after_event``."""
+
+    seq: int
+    after_event: int
+    settings: dict[str, Any]
+    created: str
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The stored snapshot row: valid for the journal up to event ``upto`` if ``key`` matches."""
+
+    upto: int
+    key: str
+    info: dict[str, Any]
+    checksum: str
+    data: bytes
 
 
 def now_iso() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256("\x1f".join(map(repr, parts)).encode()).hexdigest()[:32]
+
+
+def _meta_checksum(rows: dict[str, str]) -> str:
+    return _digest(*(f"{k}={rows[k]}" for k in sorted(rows) if k != "checksum"))
 
 
 class Journal:
@@ -81,10 +148,16 @@ class Journal:
     connection.
     """
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, timeout: float) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection, timeout: float, readonly: bool) -> None:
         self.path = path
         self._conn = conn
         self.timeout = timeout
+        self.readonly = readonly
+        self._version = 0
+        self._columns: set[str] = set()
+        self._tables: set[str] = set()
+        self._chain_seq = 0  # events verified so far (the chain is checked once per row and connection)
+        self._chain_last = ""
 
     # ----------------------------------------------------------- lifecycle
     @classmethod
@@ -105,13 +178,12 @@ class Journal:
         try:
             conn = sqlite3.connect(tmp, timeout=timeout, isolation_level=None)
             try:
-                conn.executescript(_SCHEMA)
+                conn.execute("PRAGMA journal_mode = DELETE")
+                conn.executescript(_SCHEMA + ";" + _CHANGES_SCHEMA + ";" + _SNAPSHOTS_SCHEMA)
                 conn.execute("BEGIN IMMEDIATE")
-                rows = {"format_version": FORMAT_VERSION, **meta}
-                conn.executemany(
-                    "INSERT INTO meta(key, value) VALUES (?, ?)",
-                    [(k, json.dumps(v, sort_keys=True)) for k, v in rows.items()],
-                )
+                rows = {k: json.dumps(v, sort_keys=True) for k, v in {"format_version": FORMAT_VERSION, **meta}.items()}
+                rows["checksum"] = json.dumps(_meta_checksum(rows))
+                conn.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", list(rows.items()))
                 conn.execute("COMMIT")
             finally:
                 conn.close()
@@ -129,49 +201,93 @@ class Journal:
         return cls.open(p, timeout=timeout)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT) -> Journal:
+    def open(cls, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT, readonly: bool = False) -> Journal:
         p = Path(path)
         if not p.is_file():
             raise StorageError(
                 f"no session file {str(p)!r}; create one with Session.create(...) or `activeeval session new`"
             )
         try:
-            conn = sqlite3.connect(p, timeout=timeout, isolation_level=None)
-        except sqlite3.Error as exc:
-            raise StorageError(f"cannot open session file {str(p)!r}: {exc}") from None
-        journal = cls(p, conn, timeout)
+            with open(p, "rb") as fh:
+                head = fh.read(100)
+        except OSError as exc:
+            raise StorageError(f"cannot read session file {str(p)!r}: {exc}") from None
+        if not head:
+            raise StorageError(f"{str(p)!r} is empty (0 bytes), not an activeeval session file; remove it or "
+                               "choose another path")
+        if not head.startswith(_SQLITE_MAGIC):
+            raise StorageError(f"{str(p)!r} is not an activeeval session file, or it is corrupted "
+                               "(file is not a database)")
+        # A writer that crashed mid-transaction leaves a hot journal: reading then needs SQLite's recovery,
+        # which rolls the unfinished write back, so that one read-only open connects read-write (the
+        # committed data are unchanged; the journal object still refuses writes).
+        hot = readonly and Path(str(p) + "-journal").exists()
+        conn = cls._connect(p, timeout, readonly and not hot, wal=len(head) > 19 and head[18:20] == b"\x02\x02")
+        journal = cls(p, conn, timeout, readonly)
         try:
             conn.execute("PRAGMA busy_timeout = %d" % int(timeout * 1000))
-            conn.execute("PRAGMA journal_mode = WAL").fetchone()
-            conn.execute("PRAGMA synchronous = FULL")
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        except sqlite3.OperationalError as exc:
+            if not readonly:
+                # New files use the rollback journal; a version-1 (WAL) file is converted on its first write open
+                # (if another process has it open, it stays in WAL mode, which works as before).
+                with contextlib.suppress(sqlite3.OperationalError):
+                    conn.execute("PRAGMA journal_mode = DELETE").fetchone()
+                conn.execute("PRAGMA synchronous = FULL")
+            problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+            if problems != ["ok"]:
+                raise CorruptedSessionError(journal._corrupted("; ".join(map(str, problems))))
+            journal._tables = {r[0] for r in journal._query("SELECT name FROM sqlite_master WHERE type = 'table'",
+                                                             what="read its layout")}
+        except StorageError:
+            conn.close()
+            raise
+        except sqlite3.Error as exc:
             conn.close()
             raise journal._locked_or(exc, "open") from None
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            raise StorageError(
-                f"{str(p)!r} is not an activeeval session file, or it is corrupted ({exc})"
-            ) from None
-        if not {"meta", "events"} <= tables:
+        if not {"meta", "events"} <= journal._tables:
             conn.close()
             raise StorageError(
                 f"{str(p)!r} is an SQLite file but not an activeeval session (no meta/events tables)"
             )
-        meta = journal.meta()
-        version = meta.get("format_version")
-        if version != FORMAT_VERSION:
+        try:
+            meta = journal.meta()
+            version = meta.get("format_version")
+            if version not in READABLE_VERSIONS:
+                raise StorageError(
+                    f"session file {str(p)!r} has format version {version!r}; this activeeval reads versions "
+                    f"{', '.join(map(str, READABLE_VERSIONS))} (upgrade activeeval, or finish the session with the "
+                    "version that created it)"
+                )
+            journal._version = int(version)
+            journal._columns = {r[1] for r in journal._query("PRAGMA table_info(events)", what="read its layout")}
+        except BaseException:
             conn.close()
-            raise StorageError(
-                f"session file {str(p)!r} has format version {version!r}; this activeeval reads version "
-                f"{FORMAT_VERSION} (upgrade activeeval, or finish the session with the version that created it)"
-            )
+            raise
         return journal
+
+    @staticmethod
+    def _connect(p: Path, timeout: float, readonly: bool, wal: bool) -> sqlite3.Connection:
+        try:
+            if not readonly:
+                return sqlite3.connect(p, timeout=timeout, isolation_level=None)
+            uri = p.resolve().as_uri()
+            # A WAL-mode (version 1) file with no -wal file holds everything committed; opened as immutable
+            # it is read without creating -wal/-shm files. Otherwise SQLite's plain read-only mode.
+            wal_file = Path(str(p) + "-wal")
+            mode = "immutable=1" if wal and not wal_file.exists() else "mode=ro"
+            return sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open session file {str(p)!r}: {exc}") from None
 
     def close(self) -> None:
         self._conn.close()
 
     # -------------------------------------------------------------- errors
+    def _corrupted(self, detail: str) -> str:
+        return (
+            f"session file {str(self.path)!r} is corrupted ({detail}); restore it from a copy or backup, or start "
+            "a new session (the scores recorded in a damaged file cannot be trusted)"
+        )
+
     def _locked_or(self, exc: sqlite3.Error, what: str) -> StorageError:
         text = str(exc)
         if "locked" in text or "busy" in text:
@@ -179,40 +295,101 @@ class Journal:
                 f"session file {str(self.path)!r} is locked by another process (waited {self.timeout:g} s to {what}); "
                 "retry when the other writer is done, or pass a longer timeout"
             )
+        if "readonly" in text or "read-only" in text:
+            return StorageError(f"session file {str(self.path)!r} is open read-only: cannot {what}")
         if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-            return StorageError(f"session file {str(self.path)!r} is corrupted or not a session ({text})")
+            return CorruptedSessionError(self._corrupted(text))
+        if "malformed" in text or "corrupt" in text or "decode" in text:
+            return CorruptedSessionError(self._corrupted(text))
         return StorageError(f"session file {str(self.path)!r}: cannot {what} ({text})")
+
+    def _query(self, sql: str, args: tuple = (), what: str = "read it", conn: sqlite3.Connection | None = None) -> list:
+        try:
+            return (conn or self._conn).execute(sql, args).fetchall()
+        except sqlite3.Error as exc:
+            raise self._locked_or(exc, what) from None
 
     # -------------------------------------------------------------- reads
     def meta(self) -> dict[str, Any]:
+        rows = dict(self._query("SELECT key, value FROM meta", what="read its settings"))
+        if "checksum" in rows and json.loads(rows["checksum"]) != _meta_checksum(rows):
+            raise CorruptedSessionError(self._corrupted("the settings do not match their checksum"))
         try:
-            rows = self._conn.execute("SELECT key, value FROM meta").fetchall()
-            return {k: json.loads(v) for k, v in rows}
-        except (sqlite3.Error, json.JSONDecodeError) as exc:
-            if isinstance(exc, sqlite3.Error):
-                raise self._locked_or(exc, "read its settings") from None
-            raise StorageError(f"session file {str(self.path)!r} has corrupted settings ({exc})") from None
+            return {k: json.loads(v) for k, v in rows.items() if k != "checksum"}
+        except json.JSONDecodeError as exc:
+            raise CorruptedSessionError(self._corrupted(f"unreadable settings: {exc}")) from None
 
-    def events(self, after: int = 0) -> list[Event]:
-        """Events with ``seq > after``, in order."""
+    def _event_sql(self) -> str:
+        target = "target" if "target" in self._columns else "''"
+        chain = "chain" if "chain" in self._columns else "''"
+        return (f"SELECT seq, kind, item_id, score, batch, created, {target}, {chain} FROM events "
+                "WHERE seq > ? ORDER BY seq")
+
+    def events(self, after: int = 0, conn: sqlite3.Connection | None = None) -> list[Event]:
+        """Events with ``seq > after``, in order; the hash chain of every row not yet seen is verified."""
+        chained = "chain" in self._columns
+        start = min(after, self._chain_seq) if chained else after
+        rows = self._query(self._event_sql(), (start,), "read its events", conn)
+        out = []
+        for seq, kind, item_id, score, batch, created, target, chain in rows:
+            if chained and seq > self._chain_seq:
+                # Rows come in order from the last verified one, so each is checked against its predecessor.
+                if chain != _digest(self._chain_last, seq, kind, target, item_id, score, batch, created):
+                    raise CorruptedSessionError(self._corrupted(f"journal event {seq} does not match its checksum"))
+                self._chain_seq, self._chain_last = seq, chain
+            if seq > after:
+                out.append(Event(seq, kind, item_id, score, batch, created, target))
+        return out
+
+    def changes(self, after: int = 0, conn: sqlite3.Connection | None = None) -> list[Change]:
+        """Settings changes with ``seq > after``, in order (checksums verified)."""
+        if "changes" not in self._tables:
+            return []
+        rows = self._query(
+            "SELECT seq, after_event, settings, created, chain FROM changes WHERE seq > ? ORDER BY seq",
+            (after,), "read its settings changes", conn,
+        )
+        out = []
+        for seq, after_event, settings, created, chain in rows:
+            if chain != _digest(seq, after_event, settings, created):
+                raise CorruptedSessionError(self._corrupted(f"settings change {seq} does not match its checksum"))
+            try:
+                out.append(Change(seq, after_event, json.loads(settings), created))
+            except json.JSONDecodeError as exc:
+                raise CorruptedSessionError(self._corrupted(f"settings change {seq}: {exc}")) from None
+        return out
+
+    def snapshot(self) -> Snapshot | None:
+        """The stored snapshot row, or None."""
+        if "snapshots" not in self._tables:
+            return None
+        rows = self._query("SELECT upto, key, info, checksum, data FROM snapshots WHERE id = 1", (),
+                           "read its snapshot")
+        if not rows:
+            return None
+        upto, key, info, checksum, data = rows[0]
         try:
-            rows = self._conn.execute(
-                "SELECT seq, kind, item_id, score, batch, created FROM events WHERE seq > ? ORDER BY seq", (after,)
-            ).fetchall()
-        except sqlite3.Error as exc:
-            raise self._locked_or(exc, "read its events") from None
-        return [Event(*r) for r in rows]
+            parsed = json.loads(info)
+        except json.JSONDecodeError:
+            parsed = {}
+        return Snapshot(int(upto), str(key), parsed, str(checksum), bytes(data))
 
     # ------------------------------------------------------------- writes
     @contextlib.contextmanager
     def write(self, what: str) -> Iterator[sqlite3.Connection]:
         """A write transaction (BEGIN IMMEDIATE ... COMMIT); rolled back on any error."""
+        if self.readonly:
+            raise StorageError(f"session file {str(self.path)!r} was opened read-only: cannot {what}")
         try:
             self._conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise self._locked_or(exc, what) from None
         try:
             yield self._conn
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            raise self._locked_or(exc, what) from None
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
@@ -224,20 +401,59 @@ class Journal:
                 self._conn.execute("ROLLBACK")
             raise self._locked_or(exc, what) from None
 
-    @staticmethod
-    def insert(conn: sqlite3.Connection, kind: str, item_id: str, score: float | None, batch: int | None) -> int:
-        cur = conn.execute(
-            "INSERT INTO events(kind, item_id, score, batch, created) VALUES (?, ?, ?, ?, ?)",
-            (kind, item_id, score, batch, now_iso()),
+    def insert(
+        self, conn: sqlite3.Connection, kind: str, item_id: str, score: float | None, batch: int | None,
+        target: str = "",
+    ) -> int:
+        """Append one event (inside :meth:`write`); returns its seq."""
+        created = now_iso()
+        if "chain" not in self._columns:  # version 1
+            if target:
+                raise StorageError(f"session file {str(self.path)!r} (format version 1) has no targets")
+            cur = conn.execute(
+                "INSERT INTO events(kind, item_id, score, batch, created) VALUES (?, ?, ?, ?, ?)",
+                (kind, item_id, score, batch, created),
+            )
+            return int(cur.lastrowid)
+        # The chain continues from the last row, which the caller has replayed (and so verified) under this lock.
+        last = conn.execute("SELECT seq, chain FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+        prev = last[1] if last else ""
+        seq = (last[0] if last else 0) + 1  # rows are never deleted
+        chain = _digest(prev, seq, kind, target, item_id, score, batch, created)
+        conn.execute(
+            "INSERT INTO events(seq, kind, target, item_id, score, batch, created, chain) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (seq, kind, target, item_id, score, batch, created, chain),
         )
-        return int(cur.lastrowid)
+        return seq
 
-    @staticmethod
-    def read_events(conn: sqlite3.Connection, after: int) -> list[Event]:
-        rows = conn.execute(
-            "SELECT seq, kind, item_id, score, batch, created FROM events WHERE seq > ? ORDER BY seq", (after,)
-        ).fetchall()
-        return [Event(*r) for r in rows]
+    def insert_change(self, conn: sqlite3.Connection, after_event: int, settings: dict[str, Any]) -> int:
+        conn.execute(_CHANGES_SCHEMA)
+        self._tables.add("changes")
+        created = now_iso()
+        text = json.dumps(settings, sort_keys=True)
+        row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()
+        seq = int(row[0]) + 1
+        conn.execute(
+            "INSERT INTO changes(seq, after_event, settings, created, chain) VALUES (?, ?, ?, ?, ?)",
+            (seq, after_event, text, created, _digest(seq, after_event, text, created)),
+        )
+        return seq
+
+    def put_snapshot(self, upto: int, key: str, info: dict[str, Any], checksum: str, data: bytes) -> bool:
+        """Replace the snapshot (its own short transaction); False if the file was busy (it is only a cache)."""
+        try:
+            with self.write("store a snapshot") as conn:
+                conn.execute(_SNAPSHOTS_SCHEMA)
+                conn.execute(
+                    "INSERT OR REPLACE INTO snapshots(id, upto, key, info, checksum, data, created) "
+                    "VALUES (1, ?, ?, ?, ?, ?, ?)",
+                    (upto, key, json.dumps(info, sort_keys=True), checksum, sqlite3.Binary(data), now_iso()),
+                )
+            self._tables.add("snapshots")
+        except StorageError:
+            return False
+        return True
 
     @staticmethod
     def next_batch(conn: sqlite3.Connection) -> int:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,8 @@ from activeeval.data.adapters._common import iter_jsonl, matrix_from_rows, read_
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError
 
-__all__ = ["read_lm_eval_samples", "reference_from_lm_eval", "find_samples_files", "lm_eval_model_name"]
+__all__ = ["read_lm_eval_samples", "reference_from_lm_eval", "find_samples_files", "lm_eval_model_name",
+           "scores_from_samples", "parse_doc_id"]
 
 # Keys of a samples line that are not per-document metrics.
 _BOOKKEEPING = frozenset(
@@ -72,45 +73,90 @@ def find_samples_files(folder: str | os.PathLike[str], task: str | None = None) 
     return {t: sorted(ps, key=lambda p: p.name)[-1] for t, ps in found.items()}
 
 
-def _read_file(path: Path, task: str, metric: str, filter: str | None, id_format: str) -> dict[str, float]:
-    rows: dict[tuple[Any, Any], dict[str, Any]] = {}
+def scores_from_samples(
+    samples: Iterable[tuple[Any, Mapping[str, Any]]],
+    source: str,
+    unit: str,
+    task: str,
+    metric: str | None,
+    filter: str | None,  # noqa: A002 - the harness's own word
+    id_format: str = "{doc_id}",
+) -> dict[str, float]:
+    """Item id → score from lm-eval per-sample records (``(position, record)`` pairs).
+
+    ``source`` names where the records come from and ``unit`` what a
+    position is (``"line"`` of a file, ``"sample"`` of a run), for messages.
+
+    ``metric`` None picks the only per-sample metric there is (an error lists
+    them when there are several). Shared by the samples-file reader and the
+    harness driver, which gets the same records from ``simple_evaluate``.
+    """
+    rows: dict[tuple[Any, Any], tuple[Any, Mapping[str, Any]]] = {}
     filters: set[Any] = set()
     metrics_seen: set[str] = set()
-    for lineno, obj in iter_jsonl(path):
+    for pos, obj in samples:
         if "doc_id" not in obj:
             raise DataFormatError(
-                f"{str(path)!r} line {lineno} has no 'doc_id'; is this an lm-eval samples file (--log_samples)?"
+                f"{source} {unit} {pos} has no 'doc_id'; is this an lm-eval samples file (--log_samples)?"
             )
         filt = obj.get("filter")
         filters.add(filt)
-        metrics_seen.update(k for k in obj if k not in _BOOKKEEPING)
+        metrics_seen.update(k for k in obj if k not in _BOOKKEEPING and not str(k).startswith("_"))
         if filter is not None and filt != filter:
             continue
         key = (obj["doc_id"], filt)
         if key in rows:
             raise DuplicateIdError(
-                f"{str(path)!r} line {lineno}: doc_id {obj['doc_id']!r} appears twice"
+                f"{source} {unit} {pos}: doc_id {obj['doc_id']!r} appears twice"
                 + (f" for filter {filt!r}" if filt is not None else "")
             )
-        obj["_line"] = lineno
-        rows[key] = obj
+        rows[key] = (pos, obj)
     if filter is not None and filter not in filters:
-        raise DataFormatError(f"{str(path)!r} has no lines with filter {filter!r}; filters present: {sorted(map(str, filters))}")
+        raise DataFormatError(
+            f"{source} has no lines with filter {filter!r}; filters present: {sorted(map(str, filters))}")
     if filter is None and len(filters) > 1:
         raise DataFormatError(
-            f"{str(path)!r} has several filters {sorted(map(str, filters))} (one line per document and filter); "
+            f"{source} has several filters {sorted(map(str, filters))} (one line per document and filter); "
             "choose one with filter=... (--filter on the command line)"
         )
+    if metric is None:
+        if len(metrics_seen) != 1:
+            raise DataFormatError(
+                f"{source} has the metrics {sorted(metrics_seen)}; choose one with metric=... (--metric on the "
+                "command line)"
+            )
+        metric = next(iter(metrics_seen))
     out: dict[str, float] = {}
-    for (doc_id, _), obj in rows.items():
+    for (doc_id, _), (pos, obj) in rows.items():
         if metric not in obj:
             raise DataFormatError(
-                f"{str(path)!r} line {obj['_line']} has no metric {metric!r}; metrics present: "
+                f"{source} {unit} {pos} has no metric {metric!r}; metrics present: "
                 f"{sorted(metrics_seen)} (choose one with metric=... / --metric)"
             )
         iid = id_format.format(task=task, doc_id=doc_id)
-        out[iid] = to_score(obj[metric], f"{str(path)!r} line {obj['_line']} (doc_id {doc_id!r}, {metric})")
+        out[iid] = to_score(obj[metric], f"{source} {unit} {pos} (doc_id {doc_id!r}, {metric})")
     return out
+
+
+def _read_file(path: Path, task: str, metric: str | None, filter: str | None, id_format: str) -> dict[str, float]:
+    return scores_from_samples(iter_jsonl(path), repr(str(path)), "line", task, metric, filter, id_format)
+
+
+def parse_doc_id(item_id: str, task: str) -> int:
+    """The lm-eval document index of an item id (``"12"`` or ``"<task>/12"``, as the readers write them)."""
+    text = str(item_id)
+    if text.startswith(f"{task}/"):
+        text = text[len(task) + 1:]
+    try:
+        doc = int(text)
+    except ValueError:
+        doc = -1
+    if doc < 0 or str(doc) != text:
+        raise ConfigurationError(
+            f"item id {item_id!r} is not an lm-eval document id of task {task!r} (expected '12' or '{task}/12'); "
+            "build the reference with `activeeval reference build --from lm-eval ...` so its item ids are doc ids"
+        )
+    return doc
 
 
 def read_lm_eval_samples(

@@ -1,0 +1,120 @@
+"""Session commands at scale: `session new`, `next`, `record`, `status` as whole processes.
+
+Usage::
+
+    python benchmarks/bench_session.py                                  # 1 000 / 5 000 / 20 000 items x 50 models
+    python benchmarks/bench_session.py --items 20000 --methods rs-mean --repeats 3
+
+Setup: a synthetic binary reference (50 models, a 1PL response model, seed 0)
+written as a wide CSV, the format a user's reference usually has. Each
+command is run as its own process (``python -m activeeval ...``), as a user
+runs it, so the times include Python start-up and imports; peak memory is
+the process's maximum resident set (``wait4``). ``new`` is run ``--repeats``
+times on fresh files; then, on one session, ``next`` / ``record`` (of the item
+just handed out) / ``status`` are each run ``--repeats`` times. The table
+shows medians and maxima, the session file's size, and, for ``new``, how much
+of it is building the method (timed in-process, the same construction the
+session does): the rest is the session machinery (reading the reference,
+fingerprint, journal, snapshot).
+
+Targets (issue 10): ``new`` ≤ 5 s and ≤ 300 MB, every later command ≤ 1 s,
+at 20 000 items x 50 models.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def make_reference(n_items: int, n_models: int, folder: Path) -> Path:
+    from activeeval.data.io import write_scores
+    from activeeval.data.matrix import ScoreMatrix
+
+    rng = np.random.default_rng(0)
+    p = 1 / (1 + np.exp(-(rng.normal(size=(n_models, 1)) - rng.normal(size=(1, n_items)))))
+    scores = (rng.random((n_models, n_items)) < p).astype(float)
+    m = ScoreMatrix(scores, [f"model{j:02d}" for j in range(n_models)], [f"item{i:05d}" for i in range(n_items)],
+                    name=f"synth{n_items}")
+    return write_scores(m, folder / f"ref{n_items}.csv")
+
+
+def run(args: list[str]) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS MB, stdout) of ``python -m activeeval ARGS``."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "activeeval", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    out = proc.stdout.read()
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"activeeval {' '.join(args)} failed: {err.strip()}")
+    return wall, usage.ru_maxrss / 1024, out
+
+
+def build_seconds(method: str, ref: Path) -> float:
+    """In-process time to build the method on the reference (what the session's creation cannot avoid)."""
+    code = ("import time; from activeeval.data.io import read_scores; from activeeval.methods.registry import "
+            f"make_method; m = read_scores({str(ref)!r}); t = time.perf_counter(); make_method({method!r}, m, seed=0); "
+            "print(time.perf_counter() - t)")
+    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--items", default="1000,5000,20000", help="comma-separated item counts")
+    ap.add_argument("--models", type=int, default=50)
+    ap.add_argument("--methods", default="bayesame,rs-mean", help="comma-separated method specs")
+    ap.add_argument("--repeats", type=int, default=5)
+    a = ap.parse_args()
+    header = (f"{'items':>6} {'models':>6} {'method':<10} {'command':<8} {'median s':>9} {'max s':>7} "
+              f"{'peak MB':>8} {'file MB':>8}  note")
+    print(header)
+    print("-" * len(header))
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for n_items in (int(x) for x in a.items.split(",")):
+            ref = make_reference(n_items, a.models, folder)
+            for method in a.methods.split(","):
+                times, peaks = [], []
+                for r in range(a.repeats):
+                    f = folder / f"s{n_items}-{method}-{r}.aeval"
+                    wall, peak, _ = run(["session", "new", str(f), "--reference", str(ref), "--seed", "0",
+                                         "--method", method])
+                    times.append(wall)
+                    peaks.append(peak)
+                build = build_seconds(method, ref)
+                size = f.stat().st_size / 1e6
+                row = (f"{n_items:>6} {a.models:>6} {method:<10} {'new':<8} {statistics.median(times):>9.2f} "
+                       f"{max(times):>7.2f} {max(peaks):>8.0f} {size:>8.1f}  method build {build:.2f} s in-process")
+                print(row, flush=True)
+                results: dict[str, tuple[list[float], list[float]]] = {
+                    c: ([], []) for c in ("next", "record", "status")}
+                for _ in range(a.repeats):
+                    wall, peak, out = run(["session", "next", str(f)])
+                    results["next"][0].append(wall)
+                    results["next"][1].append(peak)
+                    item = out.split()[0]
+                    wall, peak, _ = run(["session", "record", str(f), item, "1"])
+                    results["record"][0].append(wall)
+                    results["record"][1].append(peak)
+                    wall, peak, _ = run(["session", "status", str(f)])
+                    results["status"][0].append(wall)
+                    results["status"][1].append(peak)
+                size = f.stat().st_size / 1e6
+                for cmd, (ts, ps) in results.items():
+                    print(f"{n_items:>6} {a.models:>6} {method:<10} {cmd:<8} {statistics.median(ts):>9.2f} "
+                          f"{max(ts):>7.2f} {max(ps):>8.0f} {size:>8.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,440 @@
+"""What single-target and ranking sessions share: the journal, the reference, replay and snapshots.
+
+A journal session's state (one method, or one method per ranked model) is a
+deterministic function of its settings and its recorded scores. It is
+rebuilt on open by replaying the journal, starting from a stored snapshot
+when one is valid (:mod:`activeeval.session.snapshot`), and kept in step with
+other processes writing the same file: every operation first applies the
+events written since it last looked.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import json
+import os
+import secrets
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from activeeval.data.matrix import ScoreMatrix
+from activeeval.exceptions import ActiveEvalError, ConfigurationError, StorageError
+from activeeval.methods.registry import METHODS, method_parameters, method_spec, parse_method_spec
+from activeeval.session import snapshot as snap
+from activeeval.session.reference import apply_missing, load_reference, resolve_reference, source_stat
+from activeeval.session.storage import DEFAULT_TIMEOUT, CorruptedSessionError, Event, Journal, now_iso
+from activeeval.stopping import StoppingRule, default_rule
+
+__all__ = ["JournalSession", "open_session", "resolve_method", "check_stopping", "new_seed"]
+
+# Options of a method spec that a session sets itself, with the flag (and keyword) that sets them.
+SESSION_OPTIONS = {
+    "seed": "--seed (seed=)",
+    "epsilon1": "--epsilon1 (epsilon1=)",
+    "epsilon2": "--epsilon2 (epsilon2=)",
+    "window": "--window (window=)",
+    "n_max": "--max-items (max_items=)",
+    "stopping": "--epsilon1/--epsilon2/--window/--max-items",
+    "missing": "--missing (missing=)",
+}
+STOPPING_KEYS = ("epsilon1", "epsilon2", "window", "n_max")
+
+# The module of each session kind, imported when a file of that kind is opened.
+_KIND_MODULES = {"single": "activeeval.session.session", "rank": "activeeval.session.ranking"}
+
+Key = tuple[str, str]  # (target, item id); target is '' in a single-target session
+
+
+def new_seed(seed: int | None) -> int:
+    """The seed to store: the given one, or one drawn at random (so a replay is always deterministic)."""
+    if seed is None:
+        return secrets.randbelow(2**31)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigurationError(f"--seed (seed=) must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def resolve_method(spec: str, kwargs: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any], str]:
+    """``"bayesame-paper[noise=learned]"`` + keyword options → (registry name, options, canonical spec).
+
+    Options may come from the brackets or from ``kwargs`` (not both for one
+    key); options the session sets itself (seed, stopping rule, missing
+    policy) are refused with the flag that sets them, and unknown ones with
+    the method's options listed. Values are checked when the method is built.
+    """
+    if not isinstance(spec, str):
+        raise ConfigurationError(f"--method (method=) must be a method name or spec string, got {spec!r}")
+    name, options = parse_method_spec(spec)
+    if name not in METHODS:
+        close = difflib.get_close_matches(name, METHODS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigurationError(f"unknown method {name!r}{hint}; choose one of: {', '.join(METHODS)}")
+    for key, value in (kwargs or {}).items():
+        if key in options and options[key] != value:
+            raise ConfigurationError(
+                f"method option {key!r} is given twice: {options[key]!r} in {spec!r} and {value!r}")
+        options[key] = value
+    known = method_parameters(name)
+    for key in options:
+        if key in SESSION_OPTIONS:
+            raise ConfigurationError(
+                f"method {spec!r}: {key!r} is set by the session; use {SESSION_OPTIONS[key]} instead"
+            )
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            mine = [p for p in known if p not in SESSION_OPTIONS]
+            raise ConfigurationError(f"method {spec!r}: {name} has no option {key!r}{hint}; its options are: "
+                                     f"{', '.join(mine) or 'none'}")
+    try:
+        json.dumps(options)
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"session method options must be JSON-serialisable to be stored in the journal ({exc})"
+        ) from None
+    return name, options, method_spec(name, options)
+
+
+def check_stopping(epsilon1: float, epsilon2: float, window: int, n_max: int | None) -> StoppingRule:
+    """The stopping rule of these settings; ConfigurationError naming the flag for a bad value."""
+    if n_max is not None and (isinstance(n_max, bool) or int(n_max) != n_max or n_max < 1):
+        raise ConfigurationError(f"--max-items (max_items=) must be a positive integer, got {n_max!r}")
+    try:
+        return default_rule(epsilon1, epsilon2, window, None if n_max is None else int(n_max))
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{exc} (--epsilon1/--epsilon2/--window on the command line)") from None
+
+
+class JournalSession:
+    """Base of :class:`~activeeval.session.Session` and :class:`~activeeval.session.ranking.RankSession`.
+
+    Subclasses say how to build a fresh state (:meth:`_fresh_state`) and how a
+    recorded score changes it (:meth:`_observe`).
+    """
+
+    KIND = "single"
+    KINDS: dict[str, type[JournalSession]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        JournalSession.KINDS[cls.KIND] = cls
+
+    def __init__(
+        self,
+        journal: Journal,
+        settings: dict[str, Any],
+        *,
+        reference: ScoreMatrix | None = None,
+        override: str | os.PathLike[str] | ScoreMatrix | None = None,
+        prepared: ScoreMatrix | None = None,
+        state: Any = None,
+        build_seconds: float = 0.0,
+    ) -> None:
+        self._journal = journal
+        self._settings = settings
+        self._raw_reference = reference  # loaded (and checked) lazily when a valid snapshot makes it unneeded
+        self._override = override
+        self._prepared = prepared
+        self._state: Any = None
+        self._seq = 0
+        self._change_seq = 0
+        self._stopping = {k: settings["method_kwargs"].get(k) for k in STOPPING_KEYS}
+        self._pending: dict[Key, int | None] = {}
+        self._told: dict[Key, float] = {}
+        self._digest = snap.TellDigest()
+        self._cost = 0.0  # seconds spent building/replaying since the state's last snapshot
+        self._rebuild(state, build_seconds)
+
+    # ------------------------------------------------------------ creation
+    @classmethod
+    def _create_journal(
+        cls,
+        path: str | os.PathLike[str],
+        reference: str | os.PathLike[str] | ScoreMatrix,
+        meta: dict[str, Any],
+        read_options: Mapping[str, Any] | None,
+        timeout: float,
+    ) -> Any:
+        """Resolve the reference, build the state once (validating everything), write the file; the session."""
+        from activeeval import __version__
+
+        matrix, source = resolve_reference(reference, read_options)
+        meta = {
+            "kind": cls.KIND,
+            **meta,
+            "reference_source": source,
+            "reference": _summary(matrix),
+            "created": now_iso(),
+            "library_version": __version__,
+        }
+        start = time.perf_counter()
+        probe = cls.__new__(cls)
+        probe._settings = meta
+        probe._prepared = apply_missing(matrix, meta.get("missing", "models"))
+        state = probe._fresh_state()  # validates the method and its options before any file exists
+        frozen = getattr(state, "frozen_options", None)
+        if callable(frozen) and "method_kwargs" in meta:
+            # what the method derived from the reference alone (the default BayesAME's kernel fit and
+            # calibration): stored, so that reopening the session replays without computing it again
+            meta["method_kwargs"] = {**frozen(), **meta["method_kwargs"]}
+        built = time.perf_counter() - start
+        journal = Journal.create(path, meta, timeout=timeout)
+        try:
+            session = cls(journal, journal.meta(), reference=matrix, prepared=probe._prepared, state=state,
+                          build_seconds=built)
+            session._maybe_snapshot()
+            return session
+        except BaseException:
+            journal.close()
+            raise
+
+    @classmethod
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        reference: str | os.PathLike[str] | ScoreMatrix | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        readonly: bool = False,
+    ) -> Any:
+        """Reopen a session: its reference data (fingerprint checked), and its state (snapshot and replay).
+
+        ``reference`` overrides where the reference data is loaded from (a
+        moved file, or a session created from an in-memory matrix); its
+        fingerprint must still match the one stored at creation.
+        ``readonly=True`` opens the file without any write (``ask``/``tell``
+        then refuse); the file is never created, converted or changed.
+        """
+        return cls._open_journal(path, reference, timeout, readonly)
+
+    @classmethod
+    def _open_journal(
+        cls,
+        path: str | os.PathLike[str],
+        reference: str | os.PathLike[str] | ScoreMatrix | None,
+        timeout: float,
+        readonly: bool,
+    ) -> Any:
+        journal = Journal.open(path, timeout=timeout, readonly=readonly)
+        try:
+            meta = journal.meta()
+            for key in ("method", "method_kwargs", "reference_source", "reference"):
+                if key not in meta:
+                    raise CorruptedSessionError(
+                        f"session file {str(journal.path)!r} is corrupted: setting {key!r} is missing"
+                    )
+            kind = meta.get("kind", "single")
+            if cls is JournalSession and kind in _KIND_MODULES:
+                importlib.import_module(_KIND_MODULES[kind])  # registers the class (only the kind needed)
+                return cls.KINDS[kind](journal, meta, override=reference)
+            if kind != cls.KIND:
+                raise StorageError(
+                    f"{str(journal.path)!r} is a {kind} session, not a {cls.KIND} one; "
+                    + ("open it with `activeeval rank` / RankSession.open" if kind == "rank"
+                       else "open it with `activeeval session` / Session.open")
+                )
+            return cls(journal, meta, override=reference)
+        except BaseException:
+            journal.close()
+            raise
+
+    # -------------------------------------------------------- the reference
+    @property
+    def reference(self) -> ScoreMatrix:
+        """The reference data as loaded (checked against the fingerprint stored at creation)."""
+        if self._raw_reference is None:
+            self._raw_reference = load_reference(self._journal.path, self._settings, self._override)
+        return self._raw_reference
+
+    def _prepared_reference(self) -> ScoreMatrix:
+        """The reference the methods see: the missing-score policy applied."""
+        if self._prepared is None:
+            self._prepared = apply_missing(self.reference, self._settings.get("missing", "models"))
+        return self._prepared
+
+    # -------------------------------------------------------------- replay
+    def _fresh_state(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _observe(self, state: Any, ev: Event) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _from_snapshot(self, events: list[Event]) -> tuple[Any, int]:
+        """(state, upto) from a valid stored snapshot, or (None, 0)."""
+        stored = self._journal.snapshot()
+        if stored is None:
+            return None, 0
+        digest = snap.TellDigest()
+        for ev in events:
+            if ev.seq > stored.upto:
+                break
+            if ev.kind == "tell":
+                digest.add(ev.seq, ev.target, ev.item_id, float(ev.score))  # type: ignore[arg-type]
+        if (events[-1].seq if events else 0) < stored.upto:
+            return None, 0  # the journal is shorter than the snapshot: it does not belong to this file
+        if snap.snapshot_key(self._settings, digest.hexdigest()) != stored.key:
+            return None, 0  # stale (other code, settings or scores): rebuild
+        if self._override is not None or self._raw_reference is not None:
+            self.reference  # noqa: B018 - checks the given reference's fingerprint
+        else:
+            stat = source_stat(self._settings["reference_source"])
+            if stat is None or stat != stored.info.get("ref_stat"):
+                self.reference  # noqa: B018 - touched or moved since: check its fingerprint the slow way
+        state = snap.load_state(stored.data, stored.checksum, f"session file {str(self.path)!r}")
+        return (state, stored.upto) if state is not None else (None, 0)
+
+    def _rebuild(self, state: Any = None, build_seconds: float = 0.0) -> None:
+        """Rebuild the state: from ``state`` (just built), a valid snapshot, or from scratch; then replay."""
+        events = self._journal.events()
+        upto = 0
+        if state is None:
+            state, upto = self._from_snapshot(events)
+        self._state, self._seq = state, 0
+        self._pending, self._told, self._digest = {}, {}, snap.TellDigest()
+        self._cost = build_seconds
+        if self._state is None:
+            start = time.perf_counter()
+            self.reference  # noqa: B018 - load and check it before building anything on it
+            self._state = self._fresh_state()
+            self._cost += time.perf_counter() - start
+        self._apply(events, replay_after=upto)  # adds the time of every score it replays
+        self._apply_changes(self._journal.changes())
+
+    def _apply(self, events: Iterable[Event], replay_after: int = -1) -> None:
+        for ev in events:
+            key = (ev.target, ev.item_id)
+            if ev.kind == "tell":
+                if ev.seq > replay_after:
+                    start = time.perf_counter()
+                    try:
+                        self._observe(self._state, ev)
+                    except ActiveEvalError as exc:
+                        self._state = None
+                        raise CorruptedSessionError(
+                            f"session file {str(self.path)!r}: journal event {ev.seq} (score {ev.score} for "
+                            f"item {ev.item_id!r}) cannot be replayed ({exc}); the file was altered outside activeeval"
+                        ) from None
+                    self._cost += time.perf_counter() - start
+                self._told[key] = float(ev.score)  # type: ignore[arg-type]
+                self._digest.add(ev.seq, ev.target, ev.item_id, float(ev.score))  # type: ignore[arg-type]
+                self._pending.pop(key, None)
+            elif key not in self._told:
+                self._pending.setdefault(key, ev.batch)
+            self._seq = ev.seq
+
+    def _apply_changes(self, changes: Iterable[Any]) -> None:
+        for ch in changes:
+            self._stopping.update({k: v for k, v in ch.settings.items() if k in STOPPING_KEYS})
+            self._change_seq = ch.seq
+
+    def _sync(self, conn: Any = None) -> Any:
+        """Catch up with events (and settings changes) written since the last call, by anyone."""
+        if self._state is None:
+            self._rebuild()
+        else:
+            self._apply(self._journal.events(self._seq, conn))
+            self._apply_changes(self._journal.changes(self._change_seq, conn))
+        return self._state
+
+    def _maybe_snapshot(self) -> None:
+        """Store the state as a snapshot once rebuilding it has become slow (write commands only)."""
+        if self._journal.readonly or self._state is None or self._cost <= snap.SNAPSHOT_AFTER_SECONDS:
+            return
+        dumped = snap.dump_state(self._state, self._cost)
+        if dumped is None:
+            self._cost = 0.0  # not worth storing (or not picklable): do not try again after every write
+            return
+        data, checksum = dumped
+        info = {"ref_stat": source_stat(self._settings["reference_source"]), "n_tells": len(self._told)}
+        key = snap.snapshot_key(self._settings, self._digest.hexdigest())
+        if self._journal.put_snapshot(self._seq, key, info, checksum, data):
+            self._cost = 0.0
+
+    # ------------------------------------------------------------- changes
+    def _record_change(self, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """Record changed stopping settings (only those that differ); returns what changed."""
+        with self._journal.write("change the settings") as conn:
+            self._sync(conn)
+            new = {k: v for k, v in changes.items() if v is not None and self._stopping.get(k) != v}
+            if new:
+                merged = {**self._stopping, **new}
+                check_stopping(merged["epsilon1"], merged["epsilon2"], merged["window"], merged["n_max"])
+                self._change_seq = self._journal.insert_change(conn, self._seq, new)
+                self._stopping = merged
+        return new
+
+    def stopping_rule(self) -> StoppingRule:
+        """The stopping rule in force (the creation settings, with any changes recorded since)."""
+        self._sync()
+        s = self._stopping
+        return default_rule(s["epsilon1"], s["epsilon2"], s["window"], s["n_max"])
+
+    @property
+    def stopping_settings(self) -> dict[str, Any]:
+        """epsilon1, epsilon2, window and max_items in force."""
+        self._sync()
+        s = self._stopping
+        return {"epsilon1": s["epsilon1"], "epsilon2": s["epsilon2"], "window": s["window"], "max_items": s["n_max"]}
+
+    # ---------------------------------------------------------------- views
+    @property
+    def path(self) -> Path:
+        return self._journal.path
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """A copy of the stored configuration (as created; see :attr:`stopping_settings` for changes)."""
+        return json.loads(json.dumps(self._settings))
+
+    @property
+    def label(self) -> str | None:
+        return self._settings.get("label")
+
+    def history(self) -> list[dict[str, Any]]:
+        """Every journal event and settings change, oldest first, as plain dicts."""
+        out: list[dict[str, Any]] = []
+        changes = list(self._journal.changes())
+        for e in self._journal.events():
+            while changes and changes[0].after_event < e.seq:
+                out.append(_change_dict(changes.pop(0)))
+            row = {"seq": e.seq, "kind": e.kind, "item_id": e.item_id, "score": e.score, "batch": e.batch,
+                   "time": e.created}
+            if self.KIND != "single":
+                row["model"] = e.target
+            out.append(row)
+        out.extend(_change_dict(c) for c in changes)
+        return out
+
+    def close(self) -> None:
+        self._journal.close()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _change_dict(c: Any) -> dict[str, Any]:
+    return {"seq": None, "kind": "set", "item_id": "", "score": None, "batch": None, "time": c.created,
+            "settings": {("max_items" if k == "n_max" else k): v for k, v in c.settings.items()}}
+
+
+def _summary(matrix: ScoreMatrix) -> dict[str, Any]:
+    from activeeval.session.reference import reference_summary
+
+    return reference_summary(matrix)
+
+
+def open_session(
+    path: str | os.PathLike[str],
+    *,
+    reference: str | os.PathLike[str] | ScoreMatrix | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    readonly: bool = False,
+) -> JournalSession:
+    """Open a session file of any kind: a :class:`Session` or a ranking :class:`RankSession`."""
+    return JournalSession._open_journal(path, reference, timeout, readonly)

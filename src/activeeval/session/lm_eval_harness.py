@@ -1,0 +1,224 @@
+"""lm-evaluation-harness in the loop: score exactly the items a session asks for.
+
+:class:`LmEvalHarness` loads the model once (``lm_eval.api.registry``) and,
+for each batch, calls ``lm_eval.simple_evaluate(model=<the loaded LM>,
+tasks=[task], samples={task: [doc ids]}, log_samples=True)`` (the
+``samples=`` argument exists from lm-eval 0.4.8 on), then reads each
+document's per-sample metric from the returned samples, exactly as
+``record --from`` reads a ``--log_samples`` file
+(:func:`activeeval.data.adapters.lm_eval.scores_from_samples`).
+
+Item ids are lm-eval document ids (``"12"``, or ``"<task>/12"``), which is
+what :func:`activeeval.data.adapters.reference_from_lm_eval` (``activeeval
+reference build --from lm-eval``) gives a reference built from other models'
+``--log_samples`` output of the same task.
+
+In a ranking session the model arguments may contain ``{model}``, replaced
+by each ranked model's id; each model is loaded on first use and kept.
+
+Needs ``pip install "activeeval[lm-eval]"``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import logging
+from collections.abc import Mapping, Sequence
+from contextlib import redirect_stdout
+from typing import Any
+
+from activeeval.data.adapters.lm_eval import parse_doc_id, scores_from_samples
+from activeeval.exceptions import ActiveEvalError, ConfigurationError
+from activeeval.session.runner import MODEL_PLACEHOLDER, ScorerError
+
+__all__ = ["LmEvalHarness", "import_lm_eval"]
+
+INSTALL_HINT = 'pip install "activeeval[lm-eval]"'
+
+
+def import_lm_eval() -> Any:
+    """The ``lm_eval`` module, or a ConfigurationError saying how to install it."""
+    try:
+        import lm_eval  # noqa: F401
+        import lm_eval.api.registry  # noqa: F401
+        from lm_eval.tasks import TaskManager  # noqa: F401
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"--harness lm-eval needs lm-evaluation-harness ({exc}); install it with: {INSTALL_HINT}"
+        ) from None
+    if "samples" not in inspect.signature(lm_eval.simple_evaluate).parameters:
+        raise ConfigurationError(
+            f"--harness lm-eval needs lm-eval >= 0.4.8 (simple_evaluate(samples=...)); upgrade it: {INSTALL_HINT}"
+        )
+    return lm_eval
+
+
+class LmEvalHarness:
+    """Scores batches of documents of one lm-eval task with one (or, ranking, several) loaded models.
+
+    Parameters
+    ----------
+    model : str
+        lm-eval model type (``hf``, ``vllm``, ``dummy``, ...): ``--model``.
+    model_args : str
+        ``--model_args`` of lm-eval, e.g. ``"pretrained=org/name,dtype=float16"``;
+        in a ranking session ``{model}`` is replaced by the ranked model's id.
+    task : str
+        The lm-eval task (one task; its documents are the reference's items).
+    metric : str, optional
+        Per-sample metric to record (``acc``, ``exact_match``, ...); default:
+        the task's only metric.
+    filter : str, optional
+        The filter whose results to record, for tasks with several.
+    include_path : sequence of str, optional
+        Folders of custom task YAML files (lm-eval's ``--include_path``).
+    num_fewshot, batch_size, device, gen_kwargs, apply_chat_template
+        As lm-eval's options of the same names.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        model_args: str = "",
+        task: str = "",
+        *,
+        metric: str | None = None,
+        filter: str | None = None,  # noqa: A002 - the harness's own word
+        include_path: Sequence[str] | None = None,
+        num_fewshot: int | None = None,
+        batch_size: int | str | None = None,
+        device: str | None = None,
+        gen_kwargs: str | None = None,
+        apply_chat_template: bool = False,
+        needs_model: bool = False,
+    ) -> None:
+        if not task:
+            raise ConfigurationError("--harness lm-eval needs --task (the lm-eval task to score), e.g. --task arc_easy")
+        if not model:
+            raise ConfigurationError("--harness lm-eval needs --model (the lm-eval model type), e.g. --model hf")
+        if needs_model and MODEL_PLACEHOLDER not in model_args:
+            raise ConfigurationError(
+                f"ranking with lm-eval: --model-args {model_args!r} has no {MODEL_PLACEHOLDER} placeholder; "
+                "each ranked "
+                "model's id is passed there, e.g. --model-args 'pretrained={model}'"
+            )
+        self.model, self.model_args, self.task = model, model_args, task
+        self.metric, self.filter = metric, filter
+        self.include_path = list(include_path or [])
+        self.options = {"num_fewshot": num_fewshot, "gen_kwargs": gen_kwargs,
+                        "apply_chat_template": apply_chat_template}
+        self.batch_size, self.device = batch_size, device
+        self._lms: dict[str, Any] = {}
+        self._tasks: Any = None
+        self._lm_eval = import_lm_eval()
+        logging.getLogger("lm_eval").setLevel(logging.WARNING)  # its INFO lines would bury the progress
+        self._model_class()  # a wrong --model or --task fails here, before a session is created or asked
+        self._task_manager()
+
+    def describe(self) -> dict[str, Any]:
+        """The settings, for the journal's record of what scored the items."""
+        return {"harness": "lm-eval", "model": self.model, "model_args": self.model_args, "task": self.task,
+                "metric": self.metric, "filter": self.filter, "include_path": self.include_path,
+                **{k: v for k, v in self.options.items() if v not in (None, False)}}
+
+    # --------------------------------------------------------------- loading
+    def _task_manager(self) -> Any:
+        if self._tasks is None:
+            from lm_eval.tasks import TaskManager
+
+            paths = self.include_path if len(self.include_path) != 1 else self.include_path[0]
+            if self.include_path:
+                # Indexing lm-eval's own thousands of task files takes seconds: a custom task is looked
+                # up in --include-path alone first.
+                tasks = TaskManager(include_path=paths, include_defaults=False)
+                if self.task in tasks.all_tasks:
+                    self._tasks = tasks
+                    return tasks
+            tasks = TaskManager(include_path=paths or None)
+            if self.task not in tasks.all_tasks:
+                import difflib
+
+                close = difflib.get_close_matches(self.task, tasks.all_tasks, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ConfigurationError(
+                    f"lm-eval has no task {self.task!r}{hint}; for a custom task give the folder of its YAML file "
+                    "with --include-path DIR"
+                )
+            self._tasks = tasks
+        return self._tasks
+
+    def _model_class(self) -> Any:
+        from lm_eval.api.registry import get_model
+
+        try:
+            return get_model(self.model)
+        except (KeyError, ValueError) as exc:
+            raise ConfigurationError(
+                f"lm-eval has no model type {self.model!r} ({exc}); e.g. --model hf (pip install 'lm-eval[hf]')"
+            ) from None
+
+    def _lm(self, model_id: str | None) -> Any:
+        args = self.model_args.replace(MODEL_PLACEHOLDER, model_id) if model_id is not None else self.model_args
+        if args not in self._lms:
+            cls = self._model_class()
+            extra = {k: v for k, v in (("batch_size", self.batch_size), ("device", self.device)) if v is not None}
+            try:
+                self._lms[args] = cls.create_from_arg_string(args, extra)
+            except ActiveEvalError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - whatever the model loader raises, said in one line
+                raise ConfigurationError(
+                    f"lm-eval could not load model {self.model!r} with --model-args {args!r}: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from None
+        return self._lms[args]
+
+    # --------------------------------------------------------------- scoring
+    def score_many(self, item_ids: Sequence[str], model: str | None = None) -> list[float | ScorerError]:
+        """Run lm-eval on exactly these documents; one score (or ScorerError) per item, in order."""
+        docs = [parse_doc_id(iid, self.task) for iid in item_ids]
+        # Sorted: lm-eval 0.4.13 runs the selected documents in dataset order but labels them with the doc ids
+        # in the order given, so an unsorted list would file each score under another document's id.
+        wanted = sorted(set(docs))
+        lm = self._lm(model)
+        tasks = self._task_manager()
+        try:
+            with redirect_stdout(io.StringIO()):  # lm-eval prints tables; stdout is the user's (e.g. --json)
+                results = self._lm_eval.simple_evaluate(
+                    model=lm, tasks=[self.task], samples={self.task: wanted}, task_manager=tasks, log_samples=True,
+                    bootstrap_iters=0, **{k: v for k, v in self.options.items() if v is not None},
+                )
+        except (KeyboardInterrupt, ActiveEvalError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - one line naming the batch, never a traceback
+            err = ScorerError(
+                f"lm-eval failed on documents {docs[:10]}{' ...' if len(docs) > 10 else ''} of task {self.task!r}"
+                f"{'' if model is None else f' for model {model!r}'}: {type(exc).__name__}: {exc}"
+            )
+            return [err] * len(item_ids)
+        samples = (results or {}).get("samples", {}).get(self.task, [])
+        scores = self._scores(samples)
+        out: list[float | ScorerError] = []
+        for iid, doc in zip(item_ids, docs):
+            if doc in scores:
+                out.append(scores[doc])
+            else:
+                out.append(ScorerError(
+                    f"lm-eval returned no sample for document {doc} of task {self.task!r} (item {iid!r}); "
+                    "check that the reference's item ids are this task's doc ids"
+                ))
+        return out
+
+    def _scores(self, samples: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+        plain = (  # metric values come back as numpy scalars (np.float64, np.bool_): plain numbers, as in a file
+            {k: (v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v) for k, v in s.items()}
+            for s in samples
+        )
+        by_id = scores_from_samples(
+            enumerate(plain), f"lm-eval task {self.task!r}", "sample", self.task, self.metric, self.filter,
+        )
+        return {int(k): v for k, v in by_id.items()}
+
+    def stop(self) -> None:
+        """Nothing to stop: lm-eval runs in this process, and Ctrl-C interrupts it there."""

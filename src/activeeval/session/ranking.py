@@ -1,0 +1,250 @@
+"""Ranking several new models with a crash-safe session (the adaptive ranker of ``activeeval rank``).
+
+A :class:`RankSession` holds one method per ranked model, all on the same
+reference, and the ranker's settings (γ, warm-up, budget, per-model costs).
+:meth:`RankSession.ask` returns the (model, item) the ranker wants scored
+next (:func:`activeeval.ranking.next_step`), recorded as pending;
+:meth:`RankSession.tell` records its score. Like a single-target session,
+every event is committed to the SQLite journal before the call returns, the
+state is rebuilt by replay (or from a snapshot), and a reopened session asks
+exactly what the original would have. The ranker is sequential: it decides
+the next model from every score so far, so one (model, item) is pending at
+a time.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from activeeval.data.matrix import ScoreMatrix
+from activeeval.exceptions import ConfigurationError, DuplicateObservationError, UnknownModelError
+from activeeval.methods.base import BaseMethod
+from activeeval.methods.registry import make_method
+from activeeval.ranking import (
+    RankResult,
+    check_costs,
+    check_gamma,
+    check_models,
+    is_confident,
+    next_step,
+    rank_result,
+)
+from activeeval.session.base import JournalSession, new_seed, resolve_method
+from activeeval.session.storage import DEFAULT_TIMEOUT, Event, Journal
+
+__all__ = ["RankSession", "RankAsk", "RankStatus"]
+
+
+@dataclass(frozen=True)
+class RankAsk:
+    """The (model, item) to score next."""
+
+    model: str
+    item_id: str
+    index: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"model": self.model, "item_id": self.item_id, "index": self.index}
+
+
+@dataclass(frozen=True)
+class RankStatus:
+    """The ranking as it stands, the pairwise confidence of adjacent models, ties, and whether to stop."""
+
+    result: RankResult
+    stop_reason: str | None
+    pending: tuple[tuple[str, str], ...]
+    budget: float
+    pairs: tuple[dict[str, Any], ...] = field(default=())
+
+    @property
+    def stop(self) -> bool:
+        return self.stop_reason is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.result.to_dict()
+        d["stop_reason"] = self.stop_reason
+        d["stop"] = self.stop
+        d["pending"] = [{"model": m, "item_id": i} for m, i in self.pending]
+        d["budget"] = None if math.isinf(self.budget) else self.budget
+        d["adjacent_pairs"] = list(self.pairs)
+        return d
+
+
+class RankSession(JournalSession):
+    """A crash-safe adaptive ranking of several models (see the module docstring)."""
+
+    KIND = "rank"
+
+    @classmethod
+    def create(
+        cls,
+        path: str | os.PathLike[str],
+        reference: str | os.PathLike[str] | ScoreMatrix,
+        models: Sequence[str],
+        *,
+        method: str = "cat",
+        gamma: float = 0.95,
+        min_items: int = 10,
+        budget_per_model: float | None = 20.0,
+        costs: Mapping[str, float] | None = None,
+        seed: int | None = None,
+        missing: str = "models",
+        kind: str | None = None,
+        score_range: tuple[float, float] | None = None,
+        duplicate_models: str | None = None,
+        label: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        **method_kwargs: Any,
+    ) -> RankSession:
+        """Start a ranking session of ``models`` (new models, scored by your harness) against ``reference``.
+
+        ``method`` is a registry spec (``"cat"``, ``"bayesame-paper[noise=learned]"``, ...); ``budget_per_model``
+        sets the total budget to that many items per model times the sum of the costs (None: no budget).
+        """
+        targets = check_models(models)
+        g = check_gamma(gamma)
+        if isinstance(min_items, bool) or int(min_items) != min_items or min_items < 0:
+            raise ConfigurationError(f"--min-items (min_items=) must be a non-negative integer, got {min_items}")
+        cost_map = check_costs(costs, targets)
+        if budget_per_model is not None and not budget_per_model > 0:
+            raise ConfigurationError(f"--budget-per-model (budget_per_model=) must be > 0, got {budget_per_model}")
+        budget = None if budget_per_model is None else float(budget_per_model) * sum(cost_map.values())
+        name, options, spec = resolve_method(method, method_kwargs)
+        meta = {
+            "method": name, "method_spec": spec, "method_kwargs": {"seed": new_seed(seed), **options},
+            "targets": targets, "costs": cost_map, "gamma": g, "min_items": int(min_items), "budget": budget,
+            "missing": missing, "label": label,
+        }
+        read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
+        return cls._create_journal(path, reference, meta, read, timeout)
+
+    # -------------------------------------------------------------- replay
+    def _fresh_state(self) -> dict[str, BaseMethod]:
+        ref = self._prepared_reference()
+        kw = self._settings["method_kwargs"]
+        return {m: make_method(self._settings["method"], ref, **kw) for m in self._settings["targets"]}
+
+    def _observe(self, state: dict[str, BaseMethod], ev: Event) -> None:
+        if ev.target not in state:
+            raise UnknownModelError(f"model {ev.target!r} is not ranked in this session")
+        state[ev.target].observe(ev.item_id, float(ev.score))  # type: ignore[arg-type]
+
+    # -------------------------------------------------------------- views
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(self._settings["targets"])
+
+    @property
+    def n_scored(self) -> int:
+        """Scores recorded so far, over all models."""
+        self._sync()
+        return len(self._told)
+
+    @property
+    def methods(self) -> dict[str, BaseMethod]:
+        return dict(self._sync())
+
+    def _budget(self) -> float:
+        b = self._settings.get("budget")
+        return math.inf if b is None else float(b)
+
+    def _counts(self, methods: Mapping[str, BaseMethod]) -> dict[str, int]:
+        return {m: methods[m].n_observed for m in self.models}
+
+    def _step(self, methods: Mapping[str, BaseMethod]):  # noqa: ANN202
+        s = self._settings
+        return next_step(self.models, methods, self._counts(methods), s["costs"], gamma=s["gamma"],
+                         min_items=s["min_items"], budget=self._budget())
+
+    def _pending_pairs(self) -> list[tuple[str, str]]:
+        return [(m, iid) for m, iid in self._pending]
+
+    def stop_reason(self) -> str | None:
+        """Why the ranking is done ("confident", "budget", "exhausted"), or None while a model needs scores."""
+        methods = self._sync()
+        if self._pending:
+            return None
+        return self._step(methods).reason
+
+    # ------------------------------------------------------------ ask/tell
+    def ask(self) -> RankAsk | None:
+        """The (model, item) to score next, recorded as pending; the pending one again until it is told.
+
+        None once the ranking is done (see :meth:`stop_reason`).
+        """
+        with self._journal.write("hand out an item") as conn:
+            methods = self._sync(conn)
+            if self._pending:
+                model, iid = next(iter(self._pending))
+                return RankAsk(model, iid, methods[model].reference.item_index(iid))
+            step = self._step(methods)
+            if step.model is None:
+                return None
+            idx = int(methods[step.model].select())
+            iid = methods[step.model].item_ids[idx]
+            seq = self._journal.insert(conn, "ask", iid, None, Journal.next_batch(conn), target=step.model)
+        self._pending[(step.model, iid)] = None
+        self._seq = seq
+        self._maybe_snapshot()
+        return RankAsk(step.model, iid, idx)
+
+    def tell(self, model: str, item_id: str | int, score: float) -> bool:
+        """Record ``model``'s score on ``item_id``; False if that same score is already recorded.
+
+        Raises, writing nothing, for an unknown model or item, an invalid
+        score, or a different score on an item already recorded.
+        """
+        with self._journal.write("record a score") as conn:
+            methods = self._sync(conn)
+            if model not in methods:
+                raise UnknownModelError(
+                    f"model {model!r} is not ranked in session {str(self.path)!r}; its models: {', '.join(self.models)}"
+                )
+            method = methods[model]
+            idx = method.reference.item_index(item_id)
+            iid = method.item_ids[idx]
+            value = method.reference.check_score(score, item=iid)
+            old = self._told.get((model, iid))
+            if old is not None:
+                if old == value:
+                    return False
+                raise DuplicateObservationError(
+                    f"item {iid!r} of model {model!r} already has score {old:g} recorded; refusing to change it to "
+                    f"{value:g} (recorded scores are never altered)"
+                )
+            idx, value = method.check_observation(idx, value)
+            try:
+                seq = self._journal.insert(conn, "tell", iid, value, None, target=model)
+                method.observe(idx, value)
+            except BaseException:
+                self._state = None
+                raise
+            self._told[(model, iid)] = value
+            self._digest.add(seq, model, iid, value)
+            self._pending.pop((model, iid), None)
+            self._seq = seq
+        self._maybe_snapshot()
+        return True
+
+    def status(self) -> RankStatus:
+        """The current ranking with each adjacent pair's confidence, the ties, and the stop reason."""
+        methods = self._sync()
+        s = self._settings
+        asked = {m: [] for m in self.models}
+        for (m, iid), _ in self._told.items():
+            asked[m].append(methods[m].reference.item_index(iid))
+        reason = self.stop_reason()
+        res = rank_result(self.models, methods, s["costs"], asked, reason or "running", gamma=s["gamma"])
+        pairs = []
+        for hi, lo in zip(res.ranking[:-1], res.ranking[1:]):
+            p = res.confidence(hi, lo)
+            pairs.append({"higher": hi, "lower": lo, "confidence": p, "decided": is_confident(p, s["gamma"])})
+        return RankStatus(res, reason, tuple(self._pending_pairs()), self._budget(), tuple(pairs))
+
+    def __repr__(self) -> str:
+        return f"RankSession({str(self.path)!r}, models={list(self.models)}, n_scored={len(self._told)})"

@@ -1,0 +1,246 @@
+"""Where a session's reference data comes from, how to reload it, and how to check it did not change.
+
+A session stores how to load its reference again (a bundled dataset name, or
+a file path with the options it was read with) and the reference's
+fingerprint; every reopen checks the fingerprint. When a valid snapshot
+exists, the file's size and modification time (as stored with the snapshot)
+stand in for re-reading it: an unchanged file is not parsed again, a touched
+one is re-read and its fingerprint compared as usual.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from activeeval.data.matrix import ScoreMatrix
+from activeeval.exceptions import (
+    ActiveEvalError,
+    ConfigurationError,
+    MissingScoresWarning,
+    StorageError,
+    UnknownDatasetError,
+)
+from activeeval.session.storage import ReferenceMismatchError
+
+__all__ = [
+    "READ_OPTIONS",
+    "check_read_options",
+    "resolve_reference",
+    "reference_summary",
+    "load_reference",
+    "source_stat",
+    "apply_missing",
+]
+
+# Options of reading a reference *file* (``activeeval.read_scores``), with their command-line flags.
+READ_OPTIONS = {"kind": "--kind", "score_range": "--score-range", "duplicate_models": "--duplicate-models"}
+MISSING_POLICIES = ("models", "items")
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def check_read_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """Validate and normalise read options (None values dropped); JSON-ready."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key not in READ_OPTIONS:
+            raise ConfigurationError(f"unknown reference read option {key!r}; choose from {', '.join(READ_OPTIONS)}")
+        if key == "kind":
+            if value not in ("binary", "continuous"):
+                raise ConfigurationError(f"--kind (kind=) must be 'binary' or 'continuous', got {value!r}")
+        elif key == "score_range":
+            try:
+                lo, hi = (float(v) for v in value)
+            except (TypeError, ValueError):
+                raise ConfigurationError(
+                    f"--score-range LOW HIGH (score_range=(low, high)) needs two numbers, got {value!r}"
+                ) from None
+            if not lo < hi:
+                raise ConfigurationError(f"--score-range LOW HIGH needs LOW < HIGH, got {lo:g} {hi:g}")
+            value = [lo, hi]
+        elif key == "duplicate_models":
+            value = str(value).replace("-", "_")
+            if value not in ("error", "drop_identical"):
+                raise ConfigurationError(
+                    f"--duplicate-models (duplicate_models=) must be 'error' or 'drop-identical', got {options[key]!r}"
+                )
+        out[key] = value
+    return out
+
+
+def resolve_reference(
+    reference: str | os.PathLike[str] | ScoreMatrix, read_options: Mapping[str, Any] | None = None
+) -> tuple[ScoreMatrix, dict[str, Any]]:
+    """The matrix and a JSON description of how to load it again."""
+    opts = check_read_options(read_options or {})
+    if isinstance(reference, ScoreMatrix):
+        if opts:
+            raise ConfigurationError(
+                f"{', '.join(sorted(opts))} only apply when reading a score file, not to a ScoreMatrix; drop them"
+            )
+        return reference, {"type": "matrix", "name": reference.name}
+    if not isinstance(reference, (str, os.PathLike)):
+        raise ConfigurationError(
+            f"reference must be a dataset name, a path to a score file or a ScoreMatrix, "
+            f"got {type(reference).__name__}"
+        )
+    from activeeval import datasets  # data layer; imported lazily to keep start-up fast
+
+    text = os.fspath(reference)
+    path = Path(text).expanduser()
+    if opts and not path.is_file():
+        try:
+            datasets.info(text)
+        except UnknownDatasetError:
+            pass  # resolve() below gives the usual "neither a dataset nor a file" error
+        else:
+            flags = ", ".join(f"{READ_OPTIONS[k]} ({k}=)" for k in opts)
+            raise ConfigurationError(
+                f"{flags} only apply to a score file; {text!r} is a bundled dataset whose kind and score range come "
+                "from its catalog: drop them, or give a score file"
+            )
+    read = dict(opts)
+    if "score_range" in read:
+        read["score_range"] = tuple(read["score_range"])
+    matrix = datasets.resolve(text, **read)
+    if path.is_file():
+        source: dict[str, Any] = {"type": "file", "path": str(path.resolve())}
+        if opts:
+            source["read"] = opts
+        return matrix, source
+    return matrix, {"type": "dataset", "name": matrix.name or text}
+
+
+def reference_summary(matrix: ScoreMatrix) -> dict[str, Any]:
+    """What the journal stores about the reference, to say what changed on a mismatch."""
+    return {
+        "name": matrix.name,
+        "n_models": matrix.n_models,
+        "n_items": matrix.n_items,
+        "kind": matrix.kind,
+        "score_range": list(matrix.score_range) if matrix.score_range is not None else None,
+        "model_ids_sha": _sha(json.dumps(matrix.model_ids)),
+        "item_ids_sha": _sha(json.dumps(matrix.item_ids)),
+        "fingerprint": matrix.fingerprint(),
+    }
+
+
+def apply_missing(matrix: ScoreMatrix, missing: str) -> ScoreMatrix:
+    """The reference with the missing-score policy applied (a note says what was dropped)."""
+    if missing not in MISSING_POLICIES:
+        raise ConfigurationError(f"--missing (missing=) must be 'models' or 'items', got {missing!r}")
+    out, report = matrix.dropna(missing)  # type: ignore[arg-type]
+    if report.changed:
+        warnings.warn(report.summary(), MissingScoresWarning, stacklevel=3)
+    return out
+
+
+def _what_changed(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
+    parts = []
+    if old.get("n_models") != new["n_models"] or old.get("model_ids_sha") != new["model_ids_sha"]:
+        parts.append(f"models {old.get('n_models')} -> {new['n_models']} (model ids differ)")
+    if old.get("n_items") != new["n_items"] or old.get("item_ids_sha") != new["item_ids_sha"]:
+        parts.append(f"items {old.get('n_items')} -> {new['n_items']} (item ids differ)")
+    if old.get("kind") != new["kind"]:
+        parts.append(f"kind {old.get('kind')} -> {new['kind']}")
+    if old.get("score_range") != new["score_range"]:
+        parts.append(f"score range {old.get('score_range')} -> {new['score_range']}")
+    return "; ".join(parts) if parts else "same models and items, but some scores differ"
+
+
+def describe(source: Mapping[str, Any]) -> str:
+    if source.get("type") == "file":
+        return f"file {source['path']!r}"
+    if source.get("type") == "dataset":
+        return f"bundled dataset {source['name']!r}"
+    return f"an in-memory ScoreMatrix ({source.get('name')!r})"
+
+
+def _source_path(source: Mapping[str, Any]) -> Path | None:
+    if source.get("type") == "file":
+        return Path(source["path"])
+    if source.get("type") == "dataset":
+        from activeeval.data import datasets as ds
+
+        try:
+            entry = ds.info(source["name"])
+        except ActiveEvalError:
+            return None
+        if entry.bundled:
+            from importlib import resources
+
+            p = resources.files("activeeval.data").joinpath("bundled", entry.file)
+            return Path(str(p)) if isinstance(p, Path) or Path(str(p)).is_file() else None
+        folder = ds.shared_data_dir()
+        return folder / entry.file if folder is not None else None
+    return None
+
+
+def source_stat(source: Mapping[str, Any]) -> dict[str, int] | None:
+    """Size and modification time of the reference's file, or None (in-memory, or not found)."""
+    p = _source_path(source)
+    try:
+        st = p.stat() if p is not None else None
+    except OSError:
+        return None
+    return None if st is None else {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def load_reference(
+    path: Path, meta: Mapping[str, Any], reference: str | os.PathLike[str] | ScoreMatrix | None
+) -> ScoreMatrix:
+    """Reload the reference of session ``path`` (or take the override ``reference``) and check its fingerprint."""
+    source = meta["reference_source"]
+    stored = meta["reference"]
+    hint = (
+        "pass the original data explicitly: Session.open(path, reference=...) "
+        "or `--reference` on the command line"
+    )
+    read = source.get("read") or {}
+    if reference is not None:
+        matrix, given = resolve_reference(reference, read if not isinstance(reference, ScoreMatrix) else None)
+        origin = f"the reference passed to open ({describe(given)})"
+    elif source.get("type") == "matrix":
+        raise StorageError(
+            f"session {str(path)!r} was created from an in-memory ScoreMatrix ({source.get('name')!r}); "
+            "open it with Session.open(path, reference=<that matrix>)"
+        )
+    elif source.get("type") == "file":
+        ref_path = Path(source["path"])
+        if not ref_path.is_file():
+            raise StorageError(
+                f"reference file {str(ref_path)!r} of session {str(path)!r} no longer exists; "
+                f"restore it, or {hint}"
+            )
+        origin = f"reference file {str(ref_path)!r}"
+        try:
+            matrix, _ = resolve_reference(ref_path, read)
+        except ActiveEvalError as exc:
+            raise StorageError(f"cannot reload {origin} of session {str(path)!r}: {exc}") from None
+    elif source.get("type") == "dataset":
+        origin = f"bundled dataset {source['name']!r}"
+        try:
+            matrix, _ = resolve_reference(source["name"])
+        except UnknownDatasetError as exc:
+            raise StorageError(f"cannot reload {origin} of session {str(path)!r}: {exc}; {hint}") from None
+    else:
+        raise StorageError(f"session file {str(path)!r} is corrupted: unknown reference source {source!r}")
+    new = reference_summary(matrix)
+    if new["fingerprint"] != stored.get("fingerprint"):
+        raise ReferenceMismatchError(
+            f"the reference data of session {str(path)!r} changed since the session was created: "
+            f"{origin} has fingerprint {new['fingerprint'][:12]}, the session expects "
+            f"{str(stored.get('fingerprint'))[:12]} ({_what_changed(stored, new)}). Recorded scores are "
+            f"only valid against the original data: restore it and {hint}, or start a new session"
+        )
+    return matrix

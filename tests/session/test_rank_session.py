@@ -1,0 +1,136 @@
+"""Ranking new models for real (issue 10, item 2): a crash-safe multi-target session, from Python and the CLI."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from activeeval import datasets
+from activeeval.cli import app
+from activeeval.data.io import write_scores
+from activeeval.exceptions import ConfigurationError, DuplicateObservationError, StorageError, UnknownModelError
+from activeeval.methods.registry import make_method
+from activeeval.ranking import AdaptiveRanker
+from activeeval.session import Session
+from activeeval.session.ranking import RankSession
+
+runner = CliRunner()
+MODELS = 3
+
+
+@pytest.fixture(scope="module")
+def alpaca() -> tuple:
+    full, _ = datasets.load("alpacaeval2").dropna("models")
+    models = list(full.model_ids[:MODELS])
+    truth = {m: dict(zip(full.item_ids, map(float, full.model_scores(m)))) for m in models}
+    return full.drop_models(models), models, truth
+
+
+@pytest.fixture()
+def ref_file(tmp_path: Path, alpaca) -> Path:
+    return write_scores(alpaca[0], tmp_path / "ref.csv")
+
+
+def test_rank_session_decides_like_the_ranker_and_survives_reopening(tmp_path, ref_file, alpaca) -> None:
+    ref, models, truth = alpaca
+    s = RankSession.create(tmp_path / "r.aeval", ref_file, models, seed=3, budget_per_model=12)
+    n = 0
+    while (a := s.ask()) is not None:
+        assert s.ask() == a  # pending until told: asking again hands out the same (model, item)
+        if n % 5 == 2:
+            s.close()
+            s = RankSession.open(tmp_path / "r.aeval")
+        s.tell(a.model, a.item_id, truth[a.model][a.item_id])
+        n += 1
+    st = s.status()
+    s.close()
+    direct = AdaptiveRanker(models, lambda m: make_method("cat", ref, seed=3),
+                            lambda m, i: truth[m][ref.item_ids[i]], budget=12 * MODELS).run()
+    assert st.result.ranking == direct.ranking
+    assert st.result.items_per_model == direct.items_per_model
+    assert st.result.items == direct.items
+    assert st.stop_reason == direct.stop_reason == "budget"
+    assert n == 12 * MODELS
+    d = st.to_dict()
+    assert [p["higher"] for p in d["adjacent_pairs"]] == list(st.result.ranking[:-1])
+    assert all(0.5 <= p["confidence"] <= 1 for p in d["adjacent_pairs"])
+    assert d["ties"] == [[p["higher"], p["lower"]] for p in d["adjacent_pairs"] if not p["decided"]]
+
+
+def test_rank_session_errors_write_nothing(tmp_path, ref_file, alpaca) -> None:
+    _, models, truth = alpaca
+    with pytest.raises(ConfigurationError, match=r"need at least 2 models to rank, got 1"):
+        RankSession.create(tmp_path / "x.aeval", ref_file, models[:1])
+    assert not (tmp_path / "x.aeval").exists()
+    with RankSession.create(tmp_path / "r.aeval", ref_file, models, seed=0) as s:
+        a = s.ask()
+        with pytest.raises(UnknownModelError, match="model 'nobody' is not ranked in session"):
+            s.tell("nobody", a.item_id, 0.5)
+        s.tell(a.model, a.item_id, truth[a.model][a.item_id])
+        with pytest.raises(DuplicateObservationError, match=f"item '{a.item_id}' of model '{a.model}' already has"):
+            s.tell(a.model, a.item_id, 1 - truth[a.model][a.item_id])
+        assert s.n_scored == 1
+    with pytest.raises(StorageError, match="is a rank session, not a single one; open it with `activeeval rank`"):
+        Session.open(tmp_path / "r.aeval")
+
+
+SCORER = """\
+import json, sys
+model, item = sys.argv[2], sys.argv[3]
+print(json.load(open(sys.argv[1]))[model][item])
+"""
+
+
+def test_rank_cli_with_a_scorer_command_then_status(tmp_path, ref_file, alpaca) -> None:
+    _, models, truth = alpaca
+    (tmp_path / "truth.json").write_text(json.dumps(truth))
+    (tmp_path / "score.py").write_text(SCORER)
+    scorer = f"{sys.executable} {tmp_path / 'score.py'} {tmp_path / 'truth.json'} {{model}} {{item_id}}"
+    f = tmp_path / "r.aeval"
+    args = ["rank", "--session", str(f), "--reference", str(ref_file), "--models", ",".join(models),
+            "--scorer", scorer, "--budget-per-model", "6", "--min-items", "3", "--seed", "1"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["rank", "model", "score", "interval", "items"]
+    assert [line.split()[1] for line in lines[1:1 + MODELS]] and len(lines) == 1 + MODELS + (MODELS - 1) + 2
+    assert lines[-1] == f"cost spent {6 * MODELS} of budget {6 * MODELS}; stop: yes (budget)"
+    st = json.loads(runner.invoke(app, ["session", "status", str(f), "--json"]).stdout)
+    assert st["stop_reason"] == "budget" and sum(st["items_per_model"].values()) == 6 * MODELS
+    text = runner.invoke(app, ["session", "status", str(f)]).stdout
+    assert text.count("P(") == MODELS - 1 and "ties:" in text
+    # Resuming a finished ranking does nothing; other models are refused.
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0 and runner.invoke(app, ["session", "history", str(f)]).stdout.count(" tell ") == 6 * MODELS
+    r = runner.invoke(app, [*args[:5], "--models", "a,b", *args[7:]])
+    assert r.exit_code == 2 and "ranks " in r.stderr and "not a, b; drop --models to resume it" in r.stderr
+
+
+def test_rank_cli_argument_errors(tmp_path, ref_file, alpaca) -> None:
+    _, models, _ = alpaca
+    f = str(tmp_path / "r.aeval")
+
+    def err(*args: str) -> str:
+        r = runner.invoke(app, ["rank", *args])
+        assert r.exit_code == 2, r.output
+        return r.stderr
+
+    assert err("--session", f, "--reference", str(ref_file), "--models", "a,b", "--scorer", "x {item_id}") == (
+        "error: scorer command 'x {item_id}' has no {model} placeholder; the model and the item to score are passed "
+        "there, e.g. 'python score.py {model} {item_id}'\n")
+    assert err("--session", f, "--models", "a,b", "--scorer", "x {model} {item_id}").startswith(
+        f"error: session '{f}' does not exist yet: give --reference and --models M1,M2,... to create it")
+    assert err("--session", f, "--reference", str(ref_file), "--models", "a,b") == (
+        "error: give exactly one of --scorer 'COMMAND {item_id}' or --harness lm-eval (with --model, --task)\n")
+    assert err("--reference", str(ref_file), "--scorer", "x {model} {item_id}").startswith(
+        "error: --scorer/--harness/--reference rank new models for real: give --session FILE too")
+    assert err("--session", f, "--dataset", "alpacaeval2", "--scorer", "x {model} {item_id}").startswith(
+        "error: --dataset/--holdout simulate a ranking; with --session give --reference")
+    assert err("--session", f, "--reference", str(ref_file), "--models", "a,b", "--harness", "lm-eval", "--model",
+               "dummy", "--task", "x", "--model-args", "pretrained=a").startswith(
+        "error: ranking with lm-eval: --model-args 'pretrained=a' has no {model} placeholder")
+    assert not Path(f).exists()

@@ -1,0 +1,306 @@
+"""Sessions under damage and at scale (issue 10, item 6): corrupted files, read-only commands, snapshots."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from activeeval.cli import app
+from activeeval.exceptions import StorageError
+from activeeval.session import CorruptedSessionError, Session
+from activeeval.session import snapshot as snap
+
+runner = CliRunner()
+
+
+def invoke(*args: object):  # noqa: ANN201
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def _session(path: Path, ref_file: Path, target: dict[str, float], n: int, **kw) -> None:  # noqa: ANN003
+    with Session.create(path, ref_file, seed=0, **kw) as s:
+        for a in s.ask(n):
+            s.tell(a.item_id, target[a.item_id])
+
+
+def _files(folder: Path) -> dict[str, tuple[int, int, bytes]]:
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns, p.read_bytes()) for p in folder.iterdir()}
+
+
+# ------------------------------------------------------------------ damage
+def test_bytes_overwritten_anywhere_give_the_corrupted_error_or_the_same_data(tmp_path, math_ref_file, math_split):
+    """Overwrite 16 bytes at every 512th offset: each open either fails cleanly or reads exactly what was recorded."""
+    _, target = math_split
+    good = tmp_path / "good.aeval"
+    _session(good, math_ref_file, target, 25)
+    with Session.open(good) as s:
+        expected = (s.observations, s.settings)
+    data = good.read_bytes()
+    outcomes = {"corrupted": 0, "same": 0}
+    for offset in range(100, len(data), 512):
+        bad = tmp_path / "bad.aeval"
+        bad.write_bytes(data[:offset] + b"\xa5" * 16 + data[offset + 16:])
+        try:
+            with Session.open(bad) as s:
+                got = (s.observations, s.settings)
+        except StorageError as exc:
+            assert type(exc).__name__ in ("CorruptedSessionError", "StorageError")
+            assert "corrupted" in str(exc), str(exc)
+            outcomes["corrupted"] += 1
+            continue
+        assert got == expected, f"offset {offset}: damaged file read as different data"
+        outcomes["same"] += 1
+    assert outcomes["corrupted"] >= 3, outcomes  # the damage was seen where it mattered (pages in use)
+
+
+def test_an_altered_score_is_caught_by_the_checksum(tmp_path, math_ref_file, math_split) -> None:
+    _, target = math_split
+    f = tmp_path / "s.aeval"
+    _session(f, math_ref_file, target, 5)
+    con = sqlite3.connect(f)
+    seq = con.execute("SELECT seq FROM events WHERE kind = 'tell' ORDER BY seq LIMIT 1").fetchone()[0]
+    con.execute("UPDATE events SET score = 1 - score WHERE seq = ?", (seq,))
+    con.commit()
+    con.close()
+    with pytest.raises(CorruptedSessionError) as err:
+        Session.open(f)
+    assert str(err.value) == (
+        f"session file '{f}' is corrupted (journal event {seq} does not match its checksum); restore it from a copy "
+        "or backup, or start a new session (the scores recorded in a damaged file cannot be trusted)"
+    )
+    r = invoke("session", "status", f)
+    assert r.exit_code == 2 and r.stderr.startswith(f"error: session file '{f}' is corrupted (journal event {seq}")
+    assert "Traceback" not in r.output
+
+
+def test_altered_settings_are_caught(tmp_path, math_ref_file, math_split) -> None:
+    _, target = math_split
+    f = tmp_path / "s.aeval"
+    _session(f, math_ref_file, target, 2)
+    con = sqlite3.connect(f)
+    con.execute("UPDATE meta SET value = '\"rs-mean\"' WHERE key = 'method'")
+    con.commit()
+    con.close()
+    r = invoke("session", "status", f)
+    assert r.exit_code == 2
+    assert r.stderr.startswith(f"error: session file '{f}' is corrupted (the settings do not match their checksum)")
+
+
+# ------------------------------------------------------------------ read-only commands
+@pytest.mark.parametrize("command", [["status"], ["status", "--json"], ["history"], ["report", "--out", "{out}"]])
+def test_read_only_commands_never_create_or_change_a_file(tmp_path, math_ref_file, math_split, command) -> None:
+    _, target = math_split
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    f = folder / "s.aeval"
+    _session(f, math_ref_file, target, 4)
+    empty = folder / "empty.aeval"
+    empty.write_bytes(b"")
+    before = _files(folder)
+    args = [a.replace("{out}", str(tmp_path / "r.html")) for a in command]
+    r = invoke("session", args[0], f, *args[1:])
+    assert r.exit_code == 0, r.output
+    r = invoke("session", args[0], empty, *args[1:])
+    assert r.exit_code == 2
+    assert r.stderr == f"error: '{empty}' is empty (0 bytes), not an activeeval session file; remove it or choose " \
+        "another path\n"
+    r = invoke("session", args[0], folder / "missing.aeval", *args[1:])
+    assert r.exit_code == 2 and "no session file" in r.stderr
+    assert _files(folder) == before  # same files, same bytes, same modification times; no -journal/-wal/-shm
+
+
+def test_a_version_1_wal_file_is_read_without_leaving_files(tmp_path, math_ref_file, math_split) -> None:
+    """A file made by the previous format (WAL journal, no checksums) still opens; status leaves no -wal/-shm."""
+    _, target = math_split
+    from activeeval.session.reference import reference_summary
+    from activeeval.data.io import read_scores
+
+    f = tmp_path / "old.aeval"
+    ref = read_scores(math_ref_file)
+    con = sqlite3.connect(f, isolation_level=None)
+    con.execute("PRAGMA journal_mode = WAL")
+    con.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE events (seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL CHECK (kind IN ('ask', 'tell')), item_id TEXT NOT NULL, score REAL, batch INTEGER,
+            created TEXT NOT NULL, CHECK ((kind = 'tell') = (score IS NOT NULL)));
+        CREATE UNIQUE INDEX one_tell_per_item ON events(item_id) WHERE kind = 'tell';
+    """)
+    meta = {"format_version": 1, "method": "bayesame", "method_kwargs": {"epsilon1": 0.005, "epsilon2": 0.03,
+            "window": 30, "n_max": None, "seed": 0}, "reference_source": {"type": "file", "path": str(math_ref_file)},
+            "reference": reference_summary(ref), "created": "2026-01-01T00:00:00+00:00", "library_version": "0.1.0"}
+    con.executemany("INSERT INTO meta VALUES (?, ?)", [(k, json.dumps(v)) for k, v in meta.items()])
+    items = list(target)[:3]
+    for i in items:
+        con.execute("INSERT INTO events(kind, item_id, score, batch, created) VALUES ('tell', ?, ?, NULL, 'x')",
+                    (i, target[i]))
+    con.close()
+    before = _files(tmp_path)
+    r = invoke("session", "status", f, "--json")
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["n_used"] == 3
+    assert _files(tmp_path) == before
+    with Session.open(f) as s:  # a write open converts it; writes keep working
+        s.tell(list(target)[5], target[list(target)[5]])
+        assert len(s.observations) == 4
+
+
+# ------------------------------------------------------------------ snapshots
+def always_snapshot(monkeypatch) -> None:  # noqa: ANN001
+    """Snapshot after every write, whatever it costs (the real policy depends on measured times)."""
+    monkeypatch.setattr(snap, "SNAPSHOT_AFTER_SECONDS", -1.0)
+    monkeypatch.setattr(snap, "LOAD_BYTES_PER_SECOND", float("inf"))
+
+
+def test_a_snapshot_is_made_only_when_loading_it_beats_rebuilding() -> None:
+    import numpy as np
+
+    state = {"big": np.zeros(3_000_000)}  # 24 MB: about 0.08 s to load at 300 MB/s
+    assert 24_000_000 <= snap.pickled_size(state) < 24_001_000
+    assert snap.dump_state(state, rebuild_seconds=0.1) is None  # loading would cost most of the rebuild
+    data, checksum = snap.dump_state(state, rebuild_seconds=5.0)
+    assert snap.load_state(data, checksum, "here")["big"].shape == (3_000_000,)
+    assert snap.dump_state(lambda: 0, rebuild_seconds=5.0) is None  # not picklable: no snapshot, no error
+
+
+@pytest.mark.parametrize(
+    "method", ["bayesame", "bayesame-rs", "bayesame-paper", "bayesame-paper-rs", "rs-mean", "bayes-aipw", "proeval", "irt"]
+)
+def test_a_snapshot_gives_exactly_the_replayed_state(tmp_path, continuous_ref_file, continuous_split, method,
+                                                    monkeypatch) -> None:
+    _, target = continuous_split
+    always_snapshot(monkeypatch)
+    f = tmp_path / "s.aeval"
+    options = {"refit_every": 7} if method.startswith("bayesame-paper") else {}  # replay crosses a refit
+    with Session.create(f, continuous_ref_file, method=method, seed=4, **options) as s:
+        for _ in range(12):
+            (a,) = s.ask(1)
+            s.tell(a.item_id, target[a.item_id])
+        s.ask(2)
+    con = sqlite3.connect(f)
+    upto = con.execute("SELECT upto FROM snapshots").fetchone()[0]
+    con.close()
+    assert upto > 0
+
+    def state(sess: Session) -> tuple:
+        m = sess.method
+        return sess.trajectory, sess.pending, m.select_batch(3, exclude=sess.pending), sess.status()
+
+    with Session.open(f) as fast:
+        assert fast._cost == 0.0  # nothing was rebuilt: the snapshot was current
+        from_snapshot = state(fast)
+    con = sqlite3.connect(f)
+    con.execute("DELETE FROM snapshots")
+    con.commit()
+    con.close()
+    with Session.open(f) as slow:
+        assert slow._cost > 0.0  # rebuilt by replay
+        assert state(slow) == from_snapshot
+
+
+def test_a_stale_or_damaged_snapshot_is_not_used(tmp_path, continuous_ref_file, continuous_split, monkeypatch) -> None:
+    _, target = continuous_split
+    always_snapshot(monkeypatch)
+    f = tmp_path / "s.aeval"
+    with Session.create(f, continuous_ref_file, seed=1) as s:
+        for a in s.ask(4):
+            s.tell(a.item_id, target[a.item_id])
+        expected = s.trajectory
+    # Another version of the code: the key no longer matches, the state is rebuilt.
+    monkeypatch.setattr(snap, "code_fingerprint", lambda: "other code")
+    with Session.open(f) as s:
+        assert s._cost > 0 and s.trajectory == expected
+    monkeypatch.undo()
+    always_snapshot(monkeypatch)
+    con = sqlite3.connect(f)
+    data = bytearray(con.execute("SELECT data FROM snapshots").fetchone()[0])
+    data[100:120] = bytes(20)
+    con.execute("UPDATE snapshots SET data = ?", (bytes(data),))
+    con.commit()
+    con.close()
+    with pytest.warns(UserWarning, match="the stored snapshot is damaged \\(checksum mismatch\\); rebuilding"):
+        with Session.open(f) as s:
+            assert s.trajectory == expected
+
+
+def test_an_unchanged_reference_file_is_not_parsed_again(tmp_path, continuous_ref_file, continuous_split,
+                                                         monkeypatch) -> None:
+    _, target = continuous_split
+    always_snapshot(monkeypatch)
+    f = tmp_path / "s.aeval"
+    _session(f, continuous_ref_file, target, 3)
+    import activeeval.session.reference as reference
+
+    calls = []
+    real = reference.resolve_reference
+    monkeypatch.setattr(reference, "resolve_reference", lambda *a, **k: calls.append(a) or real(*a, **k))
+    import activeeval.session.base as base
+
+    monkeypatch.setattr(base, "resolve_reference", reference.resolve_reference)
+    with Session.open(f) as s:
+        s.status()
+    assert calls == []
+    # Touch it with the same content: re-read once, fingerprint checked, still fine.
+    os.utime(continuous_ref_file, ns=(time.time_ns(), time.time_ns() + 10**9))
+    with Session.open(f) as s:
+        assert len(s.observations) == 3
+    assert len(calls) == 1
+    # Change its content: the usual mismatch error.
+    continuous_ref_file.write_text(continuous_ref_file.read_text().replace("0.", "0.0", 1))
+    with pytest.raises(StorageError, match="changed since the session was created"):
+        Session.open(f)
+
+
+# ------------------------------------------------------------------ Ctrl-C
+SLOW_SCORER = """\
+import json, sys, time
+time.sleep(float(sys.argv[3]))
+print(json.load(open(sys.argv[1]))[sys.argv[2]])
+"""
+
+
+def test_ctrl_c_exits_130_and_a_rerun_resumes(tmp_path, math_ref_file, math_split) -> None:
+    _, target = math_split
+    (tmp_path / "t.json").write_text(json.dumps(target))
+    (tmp_path / "score.py").write_text(SLOW_SCORER)
+    f = tmp_path / "s.aeval"
+
+    def cmd(delay: str) -> list[str]:
+        return [sys.executable, "-m", "activeeval", "run", "--reference", str(math_ref_file), "--session", str(f),
+                "--max-items", "6", "--seed", "5", "--jobs", "2",
+                "--scorer", f"{sys.executable} {tmp_path / 'score.py'} {tmp_path / 't.json'} {{item_id}} {delay}"]
+
+    proc = subprocess.Popen(cmd("0.4"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        time.sleep(0.1)
+        if f.exists():
+            with Session.open(f, readonly=True) as s:
+                if len(s.observations) >= 2:
+                    break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    with Session.open(f) as s:
+        n = len(s.observations)
+    assert err.splitlines()[-1] == f"interrupted: {n} scores recorded, re-run to resume"
+    assert 2 <= n < 6
+    done = subprocess.run(cmd("0"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    # The same journal as a run never interrupted.
+    with Session.create(tmp_path / "u.aeval", math_ref_file, max_items=6, seed=5) as u:
+        from activeeval.session.runner import drive
+
+        drive(u, lambda i: target[i], jobs=2)
+        expected = u.observations
+    with Session.open(f) as s:
+        assert s.observations == expected
