@@ -18,7 +18,7 @@ from activeeval import BayesAME, ScoreMatrix
 from activeeval.design import Prequential
 from activeeval.exceptions import ConfigurationError
 from activeeval.experiments.simulate import run_fixed, run_until_stop
-from activeeval.gaussian import LeaveOneOutNLML, LevelKernel, sq_dists
+from activeeval.gaussian import LeaveOneOutNLML, LevelKernel, kernel_matvec, se_kernel, sq_dists
 from activeeval.methods.bayesame import (
     BayesAMERS,
     Calibration,
@@ -99,8 +99,39 @@ def test_sequential_updates_equal_the_dense_posterior(seed: int, n_obs: int, kin
     n_b = np.bincount(method.buckets.of_item[list(method.observed_items)], minlength=method.n_buckets)
     u = method.buckets.counts - n_b
     expected_mean = (sum(method.observed_scores) + u @ mean) / method.n_items
+    seen, unseen = sum(method.observed_scores), method.n_items - len(method.observed_items)
+    expected_mean = np.clip(expected_mean, seen / method.n_items, (seen + unseen) / method.n_items)  # scores in [0, 1]
     assert est.mean == pytest.approx(expected_mean, abs=ATOL)
     assert est.var == pytest.approx(method.scale * unscaled_var_r(method, cov), abs=ATOL)
+
+
+@pytest.mark.parametrize("n_buckets", [1, 7, 512, 1300])
+def test_blockwise_kernel_matvec_equals_the_dense_product(n_buckets: int) -> None:
+    rng = np.random.default_rng(n_buckets)
+    phi = rng.random((n_buckets, 9))
+    vec = rng.normal(size=n_buckets)
+    dense = se_kernel(sq_dists(phi, phi), 0.7, 3.0, 9) @ vec
+    np.testing.assert_allclose(kernel_matvec(phi, vec, 0.7, 3.0, block=256), dense, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(kernel_matvec(phi, vec, 0.7, 3.0, d2=sq_dists(phi, phi)), dense, rtol=1e-12)
+
+
+def test_the_estimate_stays_in_the_range_the_score_can_still_take() -> None:
+    """After one correct answer the posterior mean of a 0/1 benchmark can exceed 1; the estimate cannot."""
+    ref = binary_reference(30, 200, 1)
+    method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None, extrapolation="off")
+    clipped = 0
+    for n in range(1, 41):
+        method.observe(method.select(), 1.0)
+        post = method.posterior
+        raw = (n + float(post.remaining @ post.mean)) / 200
+        est = method.estimate()
+        lo, hi = n / 200, 1.0
+        clipped += raw > hi
+        assert lo <= est.mean <= hi
+        assert est.mean == pytest.approx(min(max(raw, lo), hi), abs=1e-12)
+        c_lo, c_hi = est.ci()
+        assert lo <= c_lo <= c_hi <= hi
+    assert clipped > 0  # the case this guards against did happen
 
 
 @pytest.mark.parametrize("kind", ["binary", "continuous"])
@@ -332,3 +363,24 @@ def test_calibration_runs_equal_single_target_runs() -> None:
                 est = method.estimate()
                 alone.append((est.mean - truth.mean()) / est.std)
         np.testing.assert_allclose(values, alone, rtol=1e-9, atol=1e-12)  # same maths, different summation order
+
+
+def test_calibration_drops_pseudo_targets_exactly_when_single_runs_switch() -> None:
+    """A pseudo-target above every reference leaves the calibration count when its single run switches."""
+    from activeeval.methods.bayesame import _model_based_errors
+
+    rng = np.random.default_rng(5)
+    ref = ScoreMatrix((rng.random((8, 80)) < 0.3).astype(float), kind="binary")
+    truths = np.vstack([(rng.random(80) < 0.95).astype(float), ref.scores[0]])  # one far above, one inside
+    grid = [5, 15, 30]
+    shared = _model_based_errors(ref, FIT, truths, 3, grid)
+    for n, values in zip(grid, shared):
+        expected = []
+        for truth in truths:
+            method = BayesAME(ref, seed=3, hyperparameters=FIT, calibration=None)
+            run_fixed(method, truth, n)
+            if method.mode == "model":
+                est = method.estimate()
+                expected.append((est.mean - truth.mean()) / est.std)
+        np.testing.assert_allclose(values, expected, rtol=1e-9, atol=1e-12)
+    assert all(len(v) == 1 for v in shared)  # the far target switched before n = 5, the other never

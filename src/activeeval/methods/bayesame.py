@@ -8,25 +8,23 @@ claiming precision. The default keeps the paper's bucket model, its exact
 posterior, Var(R) (Eq. 2) and information-gain selection (Eq. 6), and changes
 what made it fragile:
 
-1. **The kernel is fitted on the references, not on the target.** Reference
-   models act as pseudo-targets, each predicted from the others
-   (:class:`~activeeval.gaussian.LeaveOneOutNLML`), once, before the first
-   item (:func:`fit_hyperparameters`). Thousands of scores instead of the
-   target's first fifty: no collapse, and a noise level σ² learned from data.
-2. **A level and a slope for the target** (:class:`~activeeval.gaussian.LevelKernel`):
-   a new model may sit above or below every reference, and its scores may
-   follow item difficulty more or less steeply.
-3. **Noise per item, not per bucket**: s_i ~ N(θ_b, σ²), so a large bucket of
-   identical reference vectors no longer widens the interval by N_b.
-4. **The interval's scale is the target's own**: Var(R) is multiplied by the
-   mean squared standardised innovation of the target's scores (the maximum
-   likelihood scale of the kernel, shrunk towards 1), so a target that the
-   references predict worse than they predict each other gets a wider interval.
-5. **Targets outside the references' range switch to a design-based estimate.**
-   When the interval lies wholly above (or below) every reference model's
-   score, the references cannot calibrate the model for that target; from
-   then on items are drawn at random and R̂ is the prequential difference
-   estimator with the model as a control variate (:class:`~activeeval.design.Prequential`):
+1. **The kernel is fitted on the references, not on the target**
+   (:func:`fit_hyperparameters`): reference models act as pseudo-targets, each
+   predicted from the others (:class:`~activeeval.gaussian.LeaveOneOutNLML`),
+   once, before the first item. No collapse, and a noise level learned from data.
+2. **Terms for how a new model differs from the references**
+   (:class:`~activeeval.gaussian.LevelKernel`): a level and a slope (it may sit
+   above or below every reference, and follow item difficulty more or less
+   steeply) and a linear term (it may follow a combination of references).
+3. **Noise per item, not per bucket**: a large bucket of identical reference
+   vectors no longer widens the interval N_b times.
+4. **The interval's scale is the target's own and calibrated**: Var(R) is
+   multiplied by the maximum-likelihood scale of the target's innovations and
+   by a factor measured on the references as pseudo-targets (:func:`calibrate`).
+5. **Targets the references cannot vouch for get a design-based estimate**:
+   when the target is found outside the references' range, or its scores vary
+   far more than the model expects, items are drawn at random from then on and
+   R̂ is the prequential difference estimator (:class:`~activeeval.design.Prequential`):
    unbiased whatever the model, never much worse than the plain mean.
 """
 
@@ -47,7 +45,7 @@ from activeeval.methods.base import BaseMethod, SeedLike, random_order
 from activeeval.methods.estimate import Estimate
 from activeeval.stopping import StoppingRule
 
-__all__ = ["BayesAME", "BayesAMERS", "ReferenceFit", "fit_hyperparameters"]
+__all__ = ["BayesAME", "BayesAMERS", "Calibration", "ReferenceFit", "calibrate", "fit_hyperparameters"]
 
 Z95 = 1.959963984540054
 #: Pseudo-count of the target's scale: the interval scale is (ν0 + Σ z²) / (ν0 + n).
@@ -585,6 +583,7 @@ class BayesAME(BaseMethod):
     def _current_estimate(self) -> Estimate:
         n_items = self.n_items
         notes: list[str] = []
+        floored = False
         if self.mode == "design" and self._design.count > 0:
             u_frac = (n_items - self.n_observed) / n_items
             mean, var = self._design.estimate(fallback_var=self._worst_var)
@@ -594,9 +593,8 @@ class BayesAME(BaseMethod):
                     n_items, self.reference.score_range, self.reference.kind == "binary",
                 )
             ) * u_frac * u_frac
-            if floor > var:
-                var = floor
-                notes.append("rare-event floor: the random items' scores leave part of the score range unseen")
+            floored = floor > var
+            var = max(var, floor)
         elif self.mode == "design":
             mean, var = self._model_estimate()
             u_frac = (n_items - self.n_observed) / n_items
@@ -615,15 +613,37 @@ class BayesAME(BaseMethod):
                 f"design-based: {why}, found at n = {self.switched_at}; since then items are drawn at random and "
                 f"the interval rests on those {self._design.count} random item(s), not on the references"
             )
-        elif self.n_observed >= 2 * SCALE_SKIP and self.scale > 2.0:
+        if self.mode == "design" and self._design.count > 0 and floored:
+            notes.append(
+                "the interval is as wide as Wilson's for the random items' 0/1 scores (few failures or successes)"
+                if self.reference.kind == "binary"
+                else "the interval is widened for the part of the score range no random item has reached yet"
+            )
+        if self.mode == "model" and self.n_observed >= 2 * SCALE_SKIP and self.scale > 2.0:
             notes.append(
                 f"the references predict this target less well than each other: its scores vary "
                 f"{math.sqrt(self.scale):.1f}x more than the model expects, and the interval is widened by that factor"
             )
+        bounds = self._bounds()
+        if bounds is not None:
+            mean = min(max(mean, bounds[0]), bounds[1])  # nearer the truth, wherever it is in the range
         return Estimate(
-            mean=mean, var=var, n_observed=self.n_observed, n_items=n_items, bounds=self._bounds(),
-            notes=tuple(notes),
+            mean=mean, var=var, n_observed=self.n_observed, n_items=n_items, bounds=bounds, notes=tuple(notes),
         )
+
+    def _bounds(self) -> tuple[float, float] | None:
+        """The range R can still take: the scores seen, and the score range for the items not seen.
+
+        The model's posterior mean can leave it (a wide level prior after one
+        or two scores: 1.1 on a 0/1 benchmark); the estimate is projected back
+        into it, which can only bring it nearer the truth.
+        """
+        score_range = self.reference.score_range
+        if score_range is None:
+            return None
+        lo, hi = score_range
+        unseen = self.n_items - self.n_observed
+        return (self._sum_obs + lo * unseen) / self.n_items, (self._sum_obs + hi * unseen) / self.n_items
 
 
 class BayesAMERS(BayesAME):
@@ -755,6 +775,11 @@ def _model_based_errors(
     lo, hi = method.reference_range
     z2 = np.zeros(n_targets)
     total = np.zeros(n_targets)
+    total_sq = np.zeros(n_targets)
+    ref_scores = reference.scores
+    ref_sum = np.zeros(ref_scores.shape[0])
+    ref_sq = np.zeros(ref_scores.shape[0])
+    cross = np.zeros((n_targets, ref_scores.shape[0]))
     active = np.ones(n_targets, dtype=bool)
     out: list[np.ndarray] = []
     for n in range(1, max(grid) + 1):
@@ -764,6 +789,11 @@ def _model_based_errors(
         if n - 1 >= SCALE_SKIP:
             z2 += innovation**2 / d
         total += truths[:, item]
+        total_sq += truths[:, item] ** 2
+        col = ref_scores[:, item]
+        ref_sum += col
+        ref_sq += col * col
+        cross += np.outer(truths[:, item], col)
         method._observed[item] = True
         scale = (method.scale_prior + z2) / (method.scale_prior + max(n - SCALE_SKIP, 0))
         mean = (total + post.remaining @ post.mean) / n_items
@@ -771,6 +801,11 @@ def _model_based_errors(
         if n < n_items and n <= method.switch_until:
             outside = (mean - Z95 * sd > hi) | (mean + Z95 * sd < lo)
             misfit = (n >= 2 * SCALE_SKIP) & (scale > SCALE_SWITCH)
+            if n >= 2 * SCALE_SKIP:  # the paired comparison with every reference (BayesAME._beyond_every_reference)
+                diff_mean = (total[:, None] - ref_sum[None, :]) / n
+                diff_sq = (total_sq[:, None] - 2.0 * cross + ref_sq[None, :]) / n
+                se = np.sqrt(np.maximum(diff_sq - diff_mean**2, 0.0) / (n - 1))
+                outside |= np.all(diff_mean - Z95 * se > 0, axis=1) | np.all(diff_mean + Z95 * se < 0, axis=1)
             active &= ~(outside | misfit)
         if n in grid:
             ok = active & (sd > 0)
