@@ -264,6 +264,8 @@ def status(
     typer.echo(_status_line(st))
     for line in condition_lines(st):
         typer.echo(line)
+    for note in st.estimate.notes:
+        typer.echo(f"note: {note}")
 
 
 @session_app.command("set")

@@ -151,6 +151,7 @@ def render_report(session: Session) -> str:
         for c in status.conditions
     ]
     conditions = _table(cond_rows, ["condition", "now", "needed", ""], cls="conditions")
+    notes = "".join(f'<p class="note">Note: {html.escape(n)}</p>\n' for n in status.estimate.notes)
     traj = session.trajectory
     obs_rows = []
     for k, ((iid, score), est) in enumerate(zip(session.observations, traj), start=1):
@@ -170,11 +171,12 @@ td, th {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; verti
 thead th {{ background: #f3f3f3; }}
 tbody th {{ font-weight: 600; background: #fafafa; }}
 img {{ max-width: 100%; }}
+p.note {{ background: #fff6e0; border-left: 4px solid #e0a000; padding: 0.4em 0.8em; }}
 </style></head><body>
 <h1>{title}</h1>
 <h2 id="result">Result</h2>
 {summary}
-{conditions}
+{notes}{conditions}
 <h2 id="settings">Settings</h2>
 {_table(_settings_rows(session), cls="settings")}
 <h2 id="trajectory">Estimate trajectory</h2>

@@ -67,6 +67,8 @@ class SessionStatus:
     ``conditions`` are the stopping conditions against their thresholds
     (window filled, R̂ range ≤ ε1, interval width ≤ ε2, budget); the stop
     holds when every "precision" condition is met, or the budget is.
+    ``estimate.notes`` say when to doubt the interval (e.g. the target lies
+    outside the references' range and the estimate is now design-based).
     """
 
     estimate: Estimate
@@ -100,6 +102,7 @@ class SessionStatus:
             "stop_reason": self.stop_reason,
             "conditions": [c.to_dict() for c in self.conditions],
             "waiting_for": [c.name for c in self.waiting_for],
+            "notes": list(self.estimate.notes),
         }
 
 
