@@ -101,8 +101,8 @@ def test_rank_errors(toy, tmp_path):
         "rank", "--dataset", toy, "--models", "m0,m1", "--costs", str(costs))
     assert "does not exist; give a JSON or CSV file of model,cost" in bad(
         "rank", "--dataset", toy, "--models", "m0,m1", "--costs", str(tmp_path / "none.json"))
-    assert "--method must be one of cat, bayesame when simulating, got 'irt' (a ranking session, --session, takes any " \
-        "method spec)" in bad(
+    assert "--method must be one of cat, bayesame, bayesame-paper when simulating, got 'irt' (a ranking session, " \
+        "--session, takes any method spec)" in bad(
         "rank", "--dataset", toy, "--models", "m0,m1", "--method", "irt")
     assert "model 'm11' has 1 missing scores" in bad("rank", "--dataset", toy, "--models", "m0,m11")
     assert "--holdout 11 leaves fewer than 2 reference models" in bad("rank", "--dataset", toy, "--holdout", "11")
@@ -110,7 +110,8 @@ def test_rank_errors(toy, tmp_path):
 
 def test_rank_backtest_errors(toy):
     assert "gamma must be in (0, 1)" in bad("rank-backtest", "--dataset", toy, "--gamma", "1")
-    assert "--method must be one of cat, bayesame" in bad("rank-backtest", "--dataset", toy, "--method", "x")
+    assert "--method must be one of cat, bayesame, bayesame-paper" in bad(
+        "rank-backtest", "--dataset", toy, "--method", "x")
     assert "need 20 complete models plus 2 references" in bad("rank-backtest", "--dataset", toy, "--seeds", "1")
 
 

@@ -25,7 +25,7 @@ def test_split_method_list_keeps_commas_inside_brackets() -> None:
 
 def test_parse_method_spec_reads_typed_values_and_round_trips() -> None:
     name, options = parse_method_spec("bayesame-paper[noise=learned, refit_every=25, sigma2=1e-3, weights=none, x=true]")
-    assert name == "bayesame"
+    assert name == "bayesame-paper"
     assert options == {"noise": "learned", "refit_every": 25, "sigma2": 1e-3, "weights": None, "x": True}
     assert type(options["refit_every"]) is int and type(options["sigma2"]) is float
     assert parse_method_spec("irt") == ("irt", {})

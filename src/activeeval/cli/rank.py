@@ -30,7 +30,8 @@ from activeeval.cli.common import (
 )
 from activeeval.exceptions import ConfigurationError
 
-RANK_METHODS = ("cat", "bayesame")  # the simulation's (experiments.ranking_eval.RANK_METHODS; checked in a test)
+# the simulation's (experiments.ranking_eval.RANK_METHODS; checked in a test)
+RANK_METHODS = ("cat", "bayesame", "bayesame-paper")
 
 
 def _method(method: str) -> str:
@@ -209,7 +210,7 @@ def _simulate(dataset: str, models: Optional[str], holdout: Optional[int], metho
 @cli_errors
 def rank_backtest_command(
     dataset: str = typer.Option(..., "--dataset", help="Dataset name or score file (models x items)."),
-    method: str = typer.Option("cat", "--method", help="cat or bayesame."),
+    method: str = typer.Option("cat", "--method", help="cat, bayesame or bayesame-paper."),
     folds: int = typer.Option(5, "--folds", help="Disjoint held-out sets per seed."),
     holdout: int = typer.Option(4, "--holdout", help="Models per held-out set."),
     seeds: int = typer.Option(20, "--seeds", help="Number of seeds (each reshuffles the folds)."),

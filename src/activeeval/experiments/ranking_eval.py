@@ -63,7 +63,7 @@ __all__ = [
     "summarise",
 ]
 
-RANK_METHODS = ("cat", "bayesame")
+RANK_METHODS = ("cat", "bayesame", "bayesame-paper")
 
 
 # ------------------------------------------------------------------ metrics
@@ -162,22 +162,24 @@ def confident_accuracy(result: RankResult, truth: Mapping[str, float]) -> tuple[
 # ----------------------------------------------------------------- factories
 def method_factory(method: str, reference: ScoreMatrix, *, calibration: Calibration | None = None,
                    seed: int = 0, **kwargs: Any) -> Callable[[str], Method]:
-    """``make(model_id) -> Method`` on a complete reference matrix for ``method`` in {"cat", "bayesame"}.
+    """``make(model_id) -> Method`` on a complete reference matrix for ``method`` in :data:`RANK_METHODS`.
 
     CAT shares one calibration across models (fitted here if not given).
-    BayesAME gets a per-model seed derived from ``seed`` and the model's
-    position of first request, so runs are reproducible.
+    BayesAME (the default, or the paper's ``bayesame-paper``) gets a per-model
+    seed derived from ``seed`` and the model's position of first request, so
+    runs are reproducible; the default's reference fit and calibration are
+    computed once and shared by every model (they depend on the reference only).
     """
     if method == "cat":
         from activeeval.methods.cat import ContinuousCAT
 
         cal = calibration if calibration is not None else calibrate(reference.scores)
         return lambda model_id: ContinuousCAT(reference, calibration=cal, seed=seed, **kwargs)
-    if method == "bayesame":
-        from activeeval.methods.bayesame import BayesAME
+    if method in ("bayesame", "bayesame-paper"):
+        from activeeval.methods.registry import make_method
 
         counter = iter(range(10**9))
-        return lambda model_id: BayesAME(reference, seed=seed * 1000 + next(counter), **kwargs)
+        return lambda model_id: make_method(method, reference, seed=seed * 1000 + next(counter), **kwargs)
     raise ConfigurationError(f"method must be one of {list(RANK_METHODS)} for ranking, got {method!r}")
 
 
