@@ -22,8 +22,14 @@ model's real score on the item it is given.
    journal: what was recorded before must still be there, unchanged and in
    the same order (no loss), and no item may be recorded twice.
 3. Once ``--kills`` kills are done, the command is run to completion; its
-   journal (item order and scores) and its final estimate must equal the
-   uninterrupted run's exactly.
+   journal (item order and scores) must equal the uninterrupted run's
+   exactly, and its estimate trajectory (every estimate along the way, and
+   the final one) to rounding error: within 1e-9 relative. Bit-for-bit
+   equality of floating-point results is not promised across processes
+   (numpy's and BLAS's vectorised sums depend on memory alignment, so the
+   same replay can differ in the last bits, ~1e-16), and it is not needed:
+   the scores, the items chosen and the stopping decision are what a resume
+   must reproduce.
 
 Prints one table: kills, kills that landed while scoring / before the first
 new score, observations recorded across the kills, lost, altered, duplicated,
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -118,6 +125,19 @@ def read_tells(session: Path) -> list[tuple[str, float]]:
         conn.close()
 
 
+def same_trajectory(a, b, rel: float = 1e-9) -> bool:  # noqa: ANN001 - sequences of Estimate
+    """Whether two estimate sequences agree: same lengths, counts and notes; means and variances to ``rel``."""
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if (x.n_observed, x.n_items, x.notes) != (y.n_observed, y.n_items, y.notes):
+            return False
+        if not (math.isclose(x.mean, y.mean, rel_tol=rel, abs_tol=1e-12)
+                and math.isclose(x.var, y.var, rel_tol=rel, abs_tol=1e-15)):
+            return False
+    return True
+
+
 def _kill(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)  # the run and the scorers it started
@@ -186,7 +206,7 @@ def crash_trial(
     with Session.open(session) as a, Session.open(expected_path) as b:
         counts.final_estimate = a.estimate().mean
         counts.expected_estimate = b.estimate().mean
-        counts.estimate_matches = a.estimate() == b.estimate() and a.trajectory == b.trajectory
+        counts.estimate_matches = same_trajectory((*a.trajectory, a.estimate()), (*b.trajectory, b.estimate()))
     counts.seconds = time.perf_counter() - t0
     return counts
 
@@ -212,7 +232,7 @@ def main() -> None:
         ("observations altered", c.altered),
         ("observations duplicated", c.duplicated),
         ("final journal == uninterrupted run", c.journal_matches),
-        ("final estimate == uninterrupted run (exact)", c.estimate_matches),
+        ("estimates == uninterrupted run (to 1e-9)", c.estimate_matches),
         ("final estimate", f"{c.final_estimate:.6f}"),
         ("uninterrupted estimate", f"{c.expected_estimate:.6f}"),
         ("wall time (s)", f"{c.seconds:.1f}"),
