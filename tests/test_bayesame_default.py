@@ -245,6 +245,24 @@ def test_calibration_widens_the_model_interval_by_its_factor() -> None:
     assert wide.estimate().var == pytest.approx(2.25 * plain.estimate().var, rel=1e-12)
 
 
+def test_a_large_calibration_factor_is_said_in_the_notes() -> None:
+    ref = binary_reference(12, 40, 4)
+    truth = binary_reference(1, 40, 5).scores[0]
+    quiet = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=Calibration(factor=1.2, rms=1.2),
+                     extrapolation="off")
+    loud = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=Calibration(factor=2.0, rms=2.0), extrapolation="off")
+    capped = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=Calibration(factor=3.0, rms=4.5),
+                      extrapolation="off")
+    for method in (quiet, loud, capped):
+        run_fixed(method, truth, 12)
+    assert not any(n.startswith("calibrated") for n in quiet.estimate().notes)
+    (note,) = [n for n in loud.estimate().notes if n.startswith("calibrated")]
+    assert "errors were 2.0x its own standard deviation, so its interval is widened 2.0x" in note
+    assert "capped" not in note
+    (note,) = [n for n in capped.estimate().notes if n.startswith("calibrated")]
+    assert "widened 3.0x (capped at 3x: the references predict each other poorly here)" in note
+
+
 def test_a_target_above_every_reference_switches_to_the_design_based_estimate() -> None:
     rng = np.random.default_rng(0)
     ref = ScoreMatrix((rng.random((10, 400)) < 0.3).astype(float), kind="binary")  # references score ~0.3

@@ -619,6 +619,15 @@ class BayesAME(BaseMethod):
                 if self.reference.kind == "binary"
                 else "the interval is widened for the part of the score range no random item has reached yet"
             )
+        cal = self.calibration_
+        if self.mode == "model" and cal.factor >= CALIBRATION_NOTE:
+            capped = np.isfinite(cal.rms) and cal.rms > CALIBRATION_MAX
+            notes.append(
+                f"calibrated on the references: with reference models playing the target, the model's errors were "
+                f"{cal.rms:.1f}x its own standard deviation, so its interval is widened {cal.factor:.1f}x"
+                + (f" (capped at {CALIBRATION_MAX:.0f}x: the references predict each other poorly here)"
+                   if capped else "")
+            )
         if self.mode == "model" and self.n_observed >= 2 * SCALE_SKIP and self.scale > 2.0:
             notes.append(
                 f"the references predict this target less well than each other: its scores vary "
@@ -825,5 +834,7 @@ def _cached_calibration(reference: ScoreMatrix, fit: ReferenceFit) -> Calibratio
     return _CAL_CACHE[key]
 
 
+#: Calibration factors from this one on are said in ``Estimate.notes``.
+CALIBRATION_NOTE = 1.5
 #: Largest calibration factor applied (a larger one means the model is unusable here; the scale switch takes over).
 CALIBRATION_MAX = 3.0

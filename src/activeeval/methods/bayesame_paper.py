@@ -19,6 +19,7 @@ batch formulas Eq. 7 / Eq. 8 to round-off (see tests/test_bayesame_maths.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -43,6 +44,8 @@ from activeeval.gaussian import (
 from activeeval.methods.base import BaseMethod, SeedLike
 from activeeval.methods.estimate import Estimate
 from activeeval.stopping import StoppingRule
+
+Z95 = 1.959963984540054
 
 __all__ = ["BayesAMEPaper", "BayesAMEPaperRS", "RefitRecord"]
 
@@ -194,6 +197,9 @@ class BayesAMEPaper(BaseMethod):
         self.alpha = float(alpha)
         self.beta = float(beta)
         self.refits: list[RefitRecord] = []
+        #: (n, estimate before, after, half-width after) of every refit that moved the estimate by more than
+        #: the half-width of its new 95 % interval: the fit is unstable, and ``Estimate.notes`` says so.
+        self.refit_jumps: list[tuple[int, float, float, float]] = []
 
         # Kernel features: with metadata weights the distance Σ_k w_k Δφ_k² equals
         # (1/K)·‖Δψ‖² for ψ = φ·sqrt(K w), so the Eq. 1 code path serves both.
@@ -309,8 +315,13 @@ class BayesAMEPaper(BaseMethod):
     def _after_observe(self) -> None:
         n = self.n_observed
         if self.refit_every and n % self.refit_every == 0 and n < self.n_items:
+            before = self._current_estimate()
             if self._refit():
                 self._rebuild()
+                after = self._current_estimate()
+                half = Z95 * math.sqrt(max(after.var, 0.0))
+                if abs(after.mean - before.mean) > half:  # said in the notes (the estimate is not changed)
+                    self.refit_jumps.append((n, before.mean, after.mean, half))
                 return
         n_obs_buckets = int((self._n_b > 0).sum())
         # Repeated observations of the same buckets add rows; compress them
@@ -466,7 +477,16 @@ class BayesAMEPaper(BaseMethod):
         bayes, cv = self._estimators()
         mean = bayes if self.estimator == "bayes" else cv
         var = var_r(self._remaining, self._counts, self._cov_u, self.sigma2, self.n_items)
-        return Estimate(mean=mean, var=var, n_observed=self.n_observed, n_items=self.n_items, bounds=self._bounds())
+        notes: tuple[str, ...] = ()
+        if getattr(self, "refit_jumps", None):
+            n, old_mean, new_mean, half = max(self.refit_jumps, key=lambda j: abs(j[2] - j[1]) / max(j[3], 1e-300))
+            notes = (
+                f"a hyperparameter refit at n = {n} moved the estimate from {old_mean:.4g} to {new_mean:.4g}, more "
+                f"than its interval's half-width {half:.2g}: the fit is unstable and the interval may be too narrow "
+                f"(the default method, bayesame, does not refit on the target)",
+            )
+        return Estimate(mean=mean, var=var, n_observed=self.n_observed, n_items=self.n_items, bounds=self._bounds(),
+                        notes=notes)
 
     def posterior_mse(self) -> float:
         """App. A.3 diagnostic: Var(R | s_C) + (R̂_Bayes − R̂_CV)²."""
