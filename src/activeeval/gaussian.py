@@ -60,11 +60,6 @@ class Buckets:
     def n_buckets(self) -> int:
         return int(self.counts.size)
 
-    def _prior_means(self) -> np.ndarray:
-        if self.n_targets is None:
-            return self.prior_mean.copy()
-        return np.repeat(self.prior_mean[:, None], self.n_targets, axis=1)
-
 
 def bucketize(phi_items: np.ndarray, tolerance: float | None = None) -> Buckets:
     """Group items whose reference vectors agree (after rounding to ``tolerance``).

@@ -97,15 +97,20 @@ class ReferenceFit:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ReferenceFit:
-        fields = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(set(data) - fields)
-        if unknown:
-            raise ConfigurationError(f"unknown reference-fit field(s) {unknown}; expected {sorted(fields)}")
-        return cls(**dict(data))
+        return cls(**_checked_fields(cls, data, "reference-fit"))
 
 
 _FIT_CACHE: dict[tuple, ReferenceFit] = {}
 _FIT_CACHE_SIZE = 16
+
+
+def _checked_fields(cls: type, data: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """``data`` as keyword arguments of the dataclass ``cls``, refusing unknown keys (stored sessions)."""
+    fields = set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+    unknown = sorted(set(data) - fields)
+    if unknown:
+        raise ConfigurationError(f"unknown {what} field(s) {unknown}; expected {sorted(fields)}")
+    return dict(data)
 
 
 def fit_hyperparameters(
@@ -699,11 +704,7 @@ class Calibration:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
-        fields = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(set(data) - fields)
-        if unknown:
-            raise ConfigurationError(f"unknown calibration field(s) {unknown}; expected {sorted(fields)}")
-        return cls(**dict(data))
+        return cls(**_checked_fields(cls, data, "calibration"))
 
 
 def calibrate(
