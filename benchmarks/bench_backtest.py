@@ -34,7 +34,10 @@ from activeeval.experiments.runner import _same_as_bayesame, run_task
 from activeeval.experiments.simulate import run_fixed
 from activeeval.methods.registry import make_method, resolve_replay
 
-ALL = ("bayesame", "bayesame-rs", "rs-mean", "seq-apw", "bayes-aipw", "bayes-rs-learn", "proeval", "irt")
+ALL = (
+    "bayesame", "bayesame-paper", "bayesame-paper-rs", "rs-mean", "seq-apw", "bayes-aipw", "bayes-rs-learn",
+    "proeval", "irt",
+)
 
 
 def main() -> None:

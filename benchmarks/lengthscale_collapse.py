@@ -40,7 +40,7 @@ import numpy as np
 from activeeval import datasets
 from activeeval.experiments.protocol import make_split, method_seed, sample_references
 from activeeval.experiments.simulate import run_fixed
-from activeeval.methods.bayesame import HYPER_LOWER
+from activeeval.methods.bayesame_paper import HYPER_LOWER
 from activeeval.methods.registry import make_method, parse_method_spec
 
 Z = 1.959963984540054
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split-seeds", default="0,5", help="target draws (interpolation), comma-separated")
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--fraction", type=float, default=0.25, help="n = fraction x N")
-    parser.add_argument("--variants", default="bayesame-rs;bayesame-rs[noise=learned];bayesame",
+    parser.add_argument("--variants", default="bayesame-paper-rs;bayesame-paper-rs[noise=learned];bayesame-paper",
                         help="method specs separated by ';'")
     args = parser.parse_args(argv)
     matrix = datasets.load(args.dataset)

@@ -180,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         for regime in regimes:
             for draw in draws:
                 if args.report_only:
-                    path = out / f"{dataset}_{regime}_d{draw}_s{args.seeds}_{key_of(dataset, regime, draw, args.seeds, methods)}.json"
+                    key = key_of(dataset, regime, draw, args.seeds, methods)
+                    path = out / f"{dataset}_{regime}_d{draw}_s{args.seeds}_{key}.json"
                     if path.exists():
                         records.append(json.loads(path.read_text()))
                     continue

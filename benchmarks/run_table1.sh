@@ -9,7 +9,7 @@ SEEDS=${1:-200}; OUT=${2:-benchmarks/results/table1}
 export OPENBLAS_NUM_THREADS=1
 mkdir -p "$(dirname "$OUT")"
 ( time nice activeeval reproduce table1 --seeds "$SEEDS" --datasets ifeval --workers 2 --no-progress \
-    --methods bayesame,bayesame-rs,rs-mean --out "${OUT}_ifeval_bayesame_${SEEDS}" ) \
+    --methods bayesame,bayesame-paper,bayesame-paper-rs,rs-mean --out "${OUT}_ifeval_bayesame_${SEEDS}" ) \
     > "${OUT}_ifeval_bayesame_${SEEDS}.txt" 2>&1
 ( time nice activeeval reproduce table1 --seeds "$SEEDS" --datasets musr --workers 2 --no-progress \
     --out "${OUT}_musr_all_${SEEDS}" ) > "${OUT}_musr_all_${SEEDS}.txt" 2>&1

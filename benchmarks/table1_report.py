@@ -72,15 +72,19 @@ def main(dirs: list[str]) -> None:
                 c = curves[curves["method"] == method].set_index("n")["coverage"]
                 cov = {f"{p}%": float(c.loc[max(1, round(p / 100 * n_items))]) for p in (5, 10, 25, 50)}
                 ca = cost[cost["method"] == method].set_index("epsilon2")
-                cov.update({"stop ε2=0.01": float(ca.loc[0.01, "coverage"]), "n/N": float(ca.loc[0.01, "mean_fraction"]),
-                            "stop ε2=0.03": float(ca.loc[0.03, "coverage"]), "n/N ": float(ca.loc[0.03, "mean_fraction"])})
-                coverage = [x for x in coverage if not (x["dataset"] == dataset and x["regime"] == regime and x["method"] == method)]
+                cov.update({
+                    "stop ε2=0.01": float(ca.loc[0.01, "coverage"]), "n/N": float(ca.loc[0.01, "mean_fraction"]),
+                    "stop ε2=0.03": float(ca.loc[0.03, "coverage"]), "n/N ": float(ca.loc[0.03, "mean_fraction"]),
+                })
+                coverage = [x for x in coverage
+                            if not (x["dataset"] == dataset and x["regime"] == regime and x["method"] == method)]
                 coverage.append({"dataset": dataset, "regime": regime, "method": method, "seeds": n_seeds, **cov})
         print(f"<!-- {d}: {meta['seeds']} seeds, wall time {meta['wall_time_s']:.0f} s -->")
     print("| dataset | method | seeds | ours interp. | paper interp. | ours extrap. | paper extrap. "
           "| ratio to RS-Mean, ours / paper: interp. | extrap. |")
     print("|---|---|---|---|---|---|---|---|---|")
-    order = ["bayesame", "bayesame-rs", "rs-mean", "bayes-aipw", "seq-apw", "bayes-rs-learn", "proeval", "irt"]
+    order = ["bayesame", "bayesame-paper", "bayesame-paper-rs", "rs-mean", "bayes-aipw", "seq-apw", "bayes-rs-learn",
+             "proeval", "irt"]
     for (dataset, method), reg in sorted(rows.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))):
         paper = PAPER_TABLE1.get(dataset, {}).get(method, (None, None))
         cells = []

@@ -87,7 +87,7 @@ def twins_in_pool(split) -> int:  # noqa: ANN001
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="ifeval")
-    parser.add_argument("--methods", default="rs-mean,bayes-aipw,bayesame-rs,bayesame")
+    parser.add_argument("--methods", default="rs-mean,bayes-aipw,bayesame-paper-rs,bayesame-paper,bayesame")
     parser.add_argument("--split-seeds", default="0-9", help="target draws, e.g. 0-9 or 0,3,7")
     parser.add_argument("--seeds", type=int, default=20, help="reference samples and item orders per draw")
     parser.add_argument("--workers", type=int, default=None)
