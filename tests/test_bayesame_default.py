@@ -105,6 +105,16 @@ def test_sequential_updates_equal_the_dense_posterior(seed: int, n_obs: int, kin
     assert est.var == pytest.approx(method.scale * unscaled_var_r(method, cov), abs=ATOL)
 
 
+@pytest.mark.parametrize("cache_mb", [256, 0])  # distances cached, and rows computed on demand
+def test_prior_columns_equal_the_dense_prior(cache_mb: float) -> None:
+    ref = continuous_reference(9, 60, 4)
+    method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None, cache_mb=cache_mb)
+    _, sigma = dense_prior(method)
+    for b in (0, 5, method.n_buckets - 1):
+        np.testing.assert_allclose(method._prior_col(b), sigma[:, b], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(method.posterior.prior_diag, np.diag(sigma), rtol=1e-12)
+
+
 @pytest.mark.parametrize("n_buckets", [1, 7, 512, 1300])
 def test_blockwise_kernel_matvec_equals_the_dense_product(n_buckets: int) -> None:
     rng = np.random.default_rng(n_buckets)

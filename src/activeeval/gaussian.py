@@ -353,15 +353,19 @@ class LevelKernel:
     tau0: float = 0.0
     tau1: float = 0.0
 
-    def column(self, d2_row: np.ndarray, psi: np.ndarray, psi_b: np.ndarray, m: np.ndarray, m_b: float) -> np.ndarray:
+    def column(
+        self, d2_row: np.ndarray, psi: np.ndarray, psi_b: np.ndarray, m: np.ndarray, m_b: float,
+        psi_dot: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Σ[:, b] from the squared distances ``d2_row`` (B,) of bucket b to every bucket.
 
-        ``psi`` (B, K) and ``m`` (B,) as above; ``psi_b``, ``m_b`` those of bucket b.
+        ``psi`` (B, K) and ``m`` (B,) as above; ``psi_b``, ``m_b`` those of bucket b;
+        ``psi_dot`` = ``psi @ psi_b`` when the caller has it already (it is then not recomputed).
         """
         n_refs = psi.shape[1]
         col = self.alpha * np.exp(-(self.beta / n_refs) * d2_row) + self.tau0 + self.tau1 * m_b * m
         if self.gamma:
-            col += (self.gamma / n_refs) * (psi @ psi_b)
+            col += (self.gamma / n_refs) * (psi @ psi_b if psi_dot is None else psi_dot)
         return col
 
     def diag(self, psi: np.ndarray, m: np.ndarray) -> np.ndarray:

@@ -361,7 +361,10 @@ class BayesAME(BaseMethod):
         self._d2_rows: dict[int, np.ndarray] = {}
         mu = phi.mean(1)
         self._m = mu - float(mu @ counts) / self.n_items
-        self._psi = phi - ref.scores.mean(1)[None, :]
+        centre = ref.scores.mean(1)
+        self._psi = phi - centre[None, :]
+        self._phi_c = phi @ centre
+        self._cc = float(centre @ centre)
         self.kernel = LevelKernel(fit.alpha, fit.beta, fit.gamma, fit.tau0, fit.tau1)
         self.sigma2 = float(fit.sigma2)
         self.posterior = BucketPosterior(
@@ -411,7 +414,11 @@ class BayesAME(BaseMethod):
         return row
 
     def _prior_col(self, b: int) -> np.ndarray:
-        return self.kernel.column(self._d2_row(b), self._psi, self._psi[b], self._m, float(self._m[b]))
+        d2 = self._d2_row(b)
+        # ψ_i·ψ_b from the distances already at hand (ψ = φ − c): (‖φ_i‖² + ‖φ_b‖² − d²_ib)/2 − φ_i·c − φ_b·c + c·c,
+        # instead of a second B x K product per column (it was a third of a step at B = 10 000).
+        psi_dot = 0.5 * (self._feat_sq + self._feat_sq[b] - d2) - self._phi_c - self._phi_c[b] + self._cc
+        return self.kernel.column(d2, self._psi, self._psi[b], self._m, float(self._m[b]), psi_dot=psi_dot)
 
     # ------------------------------------------------------------ properties
     @property
