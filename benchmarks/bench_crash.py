@@ -24,12 +24,14 @@ model's real score on the item it is given.
 3. Once ``--kills`` kills are done, the command is run to completion; its
    journal (item order and scores) must equal the uninterrupted run's
    exactly, and its estimate trajectory (every estimate along the way, and
-   the final one) to rounding error: within 1e-9 relative. Bit-for-bit
-   equality of floating-point results is not promised across processes
-   (numpy's and BLAS's vectorised sums depend on memory alignment, so the
-   same replay can differ in the last bits, ~1e-16), and it is not needed:
-   the scores, the items chosen and the stopping decision are what a resume
-   must reproduce.
+   the final one) to 1e-6 relative. Bit-for-bit equality of floating-point
+   results is not promised across processes: numpy's and BLAS's vectorised
+   sums depend on memory alignment, so the reference fit (an optimisation)
+   made by the first ``run`` process and the one made here differ in their
+   last bits (1e-12 in α, β), and the calibration factor and the variance
+   after 200 Kalman updates inherit that (1e-9 seen). It is not needed
+   either: the scores, the items chosen and the stopping decision are what
+   a resume must reproduce, and those are compared exactly.
 
 Prints one table: kills, kills that landed while scoring / before the first
 new score, observations recorded across the kills, lost, altered, duplicated,
@@ -125,7 +127,7 @@ def read_tells(session: Path) -> list[tuple[str, float]]:
         conn.close()
 
 
-def same_trajectory(a, b, rel: float = 1e-9) -> bool:  # noqa: ANN001 - sequences of Estimate
+def same_trajectory(a, b, rel: float = 1e-6) -> bool:  # noqa: ANN001 - sequences of Estimate
     """Whether two estimate sequences agree: same lengths, counts and notes; means and variances to ``rel``."""
     if len(a) != len(b):
         return False
@@ -232,7 +234,7 @@ def main() -> None:
         ("observations altered", c.altered),
         ("observations duplicated", c.duplicated),
         ("final journal == uninterrupted run", c.journal_matches),
-        ("estimates == uninterrupted run (to 1e-9)", c.estimate_matches),
+        ("estimates == uninterrupted run (to 1e-6)", c.estimate_matches),
         ("final estimate", f"{c.final_estimate:.6f}"),
         ("uninterrupted estimate", f"{c.expected_estimate:.6f}"),
         ("wall time (s)", f"{c.seconds:.1f}"),

@@ -177,18 +177,18 @@ def fit_hyperparameters(
     if start is not None:
         grid = [np.log([start.alpha, start.beta, start.sigma2] + ([max(start.gamma, 1e-8)] if linear else []))]
         grid = [np.clip(grid[0], [b[0] for b in bounds], [b[1] for b in bounds])]
-    values = [nlml(g)[0] for g in grid]
-    y0 = grid[int(np.argmin(values))]
+    grid_values = [nlml(g)[0] for g in grid]
+    y0 = grid[int(np.argmin(grid_values))]
     from scipy.optimize import minimize  # imported here: sessions that reuse a stored fit never need it
 
     result = minimize(nlml, y0, jac=True, method="L-BFGS-B", bounds=bounds)
-    best = result.x if np.isfinite(result.fun) and result.fun <= min(values) else y0
+    best = result.x if np.isfinite(result.fun) and result.fun <= min(grid_values) else y0
     values = np.exp(best)
     alpha, beta, sigma2 = (float(v) for v in values[:3])
     gamma = float(values[3]) if linear else 0.0
     fit = ReferenceFit(
         alpha=alpha, beta=beta, sigma2=sigma2, tau0=tau, tau1=tau, gamma=gamma, n_pseudo=int(pseudo.size),
-        n_items=int(sub.size), nlml=float(min(result.fun, min(values))), converged=bool(result.success),
+        n_items=int(sub.size), nlml=float(min(result.fun, min(grid_values)) if np.isfinite(result.fun) else min(grid_values)), converged=bool(result.success),
         seed=int(seed),
     )
     if len(_FIT_CACHE) >= _FIT_CACHE_SIZE:
