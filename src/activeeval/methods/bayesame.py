@@ -184,11 +184,12 @@ def fit_hyperparameters(
     result = minimize(nlml, y0, jac=True, method="L-BFGS-B", bounds=bounds)
     best = result.x if np.isfinite(result.fun) and result.fun <= min(grid_values) else y0
     values = np.exp(best)
+    best_nlml = float(min(result.fun, min(grid_values)) if np.isfinite(result.fun) else min(grid_values))
     alpha, beta, sigma2 = (float(v) for v in values[:3])
     gamma = float(values[3]) if linear else 0.0
     fit = ReferenceFit(
         alpha=alpha, beta=beta, sigma2=sigma2, tau0=tau, tau1=tau, gamma=gamma, n_pseudo=int(pseudo.size),
-        n_items=int(sub.size), nlml=float(min(result.fun, min(grid_values)) if np.isfinite(result.fun) else min(grid_values)), converged=bool(result.success),
+        n_items=int(sub.size), nlml=best_nlml, converged=bool(result.success),
         seed=int(seed),
     )
     if len(_FIT_CACHE) >= _FIT_CACHE_SIZE:
