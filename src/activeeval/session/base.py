@@ -16,6 +16,7 @@ import json
 import os
 import secrets
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -108,7 +109,7 @@ def check_stopping(epsilon1: float, epsilon2: float, window: int, n_max: int | N
         raise ConfigurationError(f"{exc} (--epsilon1/--epsilon2/--window on the command line)") from None
 
 
-class JournalSession:
+class JournalSession(ABC):
     """Base of :class:`~activeeval.session.Session` and :class:`~activeeval.session.ranking.RankSession`.
 
     Subclasses say how to build a fresh state (:meth:`_fresh_state`) and how a
@@ -256,11 +257,13 @@ class JournalSession:
         return self._prepared
 
     # -------------------------------------------------------------- replay
-    def _fresh_state(self) -> Any:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _fresh_state(self) -> Any:
+        """A new state (method or ranker) built on the prepared reference, before any score."""
 
-    def _observe(self, state: Any, ev: Event) -> None:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abstractmethod
+    def _observe(self, state: Any, ev: Event) -> None:
+        """Fold one recorded score (a journal ``tell`` event) into ``state``."""
 
     def _from_snapshot(self, events: list[Event]) -> tuple[Any, int]:
         """(state, upto) from a valid stored snapshot, or (None, 0)."""
