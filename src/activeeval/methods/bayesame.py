@@ -418,7 +418,9 @@ class BayesAME(BaseMethod):
         d2 = self._d2_row(b)
         # ψ_i·ψ_b from the distances already at hand (ψ = φ − c): (‖φ_i‖² + ‖φ_b‖² − d²_ib)/2 − φ_i·c − φ_b·c + c·c,
         # instead of a second B x K product per column (it was a third of a step at B = 10 000).
-        psi_dot = 0.5 * (self._feat_sq + self._feat_sq[b] - d2) - self._phi_c - self._phi_c[b] + self._cc
+        psi_dot = None
+        if self.kernel.gamma:  # linear=False has no such term: skip the four vector operations
+            psi_dot = 0.5 * (self._feat_sq + self._feat_sq[b] - d2) - self._phi_c - self._phi_c[b] + self._cc
         return self.kernel.column(d2, self._psi, self._psi[b], self._m, float(self._m[b]), psi_dot=psi_dot)
 
     # ------------------------------------------------------------ properties
@@ -581,10 +583,9 @@ class BayesAME(BaseMethod):
         n = self.n_observed
         if n < 2 * SCALE_SKIP:
             return False
-        diff_mean = (self._sum_obs - self._ref_sum) / n
-        diff_sq = (self._sum_sq - 2.0 * self._ref_cross + self._ref_sq) / n
-        se = np.sqrt(np.maximum(diff_sq - diff_mean**2, 0.0) / (n - 1))
-        return bool(np.all(diff_mean - Z95 * se > 0) or np.all(diff_mean + Z95 * se < 0))
+        return bool(
+            beyond_every_reference(n, self._sum_obs, self._sum_sq, self._ref_sum, self._ref_sq, self._ref_cross)
+        )
 
     # ------------------------------------------------------------ estimate
     def _model_estimate(self) -> tuple[float, float]:
@@ -819,11 +820,8 @@ def _model_based_errors(
         if n < n_items and n <= method.switch_until:
             outside = (mean - Z95 * sd > hi) | (mean + Z95 * sd < lo)
             misfit = (n >= 2 * SCALE_SKIP) & (scale > SCALE_SWITCH)
-            if n >= 2 * SCALE_SKIP:  # the paired comparison with every reference (BayesAME._beyond_every_reference)
-                diff_mean = (total[:, None] - ref_sum[None, :]) / n
-                diff_sq = (total_sq[:, None] - 2.0 * cross + ref_sq[None, :]) / n
-                se = np.sqrt(np.maximum(diff_sq - diff_mean**2, 0.0) / (n - 1))
-                outside |= np.all(diff_mean - Z95 * se > 0, axis=1) | np.all(diff_mean + Z95 * se < 0, axis=1)
+            if n >= 2 * SCALE_SKIP:  # the paired comparison with every reference, as a run makes it
+                outside |= beyond_every_reference(n, total[:, None], total_sq[:, None], ref_sum, ref_sq, cross)
             active &= ~(outside | misfit)
         if n in grid:
             ok = active & (sd > 0)
@@ -841,6 +839,24 @@ def _cached_calibration(reference: ScoreMatrix, fit: ReferenceFit) -> Calibratio
             _CAL_CACHE.pop(next(iter(_CAL_CACHE)))
         _CAL_CACHE[key] = calibrate(reference, fit)
     return _CAL_CACHE[key]
+
+
+def beyond_every_reference(
+    n: int, total, total_sq, ref_sum: np.ndarray, ref_sq: np.ndarray, cross: np.ndarray,  # noqa: ANN001
+):  # noqa: ANN201 - bool array, or a NumPy bool
+    """Whether a target scores significantly above (or below) every reference on the n items scored so far.
+
+    A paired comparison, free of the model: with the target's sum and sum of
+    squares ``total``, ``total_sq``, each reference's ``ref_sum``, ``ref_sq``
+    (shape (K,)) and the cross sums ``cross`` = Σ s·s_j, the mean difference
+    d̄_j and its standard error; True where every d̄_j − 1.96 se_j > 0 (or every
+    d̄_j + 1.96 se_j < 0). Targets broadcast along a leading axis: ``total`` of
+    shape (T, 1) with ``cross`` (T, K) gives one answer per target (shape (T,)).
+    """
+    diff_mean = (total - ref_sum) / n
+    diff_sq = (total_sq - 2.0 * cross + ref_sq) / n
+    se = np.sqrt(np.maximum(diff_sq - diff_mean**2, 0.0) / (n - 1))
+    return np.all(diff_mean - Z95 * se > 0, axis=-1) | np.all(diff_mean + Z95 * se < 0, axis=-1)
 
 
 #: Calibration factors from this one on are said in ``Estimate.notes``.
