@@ -183,8 +183,8 @@ def test_error_messages(ref):
     with pytest.raises(ConfigurationError, match=r"prior_mean must be a finite number, got nan"):
         ContinuousCAT(ref, prior_mean=float("nan"))
     small = irt.calibrate(synthetic(n_items=10).scores)
-    with pytest.raises(ConfigurationError, match=r"calibration must be an irt.Calibration for the reference's 200 "
-                                                 r"items, got 10"):
+    with pytest.raises(ConfigurationError, match=r"calibration must be 'consistent', 'paper' or an irt.Calibration "
+                                                 r"for the reference's 200 items, got 10"):
         ContinuousCAT(ref, calibration=small)
 
 
@@ -229,3 +229,104 @@ def test_sorted_pool_matches_brute_force(farthest):
         gone = int(rng.choice(sorted(free)))
         pool.remove(gone)
         free.discard(gone)
+
+
+# ------------------------------------------------ calibration and error model
+def test_default_is_the_consistent_calibration_with_a_learned_error_model(ref):
+    from activeeval.methods.cat import learn_error_model
+
+    r = ref.drop_models(["m0"])
+    cat = ContinuousCAT(r, seed=0)
+    cal = cat.calibration
+    assert cal.method == "consistent"
+    c, tau2, _ = learn_error_model(r.scores)
+    assert (cal.error_scale, cal.error_floor) == (c, tau2)
+    # the paper's calibration, unchanged: its formulas, no error model
+    paper = ContinuousCAT(r, calibration="paper", seed=0)
+    assert paper.k == irt.calibrate(r.scores, method="paper").k
+    assert (paper.calibration.error_scale, paper.calibration.error_floor) == (1.0, 0.0)
+
+
+def test_ability_variance_follows_the_error_model(ref):
+    r = ref.drop_models(["m0"])
+    cat = ContinuousCAT(r, calibration="paper", error_scale=2.5, error_floor=0.04, seed=0)
+    play(cat, ref.model_scores("m0"), 20)
+    n, big_n = cat.n_observed, cat.n_items
+    assert cat.ability().var == pytest.approx(2.5 * cat.se**2 + 0.04 * (big_n - n) / big_n, rel=1e-12)
+    # the score-scale estimate's θ part is inflated by the same ratio; its item-noise part is not
+    plain = ContinuousCAT(r, calibration="paper", seed=0)
+    plain.observe_many(cat.observed_items, cat.observed_scores)
+    assert plain.theta == cat.theta and plain.estimate().mean == pytest.approx(cat.estimate().mean, rel=1e-12)
+    assert plain.estimate().var < cat.estimate().var < plain.estimate().var * cat.ability().var / plain.ability().var
+    # every item seen: the floor is gone
+    full = ContinuousCAT(r, calibration="paper", error_scale=1.0, error_floor=0.04, seed=0)
+    full.observe_many(list(range(big_n)), ref.model_scores("m0"))
+    assert full.ability().var == pytest.approx(full.se**2, rel=1e-12)
+
+
+def test_fit_error_model_recovers_a_known_error_variance():
+    from activeeval.methods.cat import fit_error_model
+
+    rng = np.random.default_rng(0)
+    errors = {}
+    for n, v in ((10, 0.3), (20, 0.15), (40, 0.08)):
+        var = np.full(4000, v)
+        errors[n] = (rng.normal(0, np.sqrt(2.0 * v + 0.02), 4000), var)
+    c, tau2 = fit_error_model(errors)
+    assert c == pytest.approx(2.0, rel=0.1) and tau2 == pytest.approx(0.02, abs=0.015)
+    # honest model SEs: c = 1 and no floor
+    honest = {n: (rng.normal(0, np.sqrt(v), 4000), np.full(4000, v)) for n, v in ((10, 0.3), (20, 0.15))}
+    c, tau2 = fit_error_model(honest)
+    assert c == 1.0 and tau2 < 0.01
+
+
+def test_pseudo_target_runs_are_the_methods_own_runs(ref):
+    # The error model's runs use AbilityPosterior, as ContinuousCAT does: same items, same θ̂ and SE.
+    from activeeval.methods.cat import AbilityPosterior, default_prior
+
+    r = ref.drop_models(["m0"])
+    cal = irt.calibrate(r.scores)
+    mean0, sd0 = default_prior(cal)
+    post = AbilityPosterior(cal, mean0, sd0)
+    cat = ContinuousCAT(r, calibration=cal, seed=0)
+    truth = ref.model_scores("m0")
+    for _ in range(15):
+        item = post.nearest(1, set())[0]
+        assert cat.select() == item
+        post.update(item, float(truth[item]))
+        cat.observe(item, truth[item])
+        assert cat.theta == post.mean and cat.se**2 == pytest.approx(post.var, rel=1e-12)  # sqrt then square
+
+
+def test_error_model_is_learned_on_the_references_only(ref, monkeypatch):
+    from activeeval.experiments import ranking_eval
+    from activeeval.methods import cat as cat_module
+
+    seen = []
+    real = cat_module.fit_calibration
+
+    def spy(scores, **kw):
+        seen.append(np.array(scores))
+        return real(scores, **kw)
+
+    monkeypatch.setattr(cat_module, "fit_calibration", spy)
+    held = ["m0", "m1", "m2"]
+    rec = ranking_eval.simulate_ranking(ref, held, budget_per_model=12, min_items=5, baselines=False)
+    assert rec.adaptive.n_items_used > 0 and seen
+    reference = ref.drop_models(held).scores
+    for scores in seen:
+        np.testing.assert_array_equal(scores, reference)  # never a held-out model's row
+
+
+def test_frozen_error_model_rebuilds_the_same_method(ref):
+    r = ref.drop_models(["m0"])
+    learned = ContinuousCAT(r, seed=0)
+    frozen = learned.frozen_options()
+    assert set(frozen) == {"error_scale", "error_floor"}
+    again = ContinuousCAT(r, seed=0, **frozen)  # given: not learned again
+    assert again.calibration.error_scale == learned.calibration.error_scale
+    assert again.calibration.error_floor == learned.calibration.error_floor
+    play(learned, ref.model_scores("m0"), 12)
+    again.observe_many(learned.observed_items, learned.observed_scores)
+    assert again.ability() == learned.ability() and again.estimate() == learned.estimate()
+    assert ContinuousCAT(r, calibration="paper", seed=0).frozen_options() == {"error_scale": 1.0, "error_floor": 0.0}

@@ -177,3 +177,90 @@ def test_error_messages():
         irt.default_grid(n_points=2)
     with pytest.raises(InvalidScoresError, match=r"complete 2-D array"):
         irt.minmax_params(np.array([1.0, 2.0]))
+
+
+# ------------------------------------------------------ consistent calibration
+def simulate_model(n_models=60, n_items=500, k=0.1, seed=1, level=0.0):
+    """Scores from the response model: Beta with mean μ = σ(θ − b) and variance k·μ(1−μ); mean θ = ``level``."""
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(0.0, 1.5, n_models)
+    theta += level - theta.mean()
+    b = rng.normal(0.0, 1.5, n_items)
+    mu = 1.0 / (1.0 + np.exp(-(theta[:, None] - b[None, :])))
+    conc = 1.0 / k - 1.0  # Beta(μc, (1−μ)c) has variance μ(1−μ)/(c + 1) = k·μ(1−μ)
+    return rng.beta(mu * conc, (1.0 - mu) * conc), theta, b
+
+
+def test_fit_abilities_solves_its_estimating_equation():
+    y, _, b = simulate_model(n_models=20, n_items=300)
+    theta = irt.fit_abilities(y, b)
+    mu = 1.0 / (1.0 + np.exp(-(theta[:, None] - b[None, :])))
+    # Σ_i (y_ji − σ(θ_j − b_i)) = 0 to the solver's tolerance (relative 1e-10 in θ).
+    np.testing.assert_allclose((y - mu).sum(axis=1), 0.0, atol=1e-6)
+    # The root increases with the total: the abilities rank the models exactly as their mean score.
+    assert list(np.argsort(theta)) == list(np.argsort(y.mean(axis=1)))
+
+
+def test_fit_abilities_clips_all_zero_and_all_one_models():
+    y = np.vstack([np.zeros(4), np.ones(4), Y[0]])
+    b = irt.item_difficulty(Y)
+    theta = irt.fit_abilities(y, b)
+    assert np.all(np.isfinite(theta)) and theta[0] < theta[2] < theta[1]
+
+
+def test_joint_fit_solves_both_estimating_equations():
+    y, _, _ = simulate_model(n_models=30, n_items=200, seed=3)
+    theta, b, n_iter = irt.joint_fit(y, tol=1e-10)
+    mu = 1.0 / (1.0 + np.exp(-(theta[:, None] - b[None, :])))
+    np.testing.assert_allclose((y - mu).sum(axis=1), 0.0, atol=1e-6)  # every model
+    np.testing.assert_allclose((y - mu).sum(axis=0), 0.0, atol=1e-6)  # every item
+    assert abs(theta.mean()) < 1e-12 and n_iter < 1000  # origin fixed, converged
+
+
+def test_consistent_calibration_recovers_the_simulated_model():
+    # Models mostly below the items (as on AlpacaEval 2), so the paper's two scales disagree.
+    y, theta, b = simulate_model(n_models=60, n_items=500, k=0.1, seed=1, level=-1.5)
+    cal = irt.calibrate(y)
+    assert cal.method == "consistent"
+    # The fit's origin is mean θ = 0: compare on it. Errors are sampling noise
+    # (sd of θ̂ ≈ √(k / Σ_i μ(1−μ)) ≈ 0.03, of b̂ ≈ 0.1).
+    assert np.max(np.abs(cal.theta_ref - (theta + 1.5))) < 0.25
+    assert np.sqrt(np.mean((cal.b - (b + 1.5)) ** 2)) < 0.2
+    assert cal.k == pytest.approx(0.1, rel=0.05)
+    # The paper's formulas on the same data: b on another scale, k biased upwards (residuals off-centre).
+    paper = irt.calibrate(y, method="paper")
+    assert paper.method == "paper" and paper.k > 1.5 * cal.k
+
+
+def test_paper_calibration_is_the_papers_formulas():
+    cal = irt.calibrate(Y, method="paper")
+    np.testing.assert_array_equal(cal.b, irt.item_difficulty(Y))
+    np.testing.assert_array_equal(cal.theta_ref, irt.model_ability(Y))
+    assert cal.k == irt.noise_factor(Y, irt.model_ability(Y), irt.item_difficulty(Y))
+    assert (cal.k_factor, cal.error_scale, cal.error_floor) == (1.0, 1.0, 0.0)
+
+
+def test_noise_factor_degrees_of_freedom():
+    theta, b = irt.model_ability(Y), irt.item_difficulty(Y)
+    k0 = irt.noise_factor(Y, theta, b)
+    assert irt.noise_factor(Y, theta, b, n_params=6) == pytest.approx(k0 * 12 / 6, rel=1e-12)
+    with pytest.raises(ConfigurationError, match="n_params must be an integer in"):
+        irt.noise_factor(Y, theta, b, n_params=12)
+
+
+def test_calibration_method_is_checked():
+    with pytest.raises(ConfigurationError, match="calibration method must be 'consistent' or 'paper', got 'jml'"):
+        irt.calibrate(Y, method="jml")
+
+
+def test_calibration_error_model_and_k_factor():
+    cal = irt.calibrate(Y)
+    assert cal.ability_var(0.2) == 0.2
+    em = cal.with_error_model(2.0, 0.01)
+    assert em.ability_var(0.2) == pytest.approx(0.41, rel=1e-12) and em.k == cal.k
+    kf = cal.with_k_factor(3.0)
+    assert kf.k == pytest.approx(3 * cal.k, rel=1e-12) and kf.k_fit == pytest.approx(cal.k, rel=1e-12)
+    with pytest.raises(ConfigurationError, match="error_floor must be a non-negative number"):
+        cal.with_error_model(1.0, -1.0)
+    with pytest.raises(ConfigurationError, match="k_factor must be a positive number"):
+        cal.with_k_factor(0.0)

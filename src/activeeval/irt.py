@@ -18,7 +18,7 @@ that are not); ``theta`` is ability, ``b`` difficulty, ``k`` the noise factor.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.special import expit, log_expit
@@ -45,6 +45,9 @@ __all__ = [
     "grid_posterior",
     "default_grid",
     "posterior_moments",
+    "fit_abilities",
+    "joint_fit",
+    "CALIBRATION_METHODS",
     "calibrate",
 ]
 
@@ -124,10 +127,15 @@ def model_ability(scores: np.ndarray, clip: float = DEFAULT_CLIP) -> np.ndarray:
     return logit_clipped(y.mean(axis=1), clip)
 
 
-def noise_factor(scores: np.ndarray, theta: np.ndarray, b: np.ndarray) -> float:
+def noise_factor(scores: np.ndarray, theta: np.ndarray, b: np.ndarray, n_params: int = 0) -> float:
     """Global noise k by the method of moments (paper §5, "Noise Parameter").
 
-    k = Σ_ij (y_ij − μ_ij)² / Σ_ij μ_ij(1 − μ_ij),  μ_ij = σ(θ_j − b_i).
+    k = Σ_ij (y_ij − μ_ij)² / Σ_ij μ_ij(1 − μ_ij) · n / (n − n_params),  μ_ij = σ(θ_j − b_i),
+
+    over the n = n_models·n_items scores. ``n_params`` is the number of fitted
+    parameters the residuals were computed at (the paper: 0; the joint fit:
+    n_models + n_items − 1), the usual degrees-of-freedom correction of a
+    quasi-likelihood dispersion, without which k is biased low by that fraction.
 
     Parameters
     ----------
@@ -149,10 +157,13 @@ def noise_factor(scores: np.ndarray, theta: np.ndarray, b: np.ndarray) -> float:
             f"theta must have shape ({y.shape[0]},) and b shape ({y.shape[1]},) for scores of shape {y.shape}; "
             f"got {theta.shape} and {b.shape}"
         )
+    n = y.size
+    if int(n_params) != n_params or not (0 <= n_params < n):
+        raise ConfigurationError(f"n_params must be an integer in [0, {n}) for {n} scores, got {n_params}")
     mu = response_mean(theta[:, None], b[None, :])
     denom = float(np.sum(mu * (1.0 - mu)))
-    # With θ and b clipped to |.| ≤ ~6.9, μ(1−μ) ≥ ~1e-6 per entry, so denom > 0.
-    return max(float(np.sum((y - mu) ** 2)) / denom, 1e-6)
+    # With θ and b finite (clipped means), μ(1−μ) > 0 per entry, so denom > 0.
+    return max(float(np.sum((y - mu) ** 2)) / denom * n / (n - int(n_params)), 1e-6)
 
 
 def discrimination(k: float) -> float:
@@ -336,6 +347,111 @@ def posterior_moments(theta: np.ndarray, weights: np.ndarray) -> tuple[float, fl
     return mean, var
 
 
+# ------------------------------------------------ consistent calibration
+def _solve_logistic_sum(offsets: np.ndarray, targets: np.ndarray, start: np.ndarray | None = None,
+                        tol: float = 1e-10, max_iter: int = 100) -> np.ndarray:
+    """For each row r, the t_r with Σ_i σ(t_r − offsets[r, i]) = targets[r] (safeguarded Newton).
+
+    ``offsets`` has shape (R, M) (or (M,), shared by every row) and each target
+    lies strictly inside (0, M). The left side increases in t, so the root is
+    unique; it lies in [min_i o + logit(T/M), max_i o + logit(T/M)], and a
+    Newton step that leaves the current bracket is replaced by bisection.
+    """
+    o = np.atleast_2d(np.asarray(offsets, dtype=float))
+    t_target = np.asarray(targets, dtype=float)
+    m = o.shape[1]
+    base = np.log(t_target / m) - np.log1p(-t_target / m)
+    lo = o.min(axis=1) + base
+    hi = o.max(axis=1) + base
+    t = np.clip(np.asarray(start, dtype=float), lo, hi) if start is not None else (lo + hi) / 2.0
+    for _ in range(max_iter):
+        mu = expit(t[:, None] - o)
+        g = mu.sum(axis=1) - t_target
+        d = (mu * (1.0 - mu)).sum(axis=1)
+        hi = np.where(g > 0, t, hi)
+        lo = np.where(g < 0, t, lo)
+        step = g / np.maximum(d, 1e-300)
+        new = t - step
+        outside = ~((new > lo) & (new < hi))
+        new = np.where(outside, (lo + hi) / 2.0, new)
+        if np.all(np.abs(new - t) <= tol * (1.0 + np.abs(t))):
+            return new
+        t = new
+    return t
+
+
+def fit_abilities(scores: np.ndarray, b: np.ndarray, clip: float = DEFAULT_CLIP,
+                  start: np.ndarray | None = None) -> np.ndarray:
+    """Each model's ability on the scale of the difficulties b: the root of Σ_i (y_ji − σ(θ_j − b_i)) = 0.
+
+    This is the estimating equation of the response model's quasi-likelihood
+    (its score is Σ_i (y_i − μ_i)/k), i.e. the θ at which the model's expected
+    total over the items equals its observed total. Σ_i σ(θ − b_i) increases in
+    θ, so θ_j ranks the models exactly as their mean scaled score. A mean of 0
+    or 1 has no finite root: the mean is clipped to [clip, 1 − clip] first.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n_models, n_items), in [0, 1]
+    b : ndarray of shape (n_items,)
+
+    Returns ndarray of shape (n_models,).
+    """
+    y = _check_unit_scores(scores)
+    b = np.asarray(b, dtype=float)
+    if b.shape != (y.shape[1],):
+        raise ConfigurationError(f"b must have shape ({y.shape[1]},) for scores of shape {y.shape}, got {b.shape}")
+    _check_clip(clip)
+    n = y.shape[1]
+    total = np.clip(y.mean(axis=1), clip, 1.0 - clip) * n
+    return _solve_logistic_sum(b, total, start)
+
+
+def _fit_difficulties(y: np.ndarray, theta: np.ndarray, clip: float, start: np.ndarray | None) -> np.ndarray:
+    """b_i solving Σ_j (y_ji − σ(θ_j − b_i)) = 0 (t = −b_i solves Σ_j σ(t + θ_j) = Σ_j y_ji)."""
+    k_models = y.shape[0]
+    total = np.clip(y.mean(axis=0), clip, 1.0 - clip) * k_models
+    t0 = None if start is None else -start
+    return -_solve_logistic_sum(-theta, total, t0)
+
+
+def joint_fit(scores: np.ndarray, clip: float = DEFAULT_CLIP, *, tol: float = 1e-7,
+              max_iter: int = 1000) -> tuple[np.ndarray, np.ndarray, int]:
+    """Joint fit of abilities θ_j and difficulties b_i on one scale (the quasi-likelihood's estimating equations).
+
+    Solves Σ_i (y_ji − σ(θ_j − b_i)) = 0 for every model and
+    Σ_j (y_ji − σ(θ_j − b_i)) = 0 for every item — the joint maximum
+    (quasi-)likelihood equations of the response model, which under the model
+    recover θ, b (and, from the residuals, k) — by alternating exact 1-D
+    solves, each of which cannot decrease the quasi-likelihood. The scale's
+    origin is free; it is fixed by mean_j θ_j = 0. Item and model means of
+    0 or 1 are clipped to [clip, 1 − clip] (finite parameters for items every
+    model scores 0 or 1).
+
+    The paper's calibration (b_i = −logit p̂_i, θ_j = logit ȳ_j) puts b on the
+    scale of a population of models all at θ = 0 and θ on a scale of its own;
+    the two disagree as soon as the models differ, which shifts the prior and
+    inflates k. Here both live on the scale the response model uses.
+
+    Returns (theta of shape (n_models,), b of shape (n_items,), iterations).
+    """
+    y = _check_unit_scores(scores)
+    _check_clip(clip)
+    b = item_difficulty(y, clip)
+    theta = fit_abilities(y, b, clip)
+    it = 0
+    for it in range(1, max_iter + 1):
+        b_new = _fit_difficulties(y, theta, clip, b)
+        theta_new = fit_abilities(y, b_new, clip, theta)
+        shift = float(theta_new.mean())
+        theta_new, b_new = theta_new - shift, b_new - shift
+        delta = max(float(np.max(np.abs(b_new - b))), float(np.max(np.abs(theta_new - theta))))
+        b, theta = b_new, theta_new
+        if delta <= tol:
+            break
+    return theta, b, it
+
+
 # ---------------------------------------------------------------- bundle
 @dataclass(frozen=True)
 class Calibration:
@@ -346,9 +462,10 @@ class Calibration:
     b : ndarray of shape (n_items,)
         Difficulties, finite.
     k : float
-        Global noise factor; ``a = 1/√k``.
+        Global noise factor used by CAT (``k_fit · k_factor``); ``a = 1/√k``.
     theta_ref : ndarray of shape (n_models,)
-        Reference abilities θ_j = logit(ȳ_j).
+        Reference abilities: on the scale of b (the joint fit) for
+        ``method="consistent"``, θ_j = logit(ȳ_j) for ``method="paper"``.
     correlation : ndarray of shape (n_items,)
         Item score vs ability correlation (0 for constant items).
     pool : ndarray of bool, shape (n_items,)
@@ -357,6 +474,14 @@ class Calibration:
         Min-max map from raw scores to [0, 1] (low 0, width 1 when unscaled).
     scaled : bool
         Whether the raw scores were min-max scaled.
+    method : {"consistent", "paper"}
+        How b, θ and k were fitted (see :func:`calibrate`).
+    k_factor : float
+        Factor applied to the fitted noise (1 unless set, :meth:`with_k_factor`).
+    error_scale, error_floor : float
+        The ability's error model Var(θ̂ − θ*) = error_scale · SE² + error_floor
+        (1 and 0 unless learned on reference pseudo-targets, see
+        :func:`activeeval.methods.cat.learn_error_model`).
     """
 
     b: np.ndarray
@@ -367,6 +492,33 @@ class Calibration:
     low: np.ndarray
     width: np.ndarray
     scaled: bool
+    method: str = "paper"
+    k_factor: float = 1.0
+    error_scale: float = 1.0
+    error_floor: float = 0.0
+
+    @property
+    def k_fit(self) -> float:
+        """The noise fitted on the reference residuals, before the empirical factor."""
+        return self.k / self.k_factor
+
+    def with_k_factor(self, factor: float) -> "Calibration":
+        """This calibration with k = k_fit · ``factor``."""
+        if not (np.isfinite(factor) and factor > 0):
+            raise ConfigurationError(f"k_factor must be a positive number, got {factor}")
+        return replace(self, k=self.k_fit * float(factor), k_factor=float(factor))
+
+    def with_error_model(self, scale: float, floor: float) -> "Calibration":
+        """This calibration with the ability error model Var = ``scale`` · SE² + ``floor``."""
+        if not (np.isfinite(scale) and scale > 0):
+            raise ConfigurationError(f"error_scale must be a positive number, got {scale}")
+        if not (np.isfinite(floor) and floor >= 0):
+            raise ConfigurationError(f"error_floor must be a non-negative number, got {floor}")
+        return replace(self, error_scale=float(scale), error_floor=float(floor))
+
+    def ability_var(self, posterior_var: float) -> float:
+        """The honest variance of θ̂ − θ* for a posterior variance SE² (the error model)."""
+        return self.error_scale * float(posterior_var) + self.error_floor
 
     @property
     def a(self) -> float:
@@ -383,19 +535,31 @@ class Calibration:
         return minmax_apply(x, self.low[item], self.width[item])
 
 
+CALIBRATION_METHODS = ("consistent", "paper")
+
+
 def calibrate(
     scores: np.ndarray,
     *,
+    method: str = "consistent",
     scale: str = "auto",
     clip: float = DEFAULT_CLIP,
     filter_negative: bool = True,
 ) -> Calibration:
-    """Fit b, k (and a = 1/√k) on complete reference scores (paper §5).
+    """Fit b, θ_ref, k (and a = 1/√k) on complete reference scores (paper §5).
 
     Parameters
     ----------
     scores : ndarray of shape (n_models, n_items)
         Complete raw reference scores (no NaN: apply ScoreMatrix.dropna first).
+    method : {"consistent", "paper"}
+        ``"consistent"`` (default): abilities and difficulties fitted jointly
+        on one scale (:func:`joint_fit`) and k from the residuals there, with
+        the degrees-of-freedom correction. ``"paper"``: the paper's §5
+        formulas, b_i = −logit p̂_i, θ_j = logit ȳ_j and k from the residuals
+        at those θ — the two are on different scales when the models differ
+        (on AlpacaEval 2 the abilities' mean is −2.4 where the response model
+        puts the models near 0, and k is 4.5 times too large).
     scale : {"auto", "minmax", "none"}
         "minmax" scales each item to [0, 1] over the references (App. A);
         "auto" does so only if some score lies outside [0, 1].
@@ -407,6 +571,8 @@ def calibrate(
     """
     if scale not in ("auto", "minmax", "none"):
         raise ConfigurationError(f"scale must be 'auto', 'minmax' or 'none', got {scale!r}")
+    if method not in CALIBRATION_METHODS:
+        raise ConfigurationError(f"calibration method must be 'consistent' or 'paper', got {method!r}")
     _check_clip(clip)
     x = np.asarray(scores, dtype=float)
     if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
@@ -428,9 +594,15 @@ def calibrate(
             )
         low, width = np.zeros(x.shape[1]), np.ones(x.shape[1])
         y = x
-    b = item_difficulty(y, clip)
-    theta = model_ability(y, clip)
-    k = noise_factor(y, theta, b)
+    if method == "paper":
+        b = item_difficulty(y, clip)
+        theta = model_ability(y, clip)
+        k = noise_factor(y, theta, b)
+    else:
+        theta, b, _ = joint_fit(y, clip)
+        n_params = y.shape[0] + y.shape[1] - 1
+        k = noise_factor(y, theta, b, n_params=n_params if n_params < y.size else 0)
     corr = ability_correlation(y, theta)
     pool = corr >= 0 if filter_negative else np.ones(y.shape[1], dtype=bool)
-    return Calibration(b=b, k=k, theta_ref=theta, correlation=corr, pool=pool, low=low, width=width, scaled=use_minmax)
+    return Calibration(b=b, k=k, theta_ref=theta, correlation=corr, pool=pool, low=low, width=width,
+                       scaled=use_minmax, method=method)

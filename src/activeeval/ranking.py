@@ -47,6 +47,10 @@ __all__ = [
     "RankStep",
     "AdaptiveRanker",
     "next_step",
+    "next_item",
+    "pair_partner",
+    "PAIRINGS",
+    "check_pairing",
     "rank_result",
     "pairwise_confidence",
     "is_confident",
@@ -314,10 +318,15 @@ def rank_result(models: Sequence[str], methods: Mapping[str, Method], costs: Map
 
 @dataclass(frozen=True)
 class RankStep:
-    """The ranker's next decision: test ``model`` next, or stop (``model`` None) for ``reason``."""
+    """The ranker's next decision: test ``model`` next, or stop (``model`` None) for ``reason``.
+
+    ``partner`` is the other model of the least decided adjacent pair ``model``
+    belongs to (None in the warm-up): the comparison this item is for.
+    """
 
     model: str | None
     reason: str | None = None
+    partner: str | None = None
 
 
 def next_step(
@@ -363,7 +372,58 @@ def next_step(
     affordable = [m for m in open_models if spent + costs[m] <= budget]
     if not affordable:
         return RankStep(None, "budget")
-    return RankStep(choose_model(affordable, variances, counts, costs))
+    chosen = choose_model(affordable, variances, counts, costs)
+    return RankStep(chosen, partner=pair_partner(chosen, pairs, means, variances))
+
+
+def pair_partner(model: str, pairs: Sequence[tuple[str, str]], means: Mapping[str, float],
+                 variances: Mapping[str, float]) -> str | None:
+    """The other model of the least decided pair (confidence nearest ½) among ``pairs`` that contain ``model``."""
+    best, closest = None, math.inf
+    for a, b in pairs:
+        if model not in (a, b):
+            continue
+        gap = abs(pairwise_confidence(means[a], variances[a], means[b], variances[b]) - 0.5)
+        if gap < closest:
+            best, closest = (b if a == model else a), gap
+    return best
+
+
+#: Item choice of the ranker: "own" (each model's method chooses) or "partner" (see :func:`next_item`).
+PAIRINGS = ("own", "partner")
+
+
+def check_pairing(pairing: str) -> str:
+    if pairing not in PAIRINGS:
+        raise ConfigurationError(f"--pairing (pairing=) must be 'own' or 'partner', got {pairing!r}")
+    return pairing
+
+
+def next_item(method: Method, partner_items: Sequence[int], *, pairing: str = "own",
+              exclude: Sequence[int] = ()) -> int:
+    """The item ``method``'s model takes next.
+
+    ``pairing="own"``: the method's own choice. ``"partner"`` (pair-aware):
+    an item the partner model (the other side of the comparison this step is
+    for, :attr:`RankStep.partner`) has already taken and this model has not —
+    so the two are compared on common items, as the static subset compares
+    every model — the one the method rates most informative
+    (``item_information()``, e.g. CAT's Fisher information at θ̂), else the
+    partner's earliest; the method's own choice when there is none.
+    A pure function of the state, so a ranking session replays it exactly.
+    """
+    if pairing == "partner" and partner_items:
+        seen = set(getattr(method, "observed_items", ())) | {int(i) for i in exclude}
+        cand = [int(i) for i in partner_items if int(i) not in seen]
+        if cand:
+            info = getattr(method, "item_information", None)
+            if callable(info):
+                values = np.asarray(info())
+                return max(cand, key=lambda i: (values[i], -cand.index(i)))
+            return cand[0]
+    if exclude:
+        return int(method.select_batch(1, exclude=list(exclude))[0])  # type: ignore[attr-defined]
+    return int(method.select())
 
 
 def _build(models: Sequence[str], make: Callable[[str], Method]) -> dict[str, Method]:
@@ -410,6 +470,9 @@ class AdaptiveRanker:
         Total cost budget B = Σ_m n_m c_m (None: until confident or exhausted).
     scale : "auto", "ability", "estimate" or callable
         Ranking scale (see :func:`scale_of`).
+    pairing : {"own", "partner"}
+        Item choice after the warm-up (see :func:`next_item`): each model's
+        method chooses ("own", the paper), or pair-aware ("partner").
     """
 
     def __init__(
@@ -423,8 +486,10 @@ class AdaptiveRanker:
         min_items: int = 10,
         budget: float | None = None,
         scale: ScaleLike = "auto",
+        pairing: str = "own",
     ) -> None:
         self.models = check_models(models)
+        self.pairing = check_pairing(pairing)
         self.gamma = check_gamma(gamma)
         if int(min_items) != min_items or min_items < 0:
             raise ConfigurationError(f"min_items must be a non-negative integer, got {min_items}")
@@ -445,7 +510,8 @@ class AdaptiveRanker:
             if step.model is None:
                 return _result(models, methods, self.scale, self.gamma, costs, asked, str(step.reason))
             method = methods[step.model]
-            item = int(method.select())
+            partner_items = asked[step.partner] if step.partner is not None else []
+            item = next_item(method, partner_items, pairing=self.pairing)
             method.observe(item, float(self.score(step.model, item)))
             asked[step.model].append(item)
 

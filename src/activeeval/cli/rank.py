@@ -43,6 +43,19 @@ def _method(method: str) -> str:
     return method
 
 
+def _calibration(method: str, calibration: Optional[str]) -> dict[str, str]:
+    """``--calibration`` as a keyword for CAT (empty when not given); refused for other methods."""
+    if calibration is None:
+        return {}
+    from activeeval.irt import CALIBRATION_METHODS
+
+    if calibration not in CALIBRATION_METHODS:
+        raise ConfigurationError(f"--calibration must be consistent or paper, got {calibration!r}")
+    if method.split("[", 1)[0].strip() != "cat":
+        raise ConfigurationError(f"--calibration applies to --method cat only, not {method!r}; drop it")
+    return {"calibration": calibration}
+
+
 def _fmt(x: float, digits: int = 3) -> str:
     return "nan" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
@@ -67,6 +80,12 @@ def rank_command(
     costs: Optional[str] = typer.Option(None, "--costs", help="JSON {model: cost} or CSV model,cost file."),
     min_items: int = typer.Option(10, "--min-items", help="Warm-up items per model."),
     seed: int = typer.Option(0, "--seed", help="Seed of the hold-out draw and the methods."),
+    calibration: Optional[str] = typer.Option(
+        None, "--calibration", help="CAT only: consistent (default; abilities, prior and noise on one scale, "
+        "error model learned on the references) or paper (the paper's §5 formulas)."),
+    pairing: str = typer.Option(
+        "own", "--pairing", help="Item choice: own (each model's method) or partner (pair-aware: an item the "
+        "other model of the undecided pair already took)."),
     missing: str = MISSING,
     kind: Optional[str] = KIND,
     score_range: Optional[tuple[float, float]] = SCORE_RANGE,
@@ -93,9 +112,11 @@ def rank_command(
     session file, so Ctrl-C (exit 130) or a crash loses nothing: re-run the same command to resume.
     `activeeval session status FILE` shows the ranking, pairwise confidences and ties.
     """
-    from activeeval.ranking import check_gamma, load_costs
+    from activeeval.ranking import check_gamma, check_pairing, load_costs
 
     check_gamma(gamma)
+    check_pairing(pairing)
+    cal_kw = _calibration(method, calibration)
     if session is not None:
         lm = {"model": model, "model_args": model_args, "task": task, "metric": metric, "filter_name": filter_name,
               "include_path": include_path, "num_fewshot": num_fewshot, "batch_size": batch_size, "device": device,
@@ -105,19 +126,21 @@ def rank_command(
                                      "--models (the new models to rank)")
         _rank_session(session, reference, models, scorer, harness, method, gamma, budget_per_model,
                       load_costs(costs) if costs is not None else None, min_items, seed, missing,
-                      read_options(kind, score_range, duplicate_models), timeout, lm, as_json)
+                      read_options(kind, score_range, duplicate_models), timeout, lm, as_json, pairing, cal_kw)
         return
     if scorer is not None or harness is not None or reference is not None:
         raise ConfigurationError("--scorer/--harness/--reference rank new models for real: give --session FILE too")
     if dataset is None:
         raise ConfigurationError("give --dataset to simulate a ranking, or --session FILE to rank new models")
-    _simulate(dataset, models, holdout, method, gamma, budget_per_model, costs, min_items, seed, as_json)
+    _simulate(dataset, models, holdout, method, gamma, budget_per_model, costs, min_items, seed, as_json, pairing,
+              cal_kw)
 
 
 def _rank_session(session: Path, reference: Optional[str], models: Optional[str], scorer: Optional[str],
                   harness: Optional[str], method: str, gamma: float, budget_per_model: float,
                   costs: Optional[dict], min_items: int, seed: int, missing: str, read: dict[str, Any],
-                  timeout: Optional[float], lm: dict[str, Any], as_json: bool) -> None:
+                  timeout: Optional[float], lm: dict[str, Any], as_json: bool, pairing: str = "own",
+                  cal_kw: Optional[dict[str, str]] = None) -> None:
     from activeeval.cli.session import rank_lines
     from activeeval.session.ranking import RankSession
     from activeeval.session.runner import drive_ranking
@@ -138,7 +161,8 @@ def _rank_session(session: Path, reference: Optional[str], models: Optional[str]
                 f"session {str(session)!r} does not exist yet: give --reference and --models M1,M2,... to create it"
             )
         s = RankSession.create(session, reference, chosen, method=method, gamma=gamma, min_items=min_items,
-                               budget_per_model=budget_per_model, costs=costs, seed=seed, missing=missing, **read)
+                               budget_per_model=budget_per_model, costs=costs, seed=seed, missing=missing,
+                               pairing=pairing, **read, **(cal_kw or {}))
     with s:
         try:
             drive_ranking(s, sc)
@@ -153,7 +177,8 @@ def _rank_session(session: Path, reference: Optional[str], models: Optional[str]
 
 
 def _simulate(dataset: str, models: Optional[str], holdout: Optional[int], method: str, gamma: float,
-              budget_per_model: float, costs: Optional[str], min_items: int, seed: int, as_json: bool) -> None:
+              budget_per_model: float, costs: Optional[str], min_items: int, seed: int, as_json: bool,
+              pairing: str = "own", cal_kw: Optional[dict[str, str]] = None) -> None:
     import numpy as np
     from rich.console import Console
     from rich.table import Table
@@ -179,7 +204,8 @@ def _simulate(dataset: str, models: Optional[str], holdout: Optional[int], metho
         chosen = [pool[j] for j in np.random.default_rng(seed).choice(len(pool), size=holdout, replace=False)]
     cost_map = load_costs(costs) if costs is not None else None
     rec = simulate_ranking(matrix, chosen, method=method, gamma=gamma, budget_per_model=budget_per_model,
-                           costs=cost_map, min_items=min_items, seed=seed, baselines=False)
+                           costs=cost_map, min_items=min_items, seed=seed, baselines=False, pairing=pairing,
+                           **(cal_kw or {}))
     res = rec.adaptive
     payload = res.to_dict()
     payload["kendall_tau"] = rec.adaptive_tau
@@ -220,6 +246,10 @@ def rank_backtest_command(
     first_seed: int = typer.Option(0, "--first-seed", help="Seeds are first_seed .. first_seed + seeds - 1."),
     families: Optional[str] = typer.Option(
         None, "--holdout-families", help="Family hold-out: rank these families' models, calibrate on the rest."),
+    calibration: Optional[str] = typer.Option(
+        None, "--calibration", help="CAT only: consistent (default) or paper (the paper's §5 calibration)."),
+    pairing: str = typer.Option("own", "--pairing", help="Item choice: own (each model's method) or partner "
+                                "(pair-aware)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """The paper's Table 2/3/4 protocol: adaptive vs random vs static vs fixed-length, tie detection."""
@@ -228,28 +258,36 @@ def rank_backtest_command(
 
     from activeeval.datasets import resolve
     from activeeval.experiments.ranking_eval import run_backtest, run_family_holdout, summarise
-    from activeeval.ranking import check_gamma
+    from activeeval.ranking import check_gamma, check_pairing
 
     check_gamma(gamma)
     method = _method(method)
+    check_pairing(pairing)
+    cal_kw = _calibration(method, calibration)
     matrix = resolve(dataset)
     if families is not None:
         fams = [f.strip() for f in families.split(",") if f.strip()]
         records = run_family_holdout(matrix, fams, method=method, seeds=seeds, gamma=gamma,
-                                     budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed)
+                                     budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed,
+                                     pairing=pairing, **cal_kw)
         folds, holdout = 1, len(records[0].models)
     else:
         records = run_backtest(matrix, method=method, folds=folds, holdout=holdout, seeds=seeds, gamma=gamma,
-                               budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed)
+                               budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed,
+                               pairing=pairing, **cal_kw)
     s = summarise(records)
     if as_json:
         print_json({
-            "dataset": dataset, "method": method, "n_runs": s["n_runs"],
+            "dataset": dataset, "method": method, "calibration": cal_kw.get("calibration", "consistent")
+            if method == "cat" else None, "pairing": pairing, "n_runs": s["n_runs"],
             "adaptive_tau": s["adaptive_tau"], "random_tau": s["random_tau"], "static_tau": s["static_tau"],
             "fixed_tau": s["fixed_tau"], "items": s["items_adaptive"], "pct_used": s["pct_used"],
             "tie_precision": s["tie_precision"], "tie_recall": s["tie_recall"], "tie_f1": s["tie_f1"],
             "adapt_tie_frac": s["adapt_tie_frac"], "gt_tie_frac": s["gt_tie_frac"],
             "confident_accuracy": s["confident_accuracy"],
+            "pooled_confident_accuracy": s["pooled_confident_accuracy"],
+            "n_confident": s["n_confident"], "n_wrong_confident": s["n_wrong_confident"], "n_pairs": s["n_pairs"],
+            "ties_reported": s["ties_reported"], "false_tie_rate": s["false_tie_rate"],
             "item_savings_vs_fixed": s["item_savings_vs_fixed"],
             "cost_savings_vs_fixed": s["cost_savings_vs_fixed"],
             "sd": {k[:-3]: v for k, v in s.items() if k.endswith("_sd")},
@@ -268,10 +306,12 @@ def rank_backtest_command(
     console.print(t1)
     t2 = Table(title="tie detection (vs bootstrap ties of the full evaluation) and the stopping rule",
                title_justify="left")
-    for col in ("adapt tie %", "GT tie %", "tie P", "tie R", "tie F1", "conf. acc.", "item sav. vs fixed",
-                "cost sav. vs fixed"):
+    for col in ("adapt tie %", "GT tie %", "false ties", "tie P", "tie R", "tie F1", "confident pairs",
+                "pooled conf. acc.", "item sav. vs fixed", "cost sav. vs fixed"):
         t2.add_column(col, justify="right")
-    t2.add_row(f"{100 * s['adapt_tie_frac']:.0f}%", f"{100 * s['gt_tie_frac']:.0f}%", _fmt(s["tie_precision"], 2),
-               _fmt(s["tie_recall"], 2), _fmt(s["tie_f1"], 2), _fmt(s["confident_accuracy"], 3),
+    t2.add_row(f"{100 * s['adapt_tie_frac']:.0f}%", f"{100 * s['gt_tie_frac']:.0f}%",
+               f"{100 * s['false_tie_rate']:.0f}%" if not math.isnan(s["false_tie_rate"]) else "nan",
+               _fmt(s["tie_precision"], 2), _fmt(s["tie_recall"], 2), _fmt(s["tie_f1"], 2),
+               f"{s['n_confident']} ({s['n_wrong_confident']} wrong)", _fmt(s["pooled_confident_accuracy"], 3),
                f"{100 * s['item_savings_vs_fixed']:.0f}%", f"{100 * s['cost_savings_vs_fixed']:.0f}%")
     console.print(t2)

@@ -33,7 +33,7 @@ import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, InvalidScoresError
-from activeeval.irt import Calibration, calibrate, corrected_item_total_correlation
+from activeeval.irt import CALIBRATION_METHODS, Calibration, calibrate, corrected_item_total_correlation
 from activeeval.methods.base import Method
 from activeeval.ranking import (
     AdaptiveRanker,
@@ -41,6 +41,7 @@ from activeeval.ranking import (
     check_costs,
     check_gamma,
     check_models,
+    check_pairing,
     rank_fixed_length,
     rank_random,
     rank_static,
@@ -54,6 +55,7 @@ __all__ = [
     "bootstrap_ties",
     "tie_prf",
     "confident_accuracy",
+    "confident_counts",
     "method_factory",
     "RunRecord",
     "simulate_ranking",
@@ -143,9 +145,17 @@ def tie_prf(predicted: set[frozenset[str]], truth: set[frozenset[str]]) -> tuple
 def confident_accuracy(result: RankResult, truth: Mapping[str, float]) -> tuple[float, int]:
     """Accuracy of the ranker's confident pairwise orderings against the full evaluation.
 
-    Returns (accuracy, number of confident pairs); accuracy is NaN with none.
+    Returns (accuracy, number of confident pairs); accuracy is NaN with none
+    (never 1: a run that says nothing has made no correct call). Pool runs by
+    summing accuracy × count (see :func:`summarise`), not by averaging accuracies.
     Pairs tied exactly in the full evaluation count as correct either way.
     """
+    correct, total = confident_counts(result, truth)
+    return (correct / total if total else float("nan")), total
+
+
+def confident_counts(result: RankResult, truth: Mapping[str, float]) -> tuple[int, int]:
+    """(correct, total) confident pairwise orderings of ``result`` against ``truth`` (see confident_accuracy)."""
     unsure = result.uncertain_pairs()
     correct = total = 0
     order = result.ranking
@@ -156,7 +166,7 @@ def confident_accuracy(result: RankResult, truth: Mapping[str, float]) -> tuple[
             total += 1
             predicted_a_first = result.means[a] >= result.means[b]
             correct += truth[a] == truth[b] or (truth[a] > truth[b]) == predicted_a_first
-    return (correct / total if total else float("nan")), total
+    return correct, total
 
 
 # ----------------------------------------------------------------- factories
@@ -171,9 +181,9 @@ def method_factory(method: str, reference: ScoreMatrix, *, calibration: Calibrat
     computed once and shared by every model (they depend on the reference only).
     """
     if method == "cat":
-        from activeeval.methods.cat import ContinuousCAT
+        from activeeval.methods.cat import ContinuousCAT, fit_calibration
 
-        cal = calibration if calibration is not None else calibrate(reference.scores)
+        cal = calibration if calibration is not None else fit_calibration(reference.scores)
         return lambda model_id: ContinuousCAT(reference, calibration=cal, seed=seed, **kwargs)
     if method in ("bayesame", "bayesame-paper"):
         from activeeval.methods.registry import make_method
@@ -238,6 +248,10 @@ class RunRecord:
     gt_tie_frac: float
     confident_accuracy: float
     n_confident: int
+    n_pairs: int = 0
+    n_correct_confident: int = 0
+    n_distinct: int = 0
+    n_false_ties: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -254,13 +268,22 @@ def simulate_ranking(
     reference: ScoreMatrix | None = None,
     baselines: bool = True,
     n_boot: int = 1000,
+    calibration: str = "consistent",
+    pairing: str = "own",
 ) -> RunRecord:
     """Rank ``holdout`` by simulation against their known scores, with the baselines and metrics.
 
     ``reference`` defaults to every other model of ``matrix``, with incomplete
-    models dropped. Pass it for a family hold-out.
+    models dropped. Pass it for a family hold-out. ``calibration`` is CAT's
+    (``"consistent"`` or the paper's ``"paper"``, see
+    :func:`activeeval.methods.cat.fit_calibration`), fitted once on the
+    references and shared by every model; ``pairing`` the ranker's item
+    choice (:func:`activeeval.ranking.next_item`).
     """
     gamma = check_gamma(gamma)
+    check_pairing(pairing)
+    if calibration not in CALIBRATION_METHODS:
+        raise ConfigurationError(f"--calibration (calibration=) must be 'consistent' or 'paper', got {calibration!r}")
     models = check_models(check_holdout(matrix, holdout))
     costs = check_costs(costs, models)
     if not (budget_per_model > 0):
@@ -274,11 +297,15 @@ def simulate_ranking(
             "hold out fewer models"
         )
     score = _oracle(matrix, reference)
-    cal = calibrate(reference.scores) if method == "cat" else None
+    cal = None
+    if method == "cat":
+        from activeeval.methods.cat import fit_calibration
+
+        cal = fit_calibration(reference.scores, method=calibration)
     make = method_factory(method, reference, calibration=cal, seed=seed)
     budget = budget_per_model * sum(costs.values())
     adaptive = AdaptiveRanker(models, make, score, costs=costs, gamma=gamma, min_items=min_items,
-                              budget=budget).run()
+                              budget=budget, pairing=pairing).run()
     full = np.stack([matrix.scores[matrix.model_index(m), [matrix.item_index(i) for i in reference.item_ids]]
                      for m in models])
     truth = {m: float(full[j].mean()) for j, m in enumerate(models)}
@@ -289,14 +316,19 @@ def simulate_ranking(
     pred_ties = adaptive.uncertain_pairs()
     tp, tr, tf = tie_prf(pred_ties, gt_ties)
     n_pairs = len(models) * (len(models) - 1) // 2
-    acc, n_conf = confident_accuracy(adaptive, truth)
+    n_right, n_conf = confident_counts(adaptive, truth)
+    acc = n_right / n_conf if n_conf else float("nan")
+    all_pairs = {frozenset((a, b)) for i, a in enumerate(models) for b in models[i + 1:]}
+    distinct = all_pairs - gt_ties
     rec = RunRecord(
         models=tuple(models), adaptive=adaptive, truth=truth, adaptive_tau=a_tau,
         random_tau=float("nan"), static_tau=float("nan"), fixed_tau=float("nan"),
         items_adaptive=n_used, items_random=0, items_static=0, items_fixed=0, pct_used=pct,
         cost_adaptive=adaptive.cost_spent, cost_fixed=float("nan"),
         tie_precision=tp, tie_recall=tr, tie_f1=tf, adapt_tie_frac=len(pred_ties) / n_pairs,
-        gt_tie_frac=len(gt_ties) / n_pairs, confident_accuracy=acc, n_confident=n_conf,
+        gt_tie_frac=len(gt_ties) / n_pairs, confident_accuracy=acc, n_confident=n_conf, n_pairs=n_pairs,
+        n_correct_confident=n_right, n_distinct=len(distinct),
+        n_false_ties=len(pred_ties & distinct),
     )
     if not baselines:
         return rec
@@ -308,7 +340,8 @@ def simulate_ranking(
     rec.items_random = rnd.n_items_used
     # Static subset: the same items for every model, as many as the spend allows.
     n_static = max(1, int(adaptive.cost_spent // sum(costs.values())))
-    itc = corrected_item_total_correlation(calibrate(reference.scores).scale(reference.scores))
+    # only its min–max map is needed (the same for both calibration methods): the cheap one
+    itc = corrected_item_total_correlation(calibrate(reference.scores, method="paper").scale(reference.scores))
     subset = static_subset(itc, min(n_static, reference.n_items))
     st = rank_static(models, subset, score)
     rec.static_tau = kendall_tau(st, truth)
@@ -351,6 +384,8 @@ def run_backtest(
     min_items: int = 10,
     first_seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
+    calibration: str = "consistent",
+    pairing: str = "own",
 ) -> list[RunRecord]:
     """The paper's Table 2–4 protocol: ``seeds`` x ``folds`` held-out sets, each ranked by all methods."""
     if method not in RANK_METHODS:
@@ -363,7 +398,7 @@ def run_backtest(
     for s in range(first_seed, first_seed + seeds):
         for group in backtest_folds(matrix, folds=folds, holdout=holdout, seed=s):
             out.append(simulate_ranking(matrix, group, method=method, gamma=gamma, budget_per_model=budget_per_model,
-                                        min_items=min_items, seed=s))
+                                        min_items=min_items, seed=s, calibration=calibration, pairing=pairing))
             if progress is not None:
                 progress(len(out), total)
     return out
@@ -379,6 +414,8 @@ def run_family_holdout(
     budget_per_model: float = 20.0,
     min_items: int = 10,
     first_seed: int = 0,
+    calibration: str = "consistent",
+    pairing: str = "own",
 ) -> list[RunRecord]:
     """Family hold-out (paper §7.5): rank every complete model of ``families``, calibrating on the other families.
 
@@ -396,7 +433,8 @@ def run_family_holdout(
     reference = matrix.drop_models(in_family)
     return [
         simulate_ranking(matrix, targets, method=method, gamma=gamma, budget_per_model=budget_per_model,
-                         min_items=min_items, seed=s, reference=reference)
+                         min_items=min_items, seed=s, reference=reference, calibration=calibration,
+                         pairing=pairing)
         for s in range(first_seed, first_seed + seeds)
     ]
 
@@ -418,6 +456,17 @@ def summarise(records: Sequence[RunRecord]) -> dict[str, float]:
         m, s = _mean_sd([float(getattr(r, k)) for r in records])
         out[k] = m
         out[k + "_sd"] = s
+    # Pooled over runs: every confident call and every ground-truth-distinct pair counts once.
+    n_conf = sum(r.n_confident for r in records)
+    n_right = sum(r.n_correct_confident for r in records)
+    n_distinct = sum(r.n_distinct for r in records)
+    n_pairs = sum(r.n_pairs for r in records)
+    out["n_pairs"] = n_pairs
+    out["n_confident"] = n_conf
+    out["n_wrong_confident"] = n_conf - n_right
+    out["pooled_confident_accuracy"] = n_right / n_conf if n_conf else float("nan")
+    out["ties_reported"] = (n_pairs - n_conf) / n_pairs if n_pairs else float("nan")
+    out["false_tie_rate"] = sum(r.n_false_ties for r in records) / n_distinct if n_distinct else float("nan")
     item_sav = [1 - r.items_adaptive / r.items_fixed for r in records if r.items_fixed]
     cost_sav = [1 - r.cost_adaptive / r.cost_fixed for r in records if r.cost_fixed and not math.isnan(r.cost_fixed)]
     out["item_savings_vs_fixed"] = _mean_sd(item_sav)[0]

@@ -35,11 +35,13 @@ import numpy as np
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.irt import (
+    CALIBRATION_METHODS,
     DEFAULT_CLIP,
     Calibration,
     calibrate,
     default_grid,
     fisher_information,
+    fit_abilities,
     full_minus_tilde_slope,
     log_likelihood,
     response_mean,
@@ -48,7 +50,15 @@ from activeeval.methods.base import BaseMethod, SeedLike
 from activeeval.methods.estimate import Estimate
 from activeeval.stopping import StoppingRule
 
-__all__ = ["ContinuousCAT"]
+__all__ = [
+    "ContinuousCAT",
+    "AbilityPosterior",
+    "default_prior",
+    "fit_calibration",
+    "pseudo_target_errors",
+    "fit_error_model",
+    "learn_error_model",
+]
 
 #: Floor of the default prior sd (the sd of the reference abilities): a reference
 #: population with nearly equal abilities must not pin θ before any data.
@@ -140,6 +150,200 @@ class _SortedPool:
         return out
 
 
+class AbilityPosterior:
+    """The θ posterior on a grid and the max-information choice over an item pool (one CAT's core).
+
+    Shared by :class:`ContinuousCAT` and the reference pseudo-target runs of
+    :func:`learn_k_factor`, so both make exactly the same choices and updates.
+    """
+
+    def __init__(self, calibration: Calibration, prior_mean: float, prior_sd: float, *, information: str = "tilde",
+                 likelihood: str = "quasi", grid_points: int = 961) -> None:
+        self.calibration = calibration
+        self.k = float(calibration.k)
+        self.likelihood = likelihood
+        self.grid = default_grid(n_points=grid_points)
+        self._logpost = -0.5 * ((self.grid - prior_mean) / prior_sd) ** 2
+        self._normalise()
+        # Nearest b to θ̂ when the criterion increases in u = μ(1−μ), farthest otherwise (App. E).
+        self.farthest = information == "full" and full_minus_tilde_slope(self.k) < 0
+        self.pool = _SortedPool(np.flatnonzero(calibration.pool), calibration.b)
+
+    def _normalise(self) -> None:
+        p = np.exp(self._logpost - self._logpost.max())
+        self.post = p / p.sum()
+        self.mean = float(self.post @ self.grid)
+        self.var = float(self.post @ (self.grid - self.mean) ** 2)
+
+    def update(self, item: int, y: float) -> None:
+        """Condition on the scaled score ``y`` ∈ [0, 1] of ``item``."""
+        self._logpost += log_likelihood(self.grid, float(self.calibration.b[item]), y, self.k, self.likelihood)
+        self._normalise()
+        self.pool.remove(item)
+
+    def nearest(self, k: int, skip: set[int]) -> list[int]:
+        """Up to ``k`` unused pool items of largest information at θ̂, none in ``skip``."""
+        return self.pool.nearest(self.mean, k, skip, farthest=self.farthest)
+
+
+def default_prior(calibration: Calibration, prior_mean: float | None = None,
+                  prior_sd: float | None = None) -> tuple[float, float]:
+    """The prior N(θ0, σ0²) of a new model's ability: the reference population's, unless given.
+
+    θ0 = mean of the reference abilities; σ0 = their sd, floored at
+    :data:`PRIOR_SD_FLOOR` (paper calibration) or at half the sd the fitted
+    noise puts on one item's evidence (√k: consistent calibration, whose
+    scale can be far narrower than 0.5, e.g. WMT21 models differ by
+    0.1 there), so a population of nearly equal references never pins θ.
+    """
+    theta_ref = calibration.theta_ref
+    mean = float(np.mean(theta_ref)) if prior_mean is None else float(prior_mean)
+    if prior_sd is None:
+        floor = PRIOR_SD_FLOOR if calibration.method == "paper" else 0.5 * float(np.sqrt(calibration.k_fit))
+        sd = max(float(np.std(theta_ref)), floor)
+    else:
+        sd = prior_sd
+    if not (np.isfinite(sd) and sd > 0):
+        raise ConfigurationError(f"prior_sd must be a positive number, got {prior_sd}")
+    if not np.isfinite(mean):
+        raise ConfigurationError(f"prior_mean must be a finite number, got {prior_mean}")
+    return mean, float(sd)
+
+
+#: Items at which the pseudo-target runs of :func:`learn_error_model` compare θ̂ with the truth.
+ERROR_CHECKPOINTS = (10, 15, 20, 30, 40, 60)
+#: The learned error scale c is kept in [1, ERROR_SCALE_MAX]: the pseudo-targets may say the model's
+#: SEs are honest or too small, never that they are too large (few references make that claim fragile).
+ERROR_SCALE_MAX = 25.0
+
+
+def pseudo_target_errors(
+    scores: np.ndarray,
+    *,
+    method: str = "consistent",
+    scale: str = "auto",
+    clip: float = DEFAULT_CLIP,
+    filter_negative: bool = True,
+    information: str = "tilde",
+    likelihood: str = "quasi",
+    folds: int = 5,
+    checkpoints: Sequence[int] = ERROR_CHECKPOINTS,
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """CAT runs on the references as pseudo-targets: {n: (errors θ̂_n − θ*, posterior variances SE_n²)}.
+
+    The references are cut into ``folds`` groups (a fixed, seeded split;
+    leave-one-out when there are fewer than 2·folds references). Each group
+    in turn plays the new models: the other references are calibrated
+    exactly as for a real run, every held-out reference is tested by CAT
+    (prior, selection and likelihood as configured), and after n items its
+    error against θ* — its ability on all items, on the fold's scale
+    (:func:`irt.fit_abilities`) — and its posterior variance are recorded.
+    No target's scores are involved.
+    """
+    y_raw = np.asarray(scores, dtype=float)
+    n_models, n_items = y_raw.shape
+    checks = sorted({int(c) for c in checkpoints if 1 <= c < n_items})
+    if not checks:
+        raise ConfigurationError(f"no checkpoint below the {n_items} items; give smaller checkpoints")
+    n_folds = int(folds) if n_models >= 2 * folds else n_models
+    perm = np.random.default_rng(20240).permutation(n_models)
+    out: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in checks}
+    for f in range(n_folds):
+        held = perm[f::n_folds]
+        train = np.setdiff1d(np.arange(n_models), held)
+        if train.size < 2:
+            continue
+        cal = calibrate(y_raw[train], method=method, scale=scale, clip=clip, filter_negative=filter_negative)
+        y_held = cal.scale(y_raw[held])
+        truth = fit_abilities(y_held, cal.b, clip)
+        mean0, sd0 = default_prior(cal)
+        for row, true_theta in zip(y_held, truth):
+            post = AbilityPosterior(cal, mean0, sd0, information=information, likelihood=likelihood)
+            used: set[int] = set()
+            for n in range(1, checks[-1] + 1):
+                nxt = post.nearest(1, used)
+                if not nxt:
+                    break
+                used.add(nxt[0])
+                post.update(nxt[0], float(row[nxt[0]]))
+                if n in out:
+                    out[n][0].append(post.mean - float(true_theta))
+                    out[n][1].append(post.var)
+    return {n: (np.asarray(e), np.asarray(v)) for n, (e, v) in out.items() if e}
+
+
+def fit_error_model(errors: dict[int, tuple[np.ndarray, np.ndarray]]) -> tuple[float, float]:
+    """(c, τ²) of Var(θ̂ − θ*) ≈ c·SE² + τ², by least squares over the checkpoints' mean squares.
+
+    c ≥ 1 scales the posterior variance (the response model's per-item noise
+    is too optimistic when items differ in more than difficulty); τ² ≥ 0 is
+    an error that more items of the same kind do not remove (a model can be
+    better on the items near its level than on the benchmark as a whole).
+    c is the least-squares slope clipped to [1, :data:`ERROR_SCALE_MAX`];
+    τ² is then the smallest floor under which no checkpoint's mean squared
+    error exceeds its modelled variance — conservative on purpose: on MuSR
+    the error of adaptive runs *grows* with n (items near θ̂ come from one
+    sub-task) while the posterior contracts, and a mean fit would leave the
+    longer runs over-confident.
+    """
+    rows = sorted(errors)
+    if not rows:
+        return 1.0, 0.0
+    w = np.array([errors[n][0].size for n in rows], dtype=float)
+    mse = np.array([float(np.mean(errors[n][0] ** 2)) for n in rows])
+    mv = np.array([float(np.mean(errors[n][1])) for n in rows])
+    from scipy.optimize import nnls
+
+    sw = np.sqrt(w)
+    coef, _ = nnls(np.column_stack([mv, np.ones_like(mv)]) * sw[:, None], mse * sw)
+    c = float(np.clip(coef[0], 1.0, ERROR_SCALE_MAX))
+    tau2 = max(float(np.max(mse - c * mv)), 0.0)
+    return c, tau2
+
+
+def learn_error_model(scores: np.ndarray, **options) -> tuple[float, float, dict]:
+    """(c, τ², diagnostics): :func:`fit_error_model` of :func:`pseudo_target_errors` on the references."""
+    errors = pseudo_target_errors(scores, **options)
+    c, tau2 = fit_error_model(errors)
+    diag = {
+        "checkpoints": sorted(errors),
+        "rms_error": [float(np.sqrt(np.mean(errors[n][0] ** 2))) for n in sorted(errors)],
+        "mean_z2_raw": [float(np.mean(errors[n][0] ** 2 / np.maximum(errors[n][1], 1e-300))) for n in sorted(errors)],
+        "mean_z2_calibrated": [float(np.mean(errors[n][0] ** 2 / (c * np.maximum(errors[n][1], 1e-300) + tau2)))
+                               for n in sorted(errors)],
+        "n_runs": int(errors[min(errors)][0].size) if errors else 0,
+    }
+    return c, tau2, diag
+
+
+def fit_calibration(
+    scores: np.ndarray,
+    *,
+    method: str = "consistent",
+    error_model: bool | None = None,
+    scale: str = "auto",
+    clip: float = DEFAULT_CLIP,
+    filter_negative: bool = True,
+    information: str = "tilde",
+    likelihood: str = "quasi",
+) -> Calibration:
+    """CAT's calibration on complete reference scores: :func:`irt.calibrate` and the error model.
+
+    ``error_model``: None (default) learns (c, τ²) (:func:`learn_error_model`)
+    for the consistent calibration and keeps (1, 0) for the paper's, so
+    ``method="paper"`` reproduces the paper; True / False force it on / off.
+    """
+    if method not in CALIBRATION_METHODS:
+        raise ConfigurationError(f"calibration must be 'consistent', 'paper' or an irt.Calibration, got {method!r}")
+    cal = calibrate(scores, method=method, scale=scale, clip=clip, filter_negative=filter_negative)
+    if error_model or (error_model is None and method == "consistent"):
+        c, tau2, _ = learn_error_model(scores, method=method, scale=scale, clip=clip,
+                                       filter_negative=filter_negative, information=information,
+                                       likelihood=likelihood)
+        return cal.with_error_model(c, tau2)
+    return cal
+
+
 class ContinuousCAT(BaseMethod):
     """Continuous CAT: heteroskedastic normal IRT, max-information selection, Bayesian update.
 
@@ -179,7 +383,10 @@ class ContinuousCAT(BaseMethod):
         self,
         reference: ScoreMatrix,
         *,
-        calibration: Calibration | None = None,
+        calibration: Calibration | str = "consistent",
+        error_model: bool | None = None,
+        error_scale: float | None = None,
+        error_floor: float | None = None,
         prior_mean: float | None = None,
         prior_sd: float | None = None,
         information: str = "tilde",
@@ -210,34 +417,31 @@ class ContinuousCAT(BaseMethod):
             raise ConfigurationError(f"information must be 'tilde' or 'full', got {information!r}")
         if likelihood not in ("quasi", "normal"):
             raise ConfigurationError(f"likelihood must be 'quasi' or 'normal', got {likelihood!r}")
-        if calibration is None:
-            calibration = calibrate(self.reference.scores, scale=scale, clip=clip, filter_negative=filter_negative)
+        if isinstance(calibration, str):
+            given = error_scale is not None and error_floor is not None
+            calibration = fit_calibration(self.reference.scores, method=calibration,
+                                          error_model=False if given else error_model,
+                                          scale=scale, clip=clip, filter_negative=filter_negative,
+                                          information=information, likelihood=likelihood)
         elif not isinstance(calibration, Calibration) or calibration.n_items != self.n_items:
             got = calibration.n_items if isinstance(calibration, Calibration) else type(calibration).__name__
             raise ConfigurationError(
-                f"calibration must be an irt.Calibration for the reference's {self.n_items} items, got {got}; "
-                "fit it with irt.calibrate(reference.scores) on the same (complete) matrix"
+                f"calibration must be 'consistent', 'paper' or an irt.Calibration for the reference's "
+                f"{self.n_items} items, got {got}; fit it with methods.cat.fit_calibration(reference.scores) "
+                "on the same (complete) matrix"
             )
+        if error_scale is not None or error_floor is not None:
+            calibration = calibration.with_error_model(
+                calibration.error_scale if error_scale is None else error_scale,
+                calibration.error_floor if error_floor is None else error_floor)
         self.calibration = calibration
         self.k = float(calibration.k)
         self.information = information
         self.likelihood = likelihood
-        theta_ref = calibration.theta_ref
-        self.prior_mean = float(np.mean(theta_ref)) if prior_mean is None else float(prior_mean)
-        sd = max(float(np.std(theta_ref)), PRIOR_SD_FLOOR) if prior_sd is None else prior_sd
-        if not (np.isfinite(sd) and sd > 0):
-            raise ConfigurationError(f"prior_sd must be a positive number, got {prior_sd}")
-        if not np.isfinite(self.prior_mean):
-            raise ConfigurationError(f"prior_mean must be a finite number, got {prior_mean}")
-        self.prior_sd = float(sd)
-        self.grid = default_grid(n_points=grid_points)
-        self._logpost = -0.5 * ((self.grid - self.prior_mean) / self.prior_sd) ** 2
-        self._post = np.empty_like(self.grid)
-        self._normalise()
-
-        # Selection: nearest b to θ̂ when the criterion increases in u = μ(1−μ), farthest otherwise.
-        self._farthest = information == "full" and full_minus_tilde_slope(self.k) < 0
-        self._pool = _SortedPool(np.flatnonzero(calibration.pool), calibration.b)
+        self.prior_mean, self.prior_sd = default_prior(calibration, prior_mean, prior_sd)
+        self._ability = AbilityPosterior(calibration, self.prior_mean, self.prior_sd, information=information,
+                                         likelihood=likelihood, grid_points=grid_points)
+        self.grid = self._ability.grid
 
         # Score-scale prediction: raw s_i = low_i + width_i·y_i; sums over all items at each grid θ.
         b = calibration.b
@@ -255,29 +459,19 @@ class ContinuousCAT(BaseMethod):
         self._obs_sum_raw = 0.0
 
     # ---------------------------------------------------------------- maths
-    def _normalise(self) -> None:
-        p = np.exp(self._logpost - self._logpost.max())
-        self._post = p / p.sum()
-        self._theta_mean = float(self._post @ self.grid)
-        self._theta_var = float(self._post @ (self.grid - self._theta_mean) ** 2)
-
     def _update(self, item: int, score: float) -> None:
         cal = self.calibration
-        y = float(cal.scale(score, item))
-        b = float(cal.b[item])
-        self._logpost += log_likelihood(self.grid, b, y, self.k, self.likelihood)
-        self._normalise()
-        mu = response_mean(self.grid, b)
+        self._ability.update(item, float(cal.scale(score, item)))
+        mu = response_mean(self.grid, float(cal.b[item]))
         w = float(cal.width[item])
         self._t1 -= w * mu
         self._t2 -= w * w * self.k * mu * (1.0 - mu)
         self._obs_low += float(cal.low[item])
         self._obs_sum_raw += float(score)
-        self._pool.remove(item)
 
     def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
         skip = set(int(i) for i in exclude)
-        chosen = self._pool.nearest(self._theta_mean, k, skip, farthest=self._farthest)
+        chosen = self._ability.nearest(k, skip)
         if len(chosen) < k:
             # Pool exhausted (or all excluded): fall back to random unobserved items outside it.
             rest = np.ones(self.n_items, dtype=bool)
@@ -291,39 +485,58 @@ class ContinuousCAT(BaseMethod):
         n = self.n_items
         # Predicted benchmark score at each grid θ: observed raw scores + predicted unobserved ones.
         r = (self._obs_sum_raw + (self._sum_low - self._obs_low) + self._t1) / n
-        p = self._post
+        p = self._ability.post
         mean = float(p @ r)
-        var = float(p @ (r - mean) ** 2) + float(p @ np.maximum(self._t2, 0.0)) / (n * n)
+        # The θ part of the variance follows the ability's error model (×1 for the paper's calibration).
+        inflate = self._ability_var() / self._ability.var if self._ability.var > 0 else 1.0
+        var = inflate * float(p @ (r - mean) ** 2) + float(p @ np.maximum(self._t2, 0.0)) / (n * n)
         if self.n_observed >= n:
             mean, var = self._obs_sum_raw / n, 0.0
         return Estimate(mean=mean, var=var, n_observed=self.n_observed, n_items=n, bounds=self._bounds())
+
+    def frozen_options(self) -> dict:
+        """The learned error model, so that a session reopens without the pseudo-target runs."""
+        cal = self.calibration
+        return {"error_scale": cal.error_scale, "error_floor": cal.error_floor}
 
     # -------------------------------------------------------------- public
     @property
     def theta(self) -> float:
         """θ̂, the posterior mean of the ability."""
-        return self._theta_mean
+        return self._ability.mean
 
     @property
     def se(self) -> float:
         """SE(θ̂), the posterior sd of the ability."""
-        return float(np.sqrt(self._theta_var))
+        return float(np.sqrt(self._ability.var))
+
+    def _ability_var(self) -> float:
+        """c·SE² + τ²·(N − n)/N: the error model, whose floor vanishes as every item gets seen."""
+        cal = self.calibration
+        return cal.error_scale * self._ability.var + cal.error_floor * (self.n_items - self.n_observed) / self.n_items
 
     def ability(self) -> Estimate:
-        """The ability posterior as an :class:`Estimate` (mean θ̂, var SE², unbounded)."""
-        return Estimate(mean=self._theta_mean, var=self._theta_var, n_observed=self.n_observed, n_items=self.n_items)
+        """θ̂ and the variance of its error, as an :class:`Estimate` (unbounded; what the ranker uses).
+
+        The variance is the posterior's SE² under the paper's calibration and
+        the learned error model c·SE² + τ²·(N − n)/N under the consistent one
+        (:func:`learn_error_model`); :attr:`se` stays the posterior sd.
+        """
+        return Estimate(mean=self._ability.mean, var=self._ability_var(), n_observed=self.n_observed,
+                        n_items=self.n_items)
 
     def posterior(self) -> tuple[np.ndarray, np.ndarray]:
         """(grid, probabilities) of the θ posterior."""
-        return self.grid.copy(), self._post.copy()
+        return self.grid.copy(), self._ability.post.copy()
 
     def fisher_se(self) -> float:
         """Paper §3 SE = 1/√(1/σ0² + Σ_i I_i(θ̂)) over the observed items (information as configured)."""
         items = np.asarray(self._items, dtype=int)
-        info = fisher_information(self._theta_mean, self.calibration.b[items], self.k, self.information == "full")
+        info = fisher_information(self._ability.mean, self.calibration.b[items], self.k, self.information == "full")
         return float(1.0 / np.sqrt(1.0 / self.prior_sd**2 + float(np.sum(info))))
 
     def item_information(self, theta: float | None = None) -> np.ndarray:
         """Information of every item at θ (default θ̂), ndarray of shape (n_items,)."""
-        t = self._theta_mean if theta is None else theta
+        t = self._ability.mean if theta is None else theta
         return fisher_information(t, self.calibration.b, self.k, self.information == "full")
+

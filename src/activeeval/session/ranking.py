@@ -29,7 +29,9 @@ from activeeval.ranking import (
     check_costs,
     check_gamma,
     check_models,
+    check_pairing,
     is_confident,
+    next_item,
     next_step,
     rank_result,
 )
@@ -75,6 +77,13 @@ class RankStatus:
         return d
 
 
+class _Methods(dict):
+    """One method per ranked model; its frozen options are the (shared) first method's, for the session file."""
+
+    def frozen_options(self) -> dict:
+        return next(iter(self.values())).frozen_options()
+
+
 class RankSession(JournalSession):
     """A crash-safe adaptive ranking of several models (see the module docstring)."""
 
@@ -93,6 +102,7 @@ class RankSession(JournalSession):
         budget_per_model: float | None = 20.0,
         costs: Mapping[str, float] | None = None,
         seed: int | None = None,
+        pairing: str = "own",
         missing: str = "models",
         kind: str | None = None,
         score_range: tuple[float, float] | None = None,
@@ -105,6 +115,7 @@ class RankSession(JournalSession):
 
         ``method`` is a registry spec (``"cat"``, ``"bayesame-paper[noise=learned]"``, ...); ``budget_per_model``
         sets the total budget to that many items per model times the sum of the costs (None: no budget).
+        ``pairing="partner"`` makes the item choice pair-aware (:func:`activeeval.ranking.next_item`).
         """
         targets = check_models(models)
         g = check_gamma(gamma)
@@ -118,7 +129,7 @@ class RankSession(JournalSession):
         meta = {
             "method": name, "method_spec": spec, "method_kwargs": {"seed": new_seed(seed), **options},
             "targets": targets, "costs": cost_map, "gamma": g, "min_items": int(min_items), "budget": budget,
-            "missing": missing, "label": label,
+            "missing": missing, "label": label, "pairing": check_pairing(pairing),
         }
         read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
         return cls._create_journal(path, reference, meta, read, timeout)
@@ -127,7 +138,14 @@ class RankSession(JournalSession):
     def _fresh_state(self) -> dict[str, BaseMethod]:
         ref = self._prepared_reference()
         kw = self._settings["method_kwargs"]
-        return {m: make_method(self._settings["method"], ref, **kw) for m in self._settings["targets"]}
+        first, *rest = self._settings["targets"]
+        state = _Methods({first: make_method(self._settings["method"], ref, **kw)})
+        # What the method derived from the reference alone (CAT's error model, BayesAME's fit and
+        # calibration) is the same for every model: derive it once, reuse it for the others.
+        shared = {**state[first].frozen_options(), **kw}
+        for m in rest:
+            state[m] = make_method(self._settings["method"], ref, **shared)
+        return state
 
     def _observe(self, state: dict[str, BaseMethod], ev: Event) -> None:
         if ev.target not in state:
@@ -185,7 +203,8 @@ class RankSession(JournalSession):
             step = self._step(methods)
             if step.model is None:
                 return None
-            idx = int(methods[step.model].select())
+            partner = methods[step.partner].observed_items if step.partner is not None else ()
+            idx = next_item(methods[step.model], partner, pairing=self._settings.get("pairing", "own"))
             iid = methods[step.model].item_ids[idx]
             seq = self._journal.insert(conn, "ask", iid, None, Journal.next_batch(conn), target=step.model)
         self._pending[(step.model, iid)] = None
