@@ -38,14 +38,15 @@ def play(cat, truth, n):
 
 def test_calibration_is_the_irt_one(ref):
     cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0)
-    cal = irt.calibrate(ref.drop_models(["m0"]).scores)
+    cal = irt.calibrate(ref.drop_models(["m0"]).scores, response="2pl")
     np.testing.assert_array_equal(cat.calibration.b, cal.b)
+    np.testing.assert_array_equal(cat.calibration.slopes, cal.slopes)
     assert cat.k == cal.k
 
 
 @pytest.mark.parametrize("likelihood", ["quasi", "normal"])
 def test_sequential_posterior_equals_brute_force_grid(ref, likelihood):
-    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, likelihood=likelihood)
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, likelihood=likelihood, response="rasch")
     truth = ref.model_scores("m0")
     play(cat, truth, 25)
     items = np.array(cat.observed_items)
@@ -81,7 +82,7 @@ def test_selection_is_argmax_information_over_unused_pool(ref):
 
 def test_full_information_selection_below_sqrt2_takes_the_tails():
     ref = synthetic(seed=1, binary=True)  # Bernoulli scores: k ≈ 1, so a < √2
-    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, information="full")
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, information="full", response="rasch")
     assert cat.calibration.a < np.sqrt(2)
     truth = ref.model_scores("m0")
     for _ in range(10):
@@ -98,7 +99,7 @@ def test_tilde_and_full_administer_identical_items_above_sqrt2(ref):
     truth = ref.model_scores("m0")
     runs = []
     for information in ("tilde", "full"):
-        cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, information=information)
+        cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, information=information, response="rasch")
         assert cat.calibration.a > np.sqrt(2)
         play(cat, truth, 40)
         runs.append((cat.observed_items, cat.theta))
@@ -126,7 +127,7 @@ def test_pool_exhaustion_falls_back_to_remaining_items():
 
 
 def test_estimate_on_score_scale_is_sane(ref):
-    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0)
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, error_model=False)
     truth = ref.model_scores("m0")
     play(cat, truth, 50)
     e = cat.estimate()
@@ -330,3 +331,50 @@ def test_frozen_error_model_rebuilds_the_same_method(ref):
     again.observe_many(learned.observed_items, learned.observed_scores)
     assert again.ability() == learned.ability() and again.estimate() == learned.estimate()
     assert ContinuousCAT(r, calibration="paper", seed=0).frozen_options() == {"error_scale": 1.0, "error_floor": 0.0}
+
+
+# ------------------------------------------------------------ 2PL items (default)
+def test_2pl_sequential_posterior_equals_brute_force(ref):
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, error_model=False)
+    cal = cat.calibration
+    assert cal.response == "2pl"
+    truth = ref.model_scores("m0")
+    play(cat, truth, 25)
+    items = np.array(cat.observed_items)
+    fine = np.linspace(-12, 12, 9601)
+    logp = -0.5 * ((fine - cat.prior_mean) / cat.prior_sd) ** 2
+    for i in items:  # Gaussian likelihood with the item's own mean curve and noise, written out
+        mu = 1.0 / (1.0 + np.exp(-cal.slopes[i] * (fine - cal.b[i])))
+        logp += -0.5 * (truth[i] - mu) ** 2 / cal.noise[i]
+    w = np.exp(logp - logp.max())
+    w /= w.sum()
+    mean, var = irt.posterior_moments(fine, w)
+    assert cat.theta == pytest.approx(mean, abs=1e-4)
+    assert cat.se == pytest.approx(np.sqrt(var), abs=1e-4)
+
+
+def test_2pl_selection_is_argmax_information_over_unused_pool(ref):
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, error_model=False)
+    truth = ref.model_scores("m0")
+    pool = cat.calibration.pool
+    for _ in range(30):
+        info = cat.item_information()
+        info[~pool] = -np.inf
+        info[list(cat.observed_items)] = -np.inf
+        i = cat.select()
+        assert info[i] == info.max()
+        cat.observe(i, truth[i])
+
+
+def test_2pl_estimate_is_exact_when_every_item_is_seen(ref):
+    cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, error_model=False)
+    truth = ref.model_scores("m0")
+    cat.observe_many(list(range(cat.n_items)), truth)
+    est = cat.estimate()
+    assert est.mean == pytest.approx(truth.mean(), rel=1e-12) and est.var == 0.0
+
+
+def test_2pl_refuses_the_rasch_only_options(ref):
+    with pytest.raises(ConfigurationError, match="use response='rasch' for them"):
+        ContinuousCAT(ref, information="full", error_model=False)
+    ContinuousCAT(ref, information="full", response="rasch", error_model=False)  # fine on the Rasch model

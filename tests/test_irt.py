@@ -264,3 +264,58 @@ def test_calibration_error_model_and_k_factor():
         cal.with_error_model(1.0, -1.0)
     with pytest.raises(ConfigurationError, match="k_factor must be a positive number"):
         cal.with_k_factor(0.0)
+
+
+# --------------------------------------------------------- two-parameter items
+def simulate_2pl(n_models=80, n_items=300, seed=4):
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(0.0, 1.0, n_models)
+    a = np.exp(rng.normal(0.0, 0.4, n_items))
+    b = rng.normal(0.0, 1.5, n_items)
+    noise = rng.uniform(0.005, 0.03, n_items)
+    mu = irt.response_mean_2pl(theta[:, None], a[None, :], b[None, :])
+    y = np.clip(mu + rng.normal(0.0, 1.0, mu.shape) * np.sqrt(noise), 0.0, 1.0)
+    return y, theta, a, b, noise
+
+
+def test_fit_item_slopes_solves_the_penalised_estimating_equations():
+    y, theta, _, _, _ = simulate_2pl()
+    b0 = np.zeros(y.shape[1])
+    k, slope_sd = 0.05, 0.5
+    a, b = irt.fit_item_slopes(y, theta, b0, k, slope_sd=slope_sd)
+    eta = a[None, :] * (theta[:, None] - b[None, :])
+    r = y - 1.0 / (1.0 + np.exp(-eta))
+    # score of (log a, b) for each item: Σ_j r·η − (k/sd²)·log a = 0 and Σ_j r = 0
+    np.testing.assert_allclose((r * eta).sum(axis=0) - k / slope_sd**2 * np.log(a), 0.0, atol=1e-6)
+    np.testing.assert_allclose(r.sum(axis=0), 0.0, atol=1e-6)
+
+
+def test_two_parameter_items_are_recovered_on_a_fixed_ability_scale():
+    y, theta, a, b, noise = simulate_2pl()
+    a_hat, b_hat = irt.fit_item_slopes(y, theta, np.zeros(y.shape[1]), 0.02, slope_sd=2.0)
+    # Items inside the models' range; one far outside it (every model near 0 or 1) has no identifiable slope.
+    inside = np.abs(b) < 1.5
+    assert np.corrcoef(np.log(a[inside]), np.log(a_hat[inside]))[0, 1] > 0.9
+    assert np.sqrt(np.mean((b[inside] - b_hat[inside]) ** 2)) < 0.2
+    s2 = irt.item_noise(y, theta, a_hat, b_hat, shrink=0.0)[inside]
+    # 78 residual degrees of freedom per item: each s² is within about ±16 % of its noise
+    # (a little less on average: scores clipped to [0, 1] lose some of their spread)
+    assert np.corrcoef(noise[inside], s2)[0, 1] > 0.75
+    assert np.median(s2 / noise[inside]) == pytest.approx(1.0, abs=0.15)
+    info = irt.information_2pl(0.3, a_hat[inside], b_hat[inside], s2)
+    assert np.all(info >= 0)
+
+
+def test_2pl_calibration_keeps_the_consistent_ability_scale():
+    y, _, _, _, _ = simulate_2pl(n_models=40, n_items=200)
+    rasch = irt.calibrate(y)
+    two = irt.calibrate(y, response="2pl")
+    assert rasch.response == "rasch" and two.response == "2pl"
+    np.testing.assert_array_equal(two.theta_ref, rasch.theta_ref)  # the same abilities
+    np.testing.assert_array_equal(two.b_scale, rasch.b)
+    # the true ability of a model is its consistent (mean-score-ranking) ability under both models
+    np.testing.assert_array_equal(two.true_ability(y[:3]), rasch.true_ability(y[:3]))
+    with pytest.raises(ConfigurationError, match="response='2pl' needs the consistent calibration"):
+        irt.calibrate(y, method="paper", response="2pl")
+    with pytest.raises(ConfigurationError, match="response must be 'rasch' or '2pl', got '3pl'"):
+        irt.calibrate(y, response="3pl")

@@ -310,3 +310,86 @@ def test_family_holdout():
     with pytest.raises(ConfigurationError, match=r"method must be one of "
                        r"\['cat', 'bayesame', 'bayesame-paper'\] for ranking"):
         ev.run_family_holdout(mat, ["org1"], method="x")
+
+
+# ------------------------------------------------------------ pair-aware items
+class Informed(Fake):
+    """A Fake that picks items in order and rates item i's information as (i mod 7)."""
+
+    def __init__(self, mean, sd=1.0, n_items=100):
+        super().__init__(mean, sd, n_items)
+        self.observed_items: tuple[int, ...] = ()
+
+    def select(self, rng=None):
+        return next(i for i in range(self.n_items) if i not in self.observed_items)
+
+    def select_batch(self, k, rng=None, exclude=()):
+        return [next(i for i in range(self.n_items) if i not in self.observed_items and i not in exclude)]
+
+    def observe(self, item, score):
+        super().observe(item, score)
+        self.observed_items = (*self.observed_items, int(item))
+
+    def item_information(self):
+        return np.arange(self.n_items) % 7.0
+
+
+def test_next_item_reuses_the_partners_most_informative_item():
+    from activeeval.ranking import next_item
+
+    m = Informed(0.0)
+    m.observe(5, 0.5)
+    # own choice: the method's select()
+    assert next_item(m, [12, 13, 5], pairing="own") == 0
+    # partner: among the partner's items this model has not taken (12, 13), the most informative (13 % 7 = 6)
+    assert next_item(m, [12, 13, 5], pairing="partner") == 13
+    # nothing left to share: the method's own choice
+    assert next_item(m, [5], pairing="partner") == 0
+    # without item_information(): the partner's earliest item
+    plain = Informed(0.0)
+    plain.item_information = None
+    assert next_item(plain, [40, 30], pairing="partner") == 40
+    with pytest.raises(ConfigurationError, match=r"--pairing \(pairing=\) must be 'own' or 'partner'"):
+        AdaptiveRanker(["a", "b"], fakes({"a": 0, "b": 1}), oracle, pairing="both")
+
+
+def test_pair_partner_is_the_least_decided_pair():
+    from activeeval.ranking import pair_partner
+
+    means = {"a": 2.0, "b": 1.0, "c": 0.9}
+    var = {"a": 0.5, "b": 0.5, "c": 0.5}
+    assert pair_partner("b", [("a", "b"), ("b", "c")], means, var) == "c"  # b~c is closer to ½
+    assert pair_partner("a", [("b", "c")], means, var) is None
+
+
+def test_partner_pairing_compares_models_on_common_items():
+    means = {"a": 0.0, "b": 0.05, "c": 2.0}
+    make = lambda m: Informed(means[m], sd=1.0, n_items=200)  # noqa: E731
+    own = AdaptiveRanker(list(means), make, oracle, min_items=3, budget=60).run()
+    paired = AdaptiveRanker(list(means), make, oracle, min_items=3, budget=60, pairing="partner").run()
+    shared = lambda r: len(set(r.items["a"]) & set(r.items["b"]))  # noqa: E731
+    assert paired.n_items_used == own.n_items_used
+    assert shared(paired) >= shared(own)
+    # after the warm-up every paired item of a (b) is one b (a) had already taken, or a new own choice
+    assert len(set(paired.items["a"])) == len(paired.items["a"])  # never the same item twice
+
+
+def test_summary_pools_confident_pairs_and_counts_false_ties():
+    summarise = ev.summarise
+    m = small_matrix()
+    held = list(m.model_ids[:4])
+    recs = [ev.simulate_ranking(m, held, method="cat", budget_per_model=15, min_items=5, seed=s, baselines=False)
+            for s in range(2)]
+    s = summarise(recs)
+    assert s["n_pairs"] == 12
+    assert s["n_confident"] == sum(r.n_confident for r in recs)
+    if s["n_confident"]:
+        right = sum(r.n_correct_confident for r in recs)
+        assert s["pooled_confident_accuracy"] == right / s["n_confident"]
+    assert s["ties_reported"] == pytest.approx(1 - s["n_confident"] / 12)
+    distinct = sum(r.n_distinct for r in recs)
+    if distinct:
+        assert s["false_tie_rate"] == sum(r.n_false_ties for r in recs) / distinct
+    for r in recs:
+        assert r.n_false_ties <= r.n_distinct <= r.n_pairs
+        assert r.n_correct_confident <= r.n_confident

@@ -47,6 +47,11 @@ __all__ = [
     "posterior_moments",
     "fit_abilities",
     "joint_fit",
+    "response_mean_2pl",
+    "fit_item_slopes",
+    "item_noise",
+    "information_2pl",
+    "RESPONSES",
     "CALIBRATION_METHODS",
     "calibrate",
 ]
@@ -452,6 +457,110 @@ def joint_fit(scores: np.ndarray, clip: float = DEFAULT_CLIP, *, tol: float = 1e
     return theta, b, it
 
 
+# ------------------------------------------------- items with their own slope
+def response_mean_2pl(theta: np.ndarray | float, a: np.ndarray | float, b: np.ndarray | float) -> np.ndarray:
+    """μ = σ(a·(θ − b)): an item whose score moves with ability at its own rate a (broadcasts)."""
+    return expit(np.multiply(a, np.subtract(theta, b)))
+
+
+def fit_item_slopes(scores: np.ndarray, theta: np.ndarray, b: np.ndarray, k: float, *,
+                    clip: float = DEFAULT_CLIP, slope_sd: float = 0.5, max_iter: int = 100,
+                    tol: float = 1e-9) -> tuple[np.ndarray, np.ndarray]:
+    """Per-item slope a_i and difficulty b_i on a *fixed* ability scale θ (anchored two-parameter items).
+
+    Maximises, item by item, the response model's quasi-likelihood
+    Σ_j [y_ji log μ_ji + (1 − y_ji) log(1 − μ_ji)] / k with μ_ji = σ(a_i(θ_j − b_i)),
+    minus (log a_i)² / (2·slope_sd²): a log-normal prior that shrinks every
+    slope towards 1, i.e. towards the one-slope model the abilities were
+    fitted with. The abilities are not refitted: they stay on the consistent
+    scale (:func:`joint_fit`), on which a model's ability ranks it exactly as
+    its mean score — what a ranking is judged by. (Refitting them jointly
+    with the slopes gives the two-parameter ability, which weights items by
+    their slope and so ranks models differently from their mean score.)
+    Fisher scoring with step halving, vectorised over items; item means of
+    0 or 1 are clipped to [clip, 1 − clip] as in :func:`item_difficulty`.
+
+    Returns (a of shape (n_items,), b of shape (n_items,)).
+    """
+    y = _check_unit_scores(scores)
+    theta = np.asarray(theta, dtype=float)
+    b = np.array(b, dtype=float)
+    if theta.shape != (y.shape[0],) or b.shape != (y.shape[1],):
+        raise ConfigurationError(f"theta must have shape ({y.shape[0]},) and b ({y.shape[1]},), "
+                                 f"got {theta.shape} and {b.shape}")
+    if not (np.isfinite(slope_sd) and slope_sd > 0):
+        raise ConfigurationError(f"slope_sd must be a positive number, got {slope_sd}")
+    p = y.mean(axis=0)
+    yy = y + (np.clip(p, clip, 1.0 - clip) - p)[None, :]  # same estimating equation for b, finite root
+    lam = k / slope_sd**2  # the prior in the likelihood's units (the quasi-likelihood is divided by k)
+    alpha = np.zeros(y.shape[1])
+
+    def objective(al: np.ndarray, bb: np.ndarray) -> np.ndarray:
+        eta = np.exp(al)[None, :] * (theta[:, None] - bb[None, :])
+        return (yy * log_expit(eta) + (1.0 - yy) * log_expit(-eta)).sum(axis=0) - 0.5 * lam * al**2
+
+    f = objective(alpha, b)
+    for _ in range(max_iter):
+        a = np.exp(alpha)
+        eta = a[None, :] * (theta[:, None] - b[None, :])
+        mu = expit(eta)
+        r, w = yy - mu, mu * (1.0 - mu)
+        g_al = (r * eta).sum(axis=0) - lam * alpha
+        g_b = -a * r.sum(axis=0)
+        h_aa = (w * eta**2).sum(axis=0) + lam
+        h_ab = -a * (w * eta).sum(axis=0)
+        h_bb = a**2 * w.sum(axis=0)
+        det = np.maximum(h_aa * h_bb - h_ab**2, 1e-300)
+        d_al = (h_bb * g_al - h_ab * g_b) / det
+        d_b = (-h_ab * g_al + h_aa * g_b) / det
+        step = np.ones_like(alpha)
+        for _half in range(40):
+            new_al, new_b = alpha + step * d_al, b + step * d_b
+            f_new = objective(new_al, new_b)
+            worse = f_new < f - 1e-12 * (1.0 + np.abs(f))
+            if not worse.any():
+                break
+            step = np.where(worse, step / 2.0, step)
+        keep = ~worse
+        moved = np.max(np.abs(np.where(keep, step * d_al, 0.0))) + np.max(np.abs(np.where(keep, step * d_b, 0.0)))
+        alpha = np.where(keep, new_al, alpha)
+        b = np.where(keep, new_b, b)
+        f = np.where(keep, f_new, f)
+        if moved <= tol:
+            break
+    return np.exp(alpha), b
+
+
+#: Pseudo-observations with which each item's noise is shrunk towards the median item's (item_noise).
+NOISE_SHRINK = 20.0
+
+
+def item_noise(scores: np.ndarray, theta: np.ndarray, a: np.ndarray, b: np.ndarray,
+               shrink: float = NOISE_SHRINK) -> np.ndarray:
+    """Per-item residual variance s_i² around μ = σ(a_i(θ − b_i)), shrunk towards the median item's.
+
+    s_i² = [(K − 2)·v_i + shrink·median(v)] / (K − 2 + shrink), v_i the
+    residual variance of item i over the K references (2 fitted parameters per
+    item). Items differ in how noisy they are (a sentence whose chrF swings
+    between systems for reasons that have nothing to do with their quality),
+    which one global k cannot say; the shrinkage keeps an item that K
+    references happen to agree on from looking noiseless. Floored at 1e-6.
+    """
+    y = _check_unit_scores(scores)
+    n_models = y.shape[0]
+    dof = max(n_models - 2, 1)
+    mu = response_mean_2pl(np.asarray(theta, dtype=float)[:, None], a[None, :], b[None, :])
+    v = ((y - mu) ** 2).sum(axis=0) / dof
+    s2 = (dof * v + shrink * float(np.median(v))) / (dof + shrink)
+    return np.maximum(s2, 1e-6)
+
+
+def information_2pl(theta: np.ndarray | float, a: np.ndarray, b: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """Fisher information about θ of items with μ = σ(a(θ − b)) and Gaussian noise s²: (a·μ(1−μ))² / s²."""
+    mu = response_mean_2pl(theta, a, b)
+    return (a * mu * (1.0 - mu)) ** 2 / noise
+
+
 # ---------------------------------------------------------------- bundle
 @dataclass(frozen=True)
 class Calibration:
@@ -482,6 +591,13 @@ class Calibration:
         The ability's error model Var(θ̂ − θ*) = error_scale · SE² + error_floor
         (1 and 0 unless learned on reference pseudo-targets, see
         :func:`activeeval.methods.cat.learn_error_model`).
+    slopes, noise : ndarray of shape (n_items,) or None
+        Two-parameter items (``response="2pl"``): slopes and per-item noise
+        variances s_i² (:func:`fit_item_slopes`, :func:`item_noise`); None
+        for the one-slope (Rasch) response model with the global k.
+    b_scale : ndarray of shape (n_items,) or None
+        The one-slope difficulties that define the ability scale (a model's
+        true ability is :meth:`true_ability`); None means ``b``.
     """
 
     b: np.ndarray
@@ -496,6 +612,31 @@ class Calibration:
     k_factor: float = 1.0
     error_scale: float = 1.0
     error_floor: float = 0.0
+    slopes: np.ndarray | None = None
+    noise: np.ndarray | None = None
+    b_scale: np.ndarray | None = None
+
+    @property
+    def response(self) -> str:
+        """"rasch" (one slope, global k) or "2pl" (a slope and a noise per item)."""
+        return "rasch" if self.slopes is None else "2pl"
+
+    def true_ability(self, scaled_scores: np.ndarray, clip: float = DEFAULT_CLIP) -> np.ndarray:
+        """The ability of models whose scaled scores on every item are known (the estimand of a CAT run)."""
+        b = self.b if self.b_scale is None else self.b_scale
+        return fit_abilities(np.atleast_2d(scaled_scores), b, clip)
+
+    def item_mean(self, theta: np.ndarray | float, items: np.ndarray | slice | int = slice(None)) -> np.ndarray:
+        """Expected scaled score of ``items`` at ability θ (broadcast θ as (G, 1) for a grid)."""
+        if self.slopes is None:
+            return response_mean(theta, self.b[items])
+        return response_mean_2pl(theta, self.slopes[items], self.b[items])
+
+    def item_var(self, mu: np.ndarray, items: np.ndarray | slice | int = slice(None)) -> np.ndarray:
+        """Variance of the scaled score of ``items`` around their mean μ: k·μ(1−μ) or s_i²."""
+        if self.noise is None:
+            return self.k * mu * (1.0 - mu)
+        return np.broadcast_to(self.noise[items], np.shape(mu))
 
     @property
     def k_fit(self) -> float:
@@ -536,12 +677,15 @@ class Calibration:
 
 
 CALIBRATION_METHODS = ("consistent", "paper")
+#: Response models: one slope and a global noise k (the paper's), or a slope and a noise per item.
+RESPONSES = ("rasch", "2pl")
 
 
 def calibrate(
     scores: np.ndarray,
     *,
     method: str = "consistent",
+    response: str = "rasch",
     scale: str = "auto",
     clip: float = DEFAULT_CLIP,
     filter_negative: bool = True,
@@ -560,6 +704,11 @@ def calibrate(
         at those θ — the two are on different scales when the models differ
         (on AlpacaEval 2 the abilities' mean is −2.4 where the response model
         puts the models near 0, and k is 4.5 times too large).
+    response : {"rasch", "2pl"}
+        ``"rasch"`` (default): μ = σ(θ − b), variance k·μ(1−μ). ``"2pl"``
+        (consistent calibration only): on the same ability scale, each item
+        gets its own slope a_i and noise s_i² (:func:`fit_item_slopes`,
+        :func:`item_noise`), so items that separate models well weigh more.
     scale : {"auto", "minmax", "none"}
         "minmax" scales each item to [0, 1] over the references (App. A);
         "auto" does so only if some score lies outside [0, 1].
@@ -573,6 +722,10 @@ def calibrate(
         raise ConfigurationError(f"scale must be 'auto', 'minmax' or 'none', got {scale!r}")
     if method not in CALIBRATION_METHODS:
         raise ConfigurationError(f"calibration method must be 'consistent' or 'paper', got {method!r}")
+    if response not in RESPONSES:
+        raise ConfigurationError(f"response must be 'rasch' or '2pl', got {response!r}")
+    if response == "2pl" and method == "paper":
+        raise ConfigurationError("response='2pl' needs the consistent calibration (the paper's is one-slope only)")
     _check_clip(clip)
     x = np.asarray(scores, dtype=float)
     if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 2:
@@ -604,5 +757,10 @@ def calibrate(
         k = noise_factor(y, theta, b, n_params=n_params if n_params < y.size else 0)
     corr = ability_correlation(y, theta)
     pool = corr >= 0 if filter_negative else np.ones(y.shape[1], dtype=bool)
+    extra: dict = {}
+    if response == "2pl":
+        a, b2 = fit_item_slopes(y, theta, b, k, clip=clip)
+        extra = {"slopes": a, "noise": item_noise(y, theta, a, b2), "b_scale": b}
+        b = b2
     return Calibration(b=b, k=k, theta_ref=theta, correlation=corr, pool=pool, low=low, width=width,
-                       scaled=use_minmax, method=method)
+                       scaled=use_minmax, method=method, **extra)

@@ -127,3 +127,23 @@ def test_rank_methods_of_the_cli_are_the_simulations():
     from activeeval.experiments import ranking_eval
 
     assert RANK_METHODS == ranking_eval.RANK_METHODS
+
+
+def test_rank_backtest_calibration_response_and_pairing_flags(toy):
+    r = run("rank-backtest", "--dataset", toy, "--folds", "2", "--holdout", "3", "--seeds", "1", "--json",
+            "--calibration", "paper", "--pairing", "partner")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert (out["calibration"], out["response"], out["pairing"]) == ("paper", "rasch", "partner")
+    for key in ("pooled_confident_accuracy", "n_confident", "n_wrong_confident", "ties_reported", "false_tie_rate"):
+        assert key in out
+    assert out["n_pairs"] == 2 * 3
+    assert "--calibration applies to --method cat only, not 'bayesame'; drop it" in bad(
+        "rank-backtest", "--dataset", toy, "--folds", "2", "--holdout", "3", "--method", "bayesame",
+        "--calibration", "paper")
+    assert "--response 2pl needs --calibration consistent" in bad(
+        "rank", "--dataset", toy, "--holdout", "3", "--calibration", "paper", "--response", "2pl")
+    assert "--calibration must be consistent or paper, got 'jml'" in bad(
+        "rank", "--dataset", toy, "--holdout", "3", "--calibration", "jml")
+    assert "--pairing (pairing=) must be 'own' or 'partner', got 'x'" in bad(
+        "rank", "--dataset", toy, "--holdout", "3", "--pairing", "x")

@@ -134,3 +134,25 @@ def test_rank_cli_argument_errors(tmp_path, ref_file, alpaca) -> None:
                "dummy", "--task", "x", "--model-args", "pretrained=a").startswith(
         "error: ranking with lm-eval: --model-args 'pretrained=a' has no {model} placeholder")
     assert not Path(f).exists()
+
+
+def test_pair_aware_rank_session_replays_the_rankers_choices(tmp_path, ref_file, alpaca) -> None:
+    ref, models, truth = alpaca
+    s = RankSession.create(tmp_path / "p.aeval", ref_file, models, seed=4, budget_per_model=14, pairing="partner")
+    stored = s._settings["method_kwargs"]
+    assert {"error_scale", "error_floor"} <= set(stored)  # the learned error model is in the file, shared by all
+    n = 0
+    while (a := s.ask()) is not None:
+        if n % 7 == 3:
+            s.close()
+            s = RankSession.open(tmp_path / "p.aeval")
+        s.tell(a.model, a.item_id, truth[a.model][a.item_id])
+        n += 1
+    st = s.status()
+    s.close()
+    direct = AdaptiveRanker(models, lambda m: make_method("cat", ref, seed=4), lambda m, i: truth[m][ref.item_ids[i]],
+                            budget=14 * MODELS, pairing="partner").run()
+    assert st.result.items == direct.items and st.result.ranking == direct.ranking
+    with pytest.raises(ConfigurationError, match=r"--pairing \(pairing=\) must be 'own' or 'partner'"):
+        RankSession.create(tmp_path / "q.aeval", ref_file, models, pairing="pairs")
+    assert not (tmp_path / "q.aeval").exists()

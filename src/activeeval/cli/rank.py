@@ -43,17 +43,26 @@ def _method(method: str) -> str:
     return method
 
 
-def _calibration(method: str, calibration: Optional[str]) -> dict[str, str]:
-    """``--calibration`` as a keyword for CAT (empty when not given); refused for other methods."""
-    if calibration is None:
-        return {}
-    from activeeval.irt import CALIBRATION_METHODS
+def _calibration(method: str, calibration: Optional[str], response: Optional[str] = None) -> dict[str, str]:
+    """``--calibration`` / ``--response`` as keywords for CAT (only those given); refused for other methods."""
+    from activeeval.irt import CALIBRATION_METHODS, RESPONSES
 
-    if calibration not in CALIBRATION_METHODS:
-        raise ConfigurationError(f"--calibration must be consistent or paper, got {calibration!r}")
-    if method.split("[", 1)[0].strip() != "cat":
-        raise ConfigurationError(f"--calibration applies to --method cat only, not {method!r}; drop it")
-    return {"calibration": calibration}
+    out = {}
+    if calibration is not None:
+        if calibration not in CALIBRATION_METHODS:
+            raise ConfigurationError(f"--calibration must be consistent or paper, got {calibration!r}")
+        out["calibration"] = calibration
+    if response is not None:
+        if response not in RESPONSES:
+            raise ConfigurationError(f"--response must be 2pl or rasch, got {response!r}")
+        if calibration == "paper" and response == "2pl":
+            raise ConfigurationError("--response 2pl needs --calibration consistent (the paper's is one-slope only)")
+        out["response"] = response
+    if out and method.split("[", 1)[0].strip() != "cat":
+        flags = " and ".join(f"--{k}" for k in out)
+        verb, obj = ("apply", "them") if len(out) > 1 else ("applies", "it")
+        raise ConfigurationError(f"{flags} {verb} to --method cat only, not {method!r}; drop {obj}")
+    return out
 
 
 def _fmt(x: float, digits: int = 3) -> str:
@@ -83,6 +92,9 @@ def rank_command(
     calibration: Optional[str] = typer.Option(
         None, "--calibration", help="CAT only: consistent (default; abilities, prior and noise on one scale, "
         "error model learned on the references) or paper (the paper's §5 formulas)."),
+    response: Optional[str] = typer.Option(
+        None, "--response", help="CAT only: 2pl (default with the consistent calibration; a slope and a noise per "
+        "item) or rasch (one slope, the paper's model)."),
     pairing: str = typer.Option(
         "own", "--pairing", help="Item choice: own (each model's method) or partner (pair-aware: an item the "
         "other model of the undecided pair already took)."),
@@ -116,7 +128,7 @@ def rank_command(
 
     check_gamma(gamma)
     check_pairing(pairing)
-    cal_kw = _calibration(method, calibration)
+    cal_kw = _calibration(method, calibration, response)
     if session is not None:
         lm = {"model": model, "model_args": model_args, "task": task, "metric": metric, "filter_name": filter_name,
               "include_path": include_path, "num_fewshot": num_fewshot, "batch_size": batch_size, "device": device,
@@ -248,6 +260,8 @@ def rank_backtest_command(
         None, "--holdout-families", help="Family hold-out: rank these families' models, calibrate on the rest."),
     calibration: Optional[str] = typer.Option(
         None, "--calibration", help="CAT only: consistent (default) or paper (the paper's §5 calibration)."),
+    response: Optional[str] = typer.Option(
+        None, "--response", help="CAT only: 2pl (default with --calibration consistent) or rasch."),
     pairing: str = typer.Option("own", "--pairing", help="Item choice: own (each model's method) or partner "
                                 "(pair-aware)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -263,7 +277,7 @@ def rank_backtest_command(
     check_gamma(gamma)
     method = _method(method)
     check_pairing(pairing)
-    cal_kw = _calibration(method, calibration)
+    cal_kw = _calibration(method, calibration, response)
     matrix = resolve(dataset)
     if families is not None:
         fams = [f.strip() for f in families.split(",") if f.strip()]
@@ -278,8 +292,11 @@ def rank_backtest_command(
     s = summarise(records)
     if as_json:
         print_json({
-            "dataset": dataset, "method": method, "calibration": cal_kw.get("calibration", "consistent")
-            if method == "cat" else None, "pairing": pairing, "n_runs": s["n_runs"],
+            "dataset": dataset, "method": method,
+            "calibration": cal_kw.get("calibration", "consistent") if method == "cat" else None,
+            "response": (cal_kw.get("response") or ("rasch" if cal_kw.get("calibration") == "paper" else "2pl"))
+            if method == "cat" else None,
+            "pairing": pairing, "n_runs": s["n_runs"],
             "adaptive_tau": s["adaptive_tau"], "random_tau": s["random_tau"], "static_tau": s["static_tau"],
             "fixed_tau": s["fixed_tau"], "items": s["items_adaptive"], "pct_used": s["pct_used"],
             "tie_precision": s["tie_precision"], "tie_recall": s["tie_recall"], "tie_f1": s["tie_f1"],

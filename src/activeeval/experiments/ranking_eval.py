@@ -33,7 +33,7 @@ import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, InvalidScoresError
-from activeeval.irt import CALIBRATION_METHODS, Calibration, calibrate, corrected_item_total_correlation
+from activeeval.irt import CALIBRATION_METHODS, RESPONSES, Calibration, calibrate, corrected_item_total_correlation
 from activeeval.methods.base import Method
 from activeeval.ranking import (
     AdaptiveRanker,
@@ -269,6 +269,7 @@ def simulate_ranking(
     baselines: bool = True,
     n_boot: int = 1000,
     calibration: str = "consistent",
+    response: str | None = None,
     pairing: str = "own",
 ) -> RunRecord:
     """Rank ``holdout`` by simulation against their known scores, with the baselines and metrics.
@@ -284,6 +285,8 @@ def simulate_ranking(
     check_pairing(pairing)
     if calibration not in CALIBRATION_METHODS:
         raise ConfigurationError(f"--calibration (calibration=) must be 'consistent' or 'paper', got {calibration!r}")
+    if response is not None and response not in RESPONSES:
+        raise ConfigurationError(f"--response (response=) must be '2pl' or 'rasch', got {response!r}")
     models = check_models(check_holdout(matrix, holdout))
     costs = check_costs(costs, models)
     if not (budget_per_model > 0):
@@ -301,7 +304,7 @@ def simulate_ranking(
     if method == "cat":
         from activeeval.methods.cat import fit_calibration
 
-        cal = fit_calibration(reference.scores, method=calibration)
+        cal = fit_calibration(reference.scores, method=calibration, response=response)
     make = method_factory(method, reference, calibration=cal, seed=seed)
     budget = budget_per_model * sum(costs.values())
     adaptive = AdaptiveRanker(models, make, score, costs=costs, gamma=gamma, min_items=min_items,
@@ -385,6 +388,7 @@ def run_backtest(
     first_seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
     calibration: str = "consistent",
+    response: str | None = None,
     pairing: str = "own",
 ) -> list[RunRecord]:
     """The paper's Table 2–4 protocol: ``seeds`` x ``folds`` held-out sets, each ranked by all methods."""
@@ -398,7 +402,8 @@ def run_backtest(
     for s in range(first_seed, first_seed + seeds):
         for group in backtest_folds(matrix, folds=folds, holdout=holdout, seed=s):
             out.append(simulate_ranking(matrix, group, method=method, gamma=gamma, budget_per_model=budget_per_model,
-                                        min_items=min_items, seed=s, calibration=calibration, pairing=pairing))
+                                        min_items=min_items, seed=s, calibration=calibration, response=response,
+                                        pairing=pairing))
             if progress is not None:
                 progress(len(out), total)
     return out
@@ -415,6 +420,7 @@ def run_family_holdout(
     min_items: int = 10,
     first_seed: int = 0,
     calibration: str = "consistent",
+    response: str | None = None,
     pairing: str = "own",
 ) -> list[RunRecord]:
     """Family hold-out (paper §7.5): rank every complete model of ``families``, calibrating on the other families.
@@ -434,7 +440,7 @@ def run_family_holdout(
     return [
         simulate_ranking(matrix, targets, method=method, gamma=gamma, budget_per_model=budget_per_model,
                          min_items=min_items, seed=s, reference=reference, calibration=calibration,
-                         pairing=pairing)
+                         response=response, pairing=pairing)
         for s in range(first_seed, first_seed + seeds)
     ]
 

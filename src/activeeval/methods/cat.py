@@ -37,14 +37,14 @@ from activeeval.exceptions import ConfigurationError
 from activeeval.irt import (
     CALIBRATION_METHODS,
     DEFAULT_CLIP,
+    RESPONSES,
     Calibration,
     calibrate,
     default_grid,
     fisher_information,
-    fit_abilities,
     full_minus_tilde_slope,
+    information_2pl,
     log_likelihood,
-    response_mean,
 )
 from activeeval.methods.base import BaseMethod, SeedLike
 from activeeval.methods.estimate import Estimate
@@ -165,9 +165,15 @@ class AbilityPosterior:
         self.grid = default_grid(n_points=grid_points)
         self._logpost = -0.5 * ((self.grid - prior_mean) / prior_sd) ** 2
         self._normalise()
-        # Nearest b to θ̂ when the criterion increases in u = μ(1−μ), farthest otherwise (App. E).
-        self.farthest = information == "full" and full_minus_tilde_slope(self.k) < 0
-        self.pool = _SortedPool(np.flatnonzero(calibration.pool), calibration.b)
+        self.two_pl = calibration.slopes is not None
+        if self.two_pl:
+            # Items with their own slope and noise: the most informative item depends on a, b and s², so the
+            # choice is a vectorised argmax of (a·μ(1−μ))²/s² over the free pool items, O(N) per step.
+            self.free = np.asarray(calibration.pool, dtype=bool).copy()
+        else:
+            # Nearest b to θ̂ when the criterion increases in u = μ(1−μ), farthest otherwise (App. E).
+            self.farthest = information == "full" and full_minus_tilde_slope(self.k) < 0
+            self.pool = _SortedPool(np.flatnonzero(calibration.pool), calibration.b)
 
     def _normalise(self) -> None:
         p = np.exp(self._logpost - self._logpost.max())
@@ -177,13 +183,37 @@ class AbilityPosterior:
 
     def update(self, item: int, y: float) -> None:
         """Condition on the scaled score ``y`` ∈ [0, 1] of ``item``."""
-        self._logpost += log_likelihood(self.grid, float(self.calibration.b[item]), y, self.k, self.likelihood)
+        cal = self.calibration
+        if self.two_pl:
+            mu = cal.item_mean(self.grid, item)
+            self._logpost += -0.5 * (y - mu) ** 2 / float(cal.noise[item])
+            self.free[item] = False
+        else:
+            self._logpost += log_likelihood(self.grid, float(cal.b[item]), y, self.k, self.likelihood)
+            self.pool.remove(item)
         self._normalise()
-        self.pool.remove(item)
+
+    def information(self, theta: float) -> np.ndarray:
+        """Every item's Fisher information about θ at ``theta`` (2PL items)."""
+        cal = self.calibration
+        return information_2pl(theta, cal.slopes, cal.b, cal.noise)
 
     def nearest(self, k: int, skip: set[int]) -> list[int]:
         """Up to ``k`` unused pool items of largest information at θ̂, none in ``skip``."""
-        return self.pool.nearest(self.mean, k, skip, farthest=self.farthest)
+        if not self.two_pl:
+            return self.pool.nearest(self.mean, k, skip, farthest=self.farthest)
+        info = self.information(self.mean)
+        info[~self.free] = -np.inf
+        if skip:
+            info[list(skip)] = -np.inf
+        n_ok = int(np.isfinite(info).sum())
+        if n_ok == 0:
+            return []
+        take = min(k, n_ok)
+        top = np.argpartition(-info, take - 1)[:take] if take < info.size else np.arange(info.size)
+        top = top[np.isfinite(info[top])]
+        # best first; equal information goes to the lower index (deterministic)
+        return [int(i) for i in sorted(top.tolist(), key=lambda i: (-info[i], i))][:take]
 
 
 def default_prior(calibration: Calibration, prior_mean: float | None = None,
@@ -221,6 +251,7 @@ def pseudo_target_errors(
     scores: np.ndarray,
     *,
     method: str = "consistent",
+    response: str | None = None,
     scale: str = "auto",
     clip: float = DEFAULT_CLIP,
     filter_negative: bool = True,
@@ -237,11 +268,12 @@ def pseudo_target_errors(
     exactly as for a real run, every held-out reference is tested by CAT
     (prior, selection and likelihood as configured), and after n items its
     error against θ* — its ability on all items, on the fold's scale
-    (:func:`irt.fit_abilities`) — and its posterior variance are recorded.
+    (:meth:`irt.Calibration.true_ability`) — and its posterior variance are recorded.
     No target's scores are involved.
     """
     y_raw = np.asarray(scores, dtype=float)
     n_models, n_items = y_raw.shape
+    response = default_response(method, response)
     checks = sorted({int(c) for c in checkpoints if 1 <= c < n_items})
     if not checks:
         raise ConfigurationError(f"no checkpoint below the {n_items} items; give smaller checkpoints")
@@ -253,9 +285,10 @@ def pseudo_target_errors(
         train = np.setdiff1d(np.arange(n_models), held)
         if train.size < 2:
             continue
-        cal = calibrate(y_raw[train], method=method, scale=scale, clip=clip, filter_negative=filter_negative)
+        cal = calibrate(y_raw[train], method=method, response=response, scale=scale, clip=clip,
+                        filter_negative=filter_negative)
         y_held = cal.scale(y_raw[held])
-        truth = fit_abilities(y_held, cal.b, clip)
+        truth = cal.true_ability(y_held, clip)
         mean0, sd0 = default_prior(cal)
         for row, true_theta in zip(y_held, truth):
             post = AbilityPosterior(cal, mean0, sd0, information=information, likelihood=likelihood)
@@ -316,10 +349,20 @@ def learn_error_model(scores: np.ndarray, **options) -> tuple[float, float, dict
     return c, tau2, diag
 
 
+def default_response(method: str, response: str | None) -> str:
+    """The response model: as given, else "2pl" with the consistent calibration and "rasch" with the paper's."""
+    if response is None:
+        return "2pl" if method == "consistent" else "rasch"
+    if response not in RESPONSES:
+        raise ConfigurationError(f"response must be 'rasch' or '2pl', got {response!r}")
+    return response
+
+
 def fit_calibration(
     scores: np.ndarray,
     *,
     method: str = "consistent",
+    response: str | None = None,
     error_model: bool | None = None,
     scale: str = "auto",
     clip: float = DEFAULT_CLIP,
@@ -332,12 +375,16 @@ def fit_calibration(
     ``error_model``: None (default) learns (c, τ²) (:func:`learn_error_model`)
     for the consistent calibration and keeps (1, 0) for the paper's, so
     ``method="paper"`` reproduces the paper; True / False force it on / off.
+    ``response``: None (default) is "2pl" for the consistent calibration and
+    "rasch" (the paper's one-slope model) for the paper's.
     """
     if method not in CALIBRATION_METHODS:
         raise ConfigurationError(f"calibration must be 'consistent', 'paper' or an irt.Calibration, got {method!r}")
-    cal = calibrate(scores, method=method, scale=scale, clip=clip, filter_negative=filter_negative)
+    response = default_response(method, response)
+    cal = calibrate(scores, method=method, response=response, scale=scale, clip=clip,
+                    filter_negative=filter_negative)
     if error_model or (error_model is None and method == "consistent"):
-        c, tau2, _ = learn_error_model(scores, method=method, scale=scale, clip=clip,
+        c, tau2, _ = learn_error_model(scores, method=method, response=response, scale=scale, clip=clip,
                                        filter_negative=filter_negative, information=information,
                                        likelihood=likelihood)
         return cal.with_error_model(c, tau2)
@@ -351,20 +398,35 @@ class ContinuousCAT(BaseMethod):
     ----------
     reference : ScoreMatrix
         Reference (calibration) models' scores, models x items.
-    calibration : irt.Calibration, optional
-        Precomputed item parameters for exactly these items (the ranker fits
-        one and shares it across models). Default: :func:`irt.calibrate` on
-        ``reference``.
+    calibration : {"consistent", "paper"} or irt.Calibration
+        ``"consistent"`` (default): abilities, difficulties, prior and noise on
+        one scale (:func:`irt.joint_fit`) and an error model learned on
+        reference pseudo-targets (:func:`learn_error_model`). ``"paper"``: the
+        paper's §5 formulas, unchanged. Or precomputed item parameters for
+        exactly these items (:func:`fit_calibration`; the ranker fits one and
+        shares it across models).
+    response : {"2pl", "rasch"}, optional
+        The response model (with a string ``calibration``): ``"2pl"`` (the
+        default with the consistent calibration) gives every item its own
+        slope and noise on the consistent ability scale; ``"rasch"`` (the
+        paper's, and the default with ``calibration="paper"``) one slope and
+        the global noise k.
+    error_model : bool, optional
+        Learn the error model (default: with the consistent calibration only).
+    error_scale, error_floor : float, optional
+        Set the error model Var(θ̂ − θ*) = error_scale·SE² + error_floor·(N − n)/N
+        instead of learning it (a session stores the learned values).
     prior_mean, prior_sd : float, optional
-        Prior θ ~ N(θ0, σ0²). Defaults: mean and sd (floored at 0.5) of the
-        reference abilities θ_j = logit(ȳ_j) — the population they come from.
+        Prior θ ~ N(θ0, σ0²). Defaults: mean and sd of the reference
+        abilities — the population they come from (:func:`default_prior`).
     information : {"tilde", "full"}
-        Selection criterion: Ĩ = μ(1−μ)/k (paper default) or the full Fisher
-        information μ(1−μ)/k + (1−2μ)²/2.
+        Rasch selection criterion: Ĩ = μ(1−μ)/k (paper default) or the full
+        Fisher information μ(1−μ)/k + (1−2μ)²/2. (2PL items: (a·μ(1−μ))²/s².)
     likelihood : {"quasi", "normal"}
-        Posterior update: the quasi-likelihood matching Ĩ (default; for 0/1
-        scores it is the 1PL likelihood tempered by 1/k) or the full normal
+        Rasch posterior update: the quasi-likelihood matching Ĩ (default; for
+        0/1 scores it is the 1PL likelihood tempered by 1/k) or the full normal
         density (matching the full information; degenerate at 0/1 scores).
+        (2PL items: the normal density with the item's noise s².)
     scale : {"auto", "minmax", "none"}
         Min–max scaling of metrics that are not in [0, 1] (irt.calibrate).
     clip : float
@@ -384,6 +446,7 @@ class ContinuousCAT(BaseMethod):
         reference: ScoreMatrix,
         *,
         calibration: Calibration | str = "consistent",
+        response: str | None = None,
         error_model: bool | None = None,
         error_scale: float | None = None,
         error_floor: float | None = None,
@@ -419,7 +482,7 @@ class ContinuousCAT(BaseMethod):
             raise ConfigurationError(f"likelihood must be 'quasi' or 'normal', got {likelihood!r}")
         if isinstance(calibration, str):
             given = error_scale is not None and error_floor is not None
-            calibration = fit_calibration(self.reference.scores, method=calibration,
+            calibration = fit_calibration(self.reference.scores, method=calibration, response=response,
                                           error_model=False if given else error_model,
                                           scale=scale, clip=clip, filter_negative=filter_negative,
                                           information=information, likelihood=likelihood)
@@ -429,6 +492,16 @@ class ContinuousCAT(BaseMethod):
                 f"calibration must be 'consistent', 'paper' or an irt.Calibration for the reference's "
                 f"{self.n_items} items, got {got}; fit it with methods.cat.fit_calibration(reference.scores) "
                 "on the same (complete) matrix"
+            )
+        elif response is not None and response != calibration.response:
+            raise ConfigurationError(
+                f"response={response!r} but the given calibration is {calibration.response!r}; drop response "
+                "or fit the calibration with it"
+            )
+        if calibration.response == "2pl" and (information != "tilde" or likelihood != "quasi"):
+            raise ConfigurationError(
+                "information= and likelihood= choose between the Rasch model's criteria; 2PL items have one "
+                "(the normal likelihood with each item's noise): use response='rasch' for them"
             )
         if error_scale is not None or error_floor is not None:
             calibration = calibration.with_error_model(
@@ -444,17 +517,17 @@ class ContinuousCAT(BaseMethod):
         self.grid = self._ability.grid
 
         # Score-scale prediction: raw s_i = low_i + width_i·y_i; sums over all items at each grid θ.
-        b = calibration.b
         low, width = calibration.low, calibration.width
         self._sum_low = float(low.sum())
         self._t1 = np.zeros_like(self.grid)  # Σ_i width_i μ_i(θ)
-        self._t2 = np.zeros_like(self.grid)  # Σ_i width_i² k μ_i(1−μ_i)
+        self._t2 = np.zeros_like(self.grid)  # Σ_i width_i² Var_i(θ)  (k μ_i(1−μ_i), or s_i² for 2PL items)
         chunk = max(1, 2**22 // self.grid.size)  # bounded memory at large N
-        for start in range(0, b.size, chunk):
-            mu = response_mean(self.grid[:, None], b[None, start : start + chunk])
-            w = width[start : start + chunk]
+        for start in range(0, self.n_items, chunk):
+            items = slice(start, start + chunk)
+            mu = calibration.item_mean(self.grid[:, None], items)
+            w = width[items]
             self._t1 += mu @ w
-            self._t2 += (mu * (1.0 - mu)) @ (w**2) * self.k
+            self._t2 += calibration.item_var(mu, items) @ (w**2)
         self._obs_low = 0.0
         self._obs_sum_raw = 0.0
 
@@ -462,10 +535,10 @@ class ContinuousCAT(BaseMethod):
     def _update(self, item: int, score: float) -> None:
         cal = self.calibration
         self._ability.update(item, float(cal.scale(score, item)))
-        mu = response_mean(self.grid, float(cal.b[item]))
+        mu = cal.item_mean(self.grid, item)
         w = float(cal.width[item])
         self._t1 -= w * mu
-        self._t2 -= w * w * self.k * mu * (1.0 - mu)
+        self._t2 -= w * w * cal.item_var(mu, item)
         self._obs_low += float(cal.low[item])
         self._obs_sum_raw += float(score)
 
@@ -532,11 +605,13 @@ class ContinuousCAT(BaseMethod):
     def fisher_se(self) -> float:
         """Paper §3 SE = 1/√(1/σ0² + Σ_i I_i(θ̂)) over the observed items (information as configured)."""
         items = np.asarray(self._items, dtype=int)
-        info = fisher_information(self._ability.mean, self.calibration.b[items], self.k, self.information == "full")
+        info = self.item_information()[items]
         return float(1.0 / np.sqrt(1.0 / self.prior_sd**2 + float(np.sum(info))))
 
     def item_information(self, theta: float | None = None) -> np.ndarray:
         """Information of every item at θ (default θ̂), ndarray of shape (n_items,)."""
         t = self._ability.mean if theta is None else theta
+        if self._ability.two_pl:
+            return self._ability.information(t)
         return fisher_information(t, self.calibration.b, self.k, self.information == "full")
 
