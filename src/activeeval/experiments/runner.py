@@ -195,8 +195,13 @@ def run_task(
         return method, seed_index, np.asarray(means, dtype=float), np.asarray(vars_, dtype=float)
     means = np.empty((n_t, n_items))
     vars_ = np.empty((n_t, n_items))
+    shared = dict(options)
     for t_idx in range(n_t):
-        m = make_method(name, reference, seed=seeds[t_idx], **options)
+        m = make_method(name, reference, seed=seeds[t_idx], **shared)
+        if t_idx == 0:
+            # what the method derived from this reference alone (CAT's error model, BayesAME's fit and
+            # calibration) is the same for every target: derive it once
+            shared = {**m.frozen_options(), **options}
         run_fixed(m, truths[t_idx], n_items)
         traj = m.trajectory
         means[t_idx] = [e.mean for e in traj]

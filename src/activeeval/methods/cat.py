@@ -154,7 +154,7 @@ class AbilityPosterior:
     """The θ posterior on a grid and the max-information choice over an item pool (one CAT's core).
 
     Shared by :class:`ContinuousCAT` and the reference pseudo-target runs of
-    :func:`learn_k_factor`, so both make exactly the same choices and updates.
+    :func:`pseudo_target_errors`, so both make exactly the same choices and updates.
     """
 
     def __init__(self, calibration: Calibration, prior_mean: float, prior_sd: float, *, information: str = "tilde",
@@ -209,6 +209,8 @@ class AbilityPosterior:
         n_ok = int(np.isfinite(info).sum())
         if n_ok == 0:
             return []
+        if k == 1:
+            return [int(np.argmax(info))]  # the first of equally informative items: deterministic
         take = min(k, n_ok)
         top = np.argpartition(-info, take - 1)[:take] if take < info.size else np.arange(info.size)
         top = top[np.isfinite(info[top])]
@@ -221,10 +223,9 @@ def default_prior(calibration: Calibration, prior_mean: float | None = None,
     """The prior N(θ0, σ0²) of a new model's ability: the reference population's, unless given.
 
     θ0 = mean of the reference abilities; σ0 = their sd, floored at
-    :data:`PRIOR_SD_FLOOR` (paper calibration) or at half the sd the fitted
-    noise puts on one item's evidence (√k: consistent calibration, whose
-    scale can be far narrower than 0.5, e.g. WMT21 models differ by
-    0.1 there), so a population of nearly equal references never pins θ.
+    :data:`PRIOR_SD_FLOOR` (paper calibration) or at ½√k (consistent
+    calibration, whose scale can be far narrower than 0.5: WMT21 models have
+    sd 0.09 there), so a population of nearly equal references never pins θ.
     """
     theta_ref = calibration.theta_ref
     mean = float(np.mean(theta_ref)) if prior_mean is None else float(prior_mean)
