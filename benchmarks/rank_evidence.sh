@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The ranking evidence of issue 11: the paper's protocol (20 seeds x 5 folds of 4 held-out models,
 # 20 items per model) on AlpacaEval 2 and both WMT21 sets, for CAT (default, and the paper's
-# calibration and model) and BayesAME; one JSON per command under benchmarks/results/rank_evidence/.
+# calibration and model) and BayesAME (default and the paper's); one JSON per command under
+# benchmarks/results/rank_evidence/. SKIP_EXISTING=1 keeps the JSON files already there.
 # Usage (repository root, package installed): OPENBLAS_NUM_THREADS=1 bash benchmarks/rank_evidence.sh
 set -euo pipefail
 out=benchmarks/results/rank_evidence
 mkdir -p "$out"
 for d in alpacaeval2 wmt21_en-zh_chrf wmt21_zh-en_chrf; do
-  for m in "cat" "cat --calibration paper" "bayesame"; do
+  for m in "cat" "cat --calibration paper" "bayesame" "bayesame-paper"; do
     tag=$(echo "$m" | tr -d -- '-' | tr ' ' '_')
+    if [[ "${SKIP_EXISTING:-0}" == 1 && -s "$out/${d}__${tag}.json" ]]; then continue; fi
     start=$(date +%s)
     # shellcheck disable=SC2086
     activeeval rank-backtest --dataset "$d" --method $m --folds 5 --holdout 4 --seeds 20 --json > "$out/${d}__${tag}.json"

@@ -323,9 +323,6 @@ class Informed(Fake):
     def select(self, rng=None):
         return next(i for i in range(self.n_items) if i not in self.observed_items)
 
-    def select_batch(self, k, rng=None, exclude=()):
-        return [next(i for i in range(self.n_items) if i not in self.observed_items and i not in exclude)]
-
     def observe(self, item, score):
         super().observe(item, score)
         self.observed_items = (*self.observed_items, int(item))

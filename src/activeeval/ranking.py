@@ -399,8 +399,7 @@ def check_pairing(pairing: str) -> str:
     return pairing
 
 
-def next_item(method: Method, partner_items: Sequence[int], *, pairing: str = "own",
-              exclude: Sequence[int] = ()) -> int:
+def next_item(method: Method, partner_items: Sequence[int], *, pairing: str = "own") -> int:
     """The item ``method``'s model takes next.
 
     ``pairing="own"``: the method's own choice. ``"partner"`` (pair-aware):
@@ -413,7 +412,7 @@ def next_item(method: Method, partner_items: Sequence[int], *, pairing: str = "o
     A pure function of the state, so a ranking session replays it exactly.
     """
     if pairing == "partner" and partner_items:
-        seen = set(getattr(method, "observed_items", ())) | {int(i) for i in exclude}
+        seen = set(getattr(method, "observed_items", ()))
         cand = [int(i) for i in partner_items if int(i) not in seen]
         if cand:
             info = getattr(method, "item_information", None)
@@ -421,8 +420,6 @@ def next_item(method: Method, partner_items: Sequence[int], *, pairing: str = "o
                 values = np.asarray(info())
                 return max(cand, key=lambda i: (values[i], -cand.index(i)))
             return cand[0]
-    if exclude:
-        return int(method.select_batch(1, exclude=list(exclude))[0])  # type: ignore[attr-defined]
     return int(method.select())
 
 

@@ -90,11 +90,11 @@ def rank_command(
     min_items: int = typer.Option(10, "--min-items", help="Warm-up items per model."),
     seed: int = typer.Option(0, "--seed", help="Seed of the hold-out draw and the methods."),
     calibration: Optional[str] = typer.Option(
-        None, "--calibration", help="CAT only: consistent (default; abilities, prior and noise on one scale, "
-        "error model learned on the references) or paper (the paper's §5 formulas)."),
+        None, "--calibration", help="CAT only: consistent (abilities, prior and noise on one scale, error model "
+        "learned on the references) or paper (the paper's §5 formulas). [default: consistent]"),
     response: Optional[str] = typer.Option(
-        None, "--response", help="CAT only: 2pl (default with the consistent calibration; a slope and a noise per "
-        "item) or rasch (one slope, the paper's model)."),
+        None, "--response", help="CAT only: 2pl (a slope and a noise per item) or rasch (one slope, the paper's "
+        "model). [default: 2pl; rasch with --calibration paper]"),
     pairing: str = typer.Option(
         "own", "--pairing", help="Item choice: own (each model's method) or partner (pair-aware: an item the "
         "other model of the undecided pair already took)."),
@@ -259,9 +259,9 @@ def rank_backtest_command(
     families: Optional[str] = typer.Option(
         None, "--holdout-families", help="Family hold-out: rank these families' models, calibrate on the rest."),
     calibration: Optional[str] = typer.Option(
-        None, "--calibration", help="CAT only: consistent (default) or paper (the paper's §5 calibration)."),
+        None, "--calibration", help="CAT only: consistent or paper (the paper's §5 calibration). [default: consistent]"),
     response: Optional[str] = typer.Option(
-        None, "--response", help="CAT only: 2pl (default with --calibration consistent) or rasch."),
+        None, "--response", help="CAT only: 2pl or rasch (one slope). [default: 2pl; rasch with --calibration paper]"),
     pairing: str = typer.Option("own", "--pairing", help="Item choice: own (each model's method) or partner "
                                 "(pair-aware)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
