@@ -159,7 +159,8 @@ def main() -> None:
         t = pseudo_tau(name, args.items, args.reps)
         print(f"{name:<17}" + "".join(f"{t[c]:>10.3f}" for c in (*CONFIGS, "static"))
               + f"{time.perf_counter() - start:>6.0f}", flush=True)
-    print("\nlearned error model Var = c·SE² + τ² (consistent calibration), and the raw posterior's mean z² at 20 items")
+    print("\nlearned error model Var = c·SE² + τ² (consistent calibration), "
+          "and the raw posterior's mean z² at 20 items")
     head = f"{'dataset':<17}{'response':>9}{'c':>7}{'τ':>7}{'z² raw @20':>12}{'z² cal @20':>12}"
     print(head)
     print("-" * len(head))

@@ -703,7 +703,7 @@ def calibrate(
         formulas, b_i = −logit p̂_i, θ_j = logit ȳ_j and k from the residuals
         at those θ — the two are on different scales when the models differ
         (on AlpacaEval 2 the abilities' mean is −2.4 where the response model
-        puts the models near 0, and k is 4.5 times too large).
+        puts the models near 0, and k is 4.4 times too large).
     response : {"rasch", "2pl"}
         ``"rasch"`` (default): μ = σ(θ − b), variance k·μ(1−μ). ``"2pl"``
         (consistent calibration only): on the same ability scale, each item

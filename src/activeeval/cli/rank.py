@@ -259,7 +259,8 @@ def rank_backtest_command(
     families: Optional[str] = typer.Option(
         None, "--holdout-families", help="Family hold-out: rank these families' models, calibrate on the rest."),
     calibration: Optional[str] = typer.Option(
-        None, "--calibration", help="CAT only: consistent or paper (the paper's §5 calibration). [default: consistent]"),
+        None, "--calibration",
+        help="CAT only: consistent or paper (the paper's §5 calibration). [default: consistent]"),
     response: Optional[str] = typer.Option(
         None, "--response", help="CAT only: 2pl or rasch (one slope). [default: 2pl; rasch with --calibration paper]"),
     pairing: str = typer.Option("own", "--pairing", help="Item choice: own (each model's method) or partner "
