@@ -224,3 +224,29 @@ def test_no_runtime_warnings_on_degenerate_references() -> None:
         for i in range(15):
             method.observe(method.select(), float(i % 2))
     assert method.estimate().var == pytest.approx(0.0, abs=1e-15)
+
+
+def test_sharing_factory_derives_reference_state_once_and_changes_nothing(monkeypatch):
+    import numpy as np
+
+    from activeeval.data.matrix import ScoreMatrix
+    from activeeval.methods import cat as cat_module
+    from activeeval.methods.registry import make_method, sharing_factory
+
+    rng = np.random.default_rng(2)
+    y = np.clip(rng.normal(0.5, 0.2, (16, 60)) + np.linspace(-0.2, 0.2, 16)[:, None], 0, 1)
+    ref = ScoreMatrix(y[1:], [f"m{j}" for j in range(1, 16)], [f"i{i}" for i in range(60)])
+    learned = []
+    real = cat_module.learn_error_model
+    monkeypatch.setattr(cat_module, "learn_error_model", lambda *a, **k: learned.append(1) or real(*a, **k))
+    make = sharing_factory("cat", ref)
+    shared = [make(seed=s) for s in (3, 4, 5)]
+    assert len(learned) == 1  # the error model was learned for the first target only
+    for s, m in zip((3, 4, 5), shared):
+        fresh = make_method("cat", ref, seed=s)
+        for _ in range(8):
+            i = fresh.select()
+            assert m.select() == i
+            fresh.observe(i, y[0, i])
+            m.observe(i, y[0, i])
+        assert m.estimate() == fresh.estimate() and m.ability() == fresh.ability()

@@ -186,10 +186,11 @@ def method_factory(method: str, reference: ScoreMatrix, *, calibration: Calibrat
         cal = calibration if calibration is not None else fit_calibration(reference.scores)
         return lambda model_id: ContinuousCAT(reference, calibration=cal, seed=seed, **kwargs)
     if method in ("bayesame", "bayesame-paper"):
-        from activeeval.methods.registry import make_method
+        from activeeval.methods.registry import sharing_factory
 
         counter = iter(range(10**9))
-        return lambda model_id: make_method(method, reference, seed=seed * 1000 + next(counter), **kwargs)
+        make = sharing_factory(method, reference, **kwargs)
+        return lambda model_id: make(seed=seed * 1000 + next(counter))
     raise ConfigurationError(f"method must be one of {list(RANK_METHODS)} for ranking, got {method!r}")
 
 
@@ -343,8 +344,9 @@ def simulate_ranking(
     rec.items_random = rnd.n_items_used
     # Static subset: the same items for every model, as many as the spend allows.
     n_static = max(1, int(adaptive.cost_spent // sum(costs.values())))
-    # only its min–max map is needed (the same for both calibration methods): the cheap one
-    itc = corrected_item_total_correlation(calibrate(reference.scores, method="paper").scale(reference.scores))
+    # only a min–max map is needed (the same for every calibration): CAT's, else the cheap one
+    scaler = cal if cal is not None else calibrate(reference.scores, method="paper")
+    itc = corrected_item_total_correlation(scaler.scale(reference.scores))
     subset = static_subset(itc, min(n_static, reference.n_items))
     st = rank_static(models, subset, score)
     rec.static_tau = kendall_tau(st, truth)

@@ -45,6 +45,7 @@ from activeeval.methods.registry import (
     method_spec,
     parse_method_spec,
     resolve_replay,
+    sharing_factory,
 )
 
 __all__ = ["BACKENDS", "BacktestResult", "check_method_options", "check_methods", "run_backtest", "run_task"]
@@ -195,13 +196,9 @@ def run_task(
         return method, seed_index, np.asarray(means, dtype=float), np.asarray(vars_, dtype=float)
     means = np.empty((n_t, n_items))
     vars_ = np.empty((n_t, n_items))
-    shared = dict(options)
+    make = sharing_factory(name, reference, **options)  # reference-only state derived once, not per target
     for t_idx in range(n_t):
-        m = make_method(name, reference, seed=seeds[t_idx], **shared)
-        if t_idx == 0:
-            # what the method derived from this reference alone (CAT's error model, BayesAME's fit and
-            # calibration) is the same for every target: derive it once
-            shared = {**m.frozen_options(), **options}
+        m = make(seed=seeds[t_idx])
         run_fixed(m, truths[t_idx], n_items)
         traj = m.trajectory
         means[t_idx] = [e.mean for e in traj]

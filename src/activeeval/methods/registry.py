@@ -27,6 +27,7 @@ __all__ = [
     "METHODS",
     "REPLAYS",
     "make_method",
+    "sharing_factory",
     "method_names",
     "method_parameters",
     "method_spec",
@@ -108,6 +109,26 @@ def resolve_factory(name: str) -> MethodFactory:
 def make_method(name: str, reference: ScoreMatrix, **kwargs: Any) -> BaseMethod:
     """Build the method called ``name`` on ``reference``."""
     return resolve_factory(name)(reference, **kwargs)
+
+
+def sharing_factory(name: str, reference: ScoreMatrix, **kwargs: Any) -> Callable[..., BaseMethod]:
+    """``make(**overrides)``: :func:`make_method` for several targets on one reference, deriving once.
+
+    What a method derives from the reference alone (its ``frozen_options()``:
+    CAT's error model, BayesAME's fit and calibration) is the same for every
+    target, so the first method's frozen options rebuild the others (the
+    result is the same, bit for bit). ``overrides`` (e.g. a per-target seed)
+    win over ``kwargs``, which win over the frozen options.
+    """
+    shared: dict[str, Any] = {}
+
+    def make(**overrides: Any) -> BaseMethod:
+        method = make_method(name, reference, **{**shared, **kwargs, **overrides})
+        if not shared:
+            shared.update(method.frozen_options())
+        return method
+
+    return make
 
 
 # ------------------------------------------------------------------ method specs

@@ -23,7 +23,7 @@ from typing import Any
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DuplicateObservationError, UnknownModelError
 from activeeval.methods.base import BaseMethod
-from activeeval.methods.registry import make_method
+from activeeval.methods.registry import sharing_factory
 from activeeval.ranking import (
     RankResult,
     check_costs,
@@ -138,14 +138,8 @@ class RankSession(JournalSession):
     def _fresh_state(self) -> dict[str, BaseMethod]:
         ref = self._prepared_reference()
         kw = self._settings["method_kwargs"]
-        first, *rest = self._settings["targets"]
-        state = _Methods({first: make_method(self._settings["method"], ref, **kw)})
-        # What the method derived from the reference alone (CAT's error model, BayesAME's fit and
-        # calibration) is the same for every model: derive it once, reuse it for the others.
-        shared = {**state[first].frozen_options(), **kw}
-        for m in rest:
-            state[m] = make_method(self._settings["method"], ref, **shared)
-        return state
+        make = sharing_factory(self._settings["method"], ref, **kw)  # reference-only state derived once
+        return _Methods({m: make() for m in self._settings["targets"]})
 
     def _observe(self, state: dict[str, BaseMethod], ev: Event) -> None:
         if ev.target not in state:
