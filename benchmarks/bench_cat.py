@@ -3,12 +3,15 @@
 Usage::
 
     python benchmarks/bench_cat.py [--steps 300] [--models 20] [--sizes 1000,10000,100000] [--responses 2pl,rasch]
+        [--local-error on,off]
 
 Items are synthetic and calibrated on ``--models`` synthetic reference models
 drawn from the heteroskedastic normal model (k = 0.2); the target answers from
 the same model. A step is the public API: ``method.select()`` (pure, seeded
 by (seed, n_observed)) then ``method.observe(item, score)``, which updates the
-grid posterior and the score-scale estimate. Setup (calibration, the error
+grid posterior, the references' posteriors of the local error check and the
+score-scale estimate; ``ability()`` (what the ranker reads after every item:
+the error model and the local error check, O(K·G)) is timed on its own. Setup (calibration, the error
 model's pseudo-target runs, the sorted pool and the O(G·N) prediction tables)
 is timed separately. Both response models: ``2pl`` (the default: a vectorised
 O(N) argmax of each item's information) and ``rasch`` (the paper's: a
@@ -40,21 +43,24 @@ def synthetic(n_models: int, n_items: int, seed: int = 0) -> tuple[ScoreMatrix, 
     return ref, y[0]
 
 
-def bench(n_items: int, n_models: int, steps: int, response: str) -> dict[str, float]:
+def bench(n_items: int, n_models: int, steps: int, response: str, local_error: bool = True) -> dict[str, float]:
     ref, truth = synthetic(n_models, n_items)
     t0 = time.perf_counter()
-    cat = ContinuousCAT(ref, seed=0, n_max=steps + 1, response=response)
+    cat = ContinuousCAT(ref, seed=0, n_max=steps + 1, response=response, local_error=local_error)
     setup = time.perf_counter() - t0
-    sel, obs, total = [], [], []
+    sel, obs, total, abil = [], [], [], []
     for _ in range(steps):
         a = time.perf_counter()
         i = cat.select()
         b = time.perf_counter()
         cat.observe(i, truth[i])
         c = time.perf_counter()
+        cat.ability()  # what the ranker asks after every item: the error model and the local error check
+        d = time.perf_counter()
         sel.append(b - a)
         obs.append(c - b)
         total.append(c - a)
+        abil.append(d - c)
     # Brute-force O(N) selection for comparison (no skipping of used items).
     bf = []
     for _ in range(50):
@@ -65,9 +71,11 @@ def bench(n_items: int, n_models: int, steps: int, response: str) -> dict[str, f
     return {
         "N": n_items,
         "response": response,
+        "local": "on" if local_error else "off",
         "step_ms": statistics.median(total) * ms,
         "select_ms": statistics.median(sel) * ms,
         "observe_ms": statistics.median(obs) * ms,
+        "ability_ms": statistics.median(abil) * ms,
         "brute_select_ms": statistics.median(bf) * ms,
         "setup_s": setup,
     }
@@ -79,16 +87,19 @@ def main() -> None:
     parser.add_argument("--models", type=int, default=20)
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--responses", default="2pl,rasch")
+    parser.add_argument("--local-error", default="on,off", help="with and/or without the local error check")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    rows = [bench(int(n), args.models, args.steps, r) for r in args.responses.split(",") for n in args.sizes.split(",")]
+    rows = [bench(int(n), args.models, args.steps, r, le == "on") for r in args.responses.split(",")
+            for le in args.local_error.split(",") for n in args.sizes.split(",")]
     print(f"continuous CAT, median over {args.steps} steps, {args.models} reference models, G = 961 grid points")
-    print(f"{'response':>8} | {'N items':>9} | {'select+observe ms':>17} | {'select ms':>9} | {'observe ms':>10} | "
-          f"{'O(N) argmax ms':>14} | {'setup s':>7}")
-    print("-" * 95)
+    print(f"{'response':>8} | {'local':>5} | {'N items':>9} | {'select+observe ms':>17} | {'select ms':>9} | "
+          f"{'observe ms':>10} | {'ability ms':>10} | {'O(N) argmax ms':>14} | {'setup s':>7}")
+    print("-" * 116)
     for r in rows:
-        print(f"{r['response']:>8} | {r['N']:>9,} | {r['step_ms']:>17.3f} | {r['select_ms']:>9.3f} | "
-              f"{r['observe_ms']:>10.3f} | {r['brute_select_ms']:>14.3f} | {r['setup_s']:>7.2f}")
+        print(f"{r['response']:>8} | {r['local']:>5} | {r['N']:>9,} | {r['step_ms']:>17.3f} | {r['select_ms']:>9.3f} | "
+              f"{r['observe_ms']:>10.3f} | {r['ability_ms']:>10.3f} | {r['brute_select_ms']:>14.3f} | "
+              f"{r['setup_s']:>7.2f}")
 
 
 if __name__ == "__main__":

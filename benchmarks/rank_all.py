@@ -12,6 +12,8 @@ table gives, per dataset × configuration:
 * ``ties``: pairs reported as ties; ``false ties``: ground-truth-distinct
   pairs (paired bootstrap) reported as ties;
 * ``conf``: confident pairs (of ``pairs``) and ``wrong`` among them;
+  ``exp``: the wrong calls the ranker itself expects, Σ (1 − P) over its
+  confident pairs ("-" in results saved before it was reported);
   ``acc``: pooled accuracy over all confident pairs (the honest number: a
   per-run mean that scores an empty run as 1 hides errors);
 * ``s``: seconds for the configuration on this dataset.
@@ -19,10 +21,11 @@ table gives, per dataset × configuration:
 Each (dataset, configuration) is saved as JSON under ``--out`` when done and
 reused when the command is run again with the same settings.
 
-Configurations: ``cat`` (consistent calibration and 2PL items, the
-default), ``cat-rasch`` (consistent calibration, one-slope items),
-``cat-paper`` (the paper's calibration and model), ``cat-partner`` / ``bayesame-partner`` (pair-aware
-item choice), ``bayesame``, ``bayesame-paper``.
+Configurations: ``cat`` (consistent calibration, 2PL items and the local
+error check, the default), ``cat-rasch`` (one-slope items), ``cat-paper``
+(the paper's calibration and model), ``cat-partner`` / ``bayesame-partner``
+(pair-aware item choice), ``bayesame``, ``bayesame-paper``; ``-nolocal``
+turns CAT's local error check off.
 
 Usage (from the repository root, package installed)::
 
@@ -49,15 +52,19 @@ ALL_DATASETS = (
 )
 CONFIGS = {
     "cat": {"method": "cat"},
+    "cat-nolocal": {"method": "cat", "local_error": False},
     "cat-paper": {"method": "cat", "calibration": "paper"},
     "cat-rasch": {"method": "cat", "response": "rasch"},
+    "cat-rasch-nolocal": {"method": "cat", "response": "rasch", "local_error": False},
     "cat-partner": {"method": "cat", "pairing": "partner"},
+    "cat-partner-nolocal": {"method": "cat", "pairing": "partner", "local_error": False},
     "bayesame": {"method": "bayesame"},
     "bayesame-partner": {"method": "bayesame", "pairing": "partner"},
     "bayesame-paper": {"method": "bayesame-paper"},
 }
 KEYS = ("adaptive_tau", "static_tau", "random_tau", "fixed_tau", "ties_reported", "false_tie_rate",
-        "n_confident", "n_wrong_confident", "n_pairs", "pooled_confident_accuracy", "items_adaptive")
+        "n_confident", "n_wrong_confident", "expected_wrong_confident", "n_pairs", "pooled_confident_accuracy",
+        "items_adaptive")
 
 
 def run_one(name: str, config: str, seeds: int, folds: int, holdout: int, budget: float) -> dict:
@@ -112,14 +119,15 @@ def main() -> None:
             rows.append((name, config, res))
     print(f"\nrank-backtest protocol: {args.seeds} seeds x {args.folds} folds of {args.holdout} held-out models, "
           f"{args.budget_per_model:g} items per model, gamma 0.95, 10 warm-up items")
-    head = (f"{'dataset':<17} {'config':<16} {'τ adapt':>7} {'τ static':>8} {'τ random':>8} {'ties':>5} "
-            f"{'false ties':>10} {'conf':>5} {'wrong':>5} {'pairs':>5} {'acc':>6} {'s':>6}")
+    head = (f"{'dataset':<17} {'config':<19} {'τ adapt':>7} {'τ static':>8} {'τ random':>8} {'ties':>5} "
+            f"{'false ties':>10} {'conf':>5} {'wrong':>5} {'exp':>5} {'pairs':>5} {'acc':>6} {'s':>6}")
     print(head)
     print("-" * len(head))
     for name, config, r in rows:
-        print(f"{name:<17} {config:<16} {fmt(r['adaptive_tau']):>7} {fmt(r['static_tau']):>8} "
+        exp = fmt(r["expected_wrong_confident"], 1) if "expected_wrong_confident" in r else "-"
+        print(f"{name:<17} {config:<19} {fmt(r['adaptive_tau']):>7} {fmt(r['static_tau']):>8} "
               f"{fmt(r['random_tau']):>8} {fmt(r['ties_reported'], 2):>5} {fmt(r['false_tie_rate'], 2):>10} "
-              f"{r['n_confident']:>5} {r['n_wrong_confident']:>5} {r['n_pairs']:>5} "
+              f"{r['n_confident']:>5} {r['n_wrong_confident']:>5} {exp:>5} {r['n_pairs']:>5} "
               f"{fmt(r['pooled_confident_accuracy']):>6} {r['seconds']:>6.0f}")
 
 

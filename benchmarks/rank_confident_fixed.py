@@ -7,7 +7,7 @@ item) and the pairwise confidence itself. Fixed-length CAT gives every model
 
 Usage::
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/rank_confident_fixed.py --dataset musr --seeds 3
+    OPENBLAS_NUM_THREADS=1 python benchmarks/rank_confident_fixed.py --dataset musr --seeds 3 [--no-local-error]
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ def main() -> None:
     ap.add_argument("--dataset", default="musr")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--items", type=int, default=20)
+    ap.add_argument("--no-local-error", action="store_true", help="CAT without the local error check")
     args = ap.parse_args()
     warnings.simplefilter("ignore")  # incomplete reference models are dropped, as documented
     m = datasets.load(args.dataset)
@@ -34,7 +35,8 @@ def main() -> None:
         for group in ev.backtest_folds(m, folds=5, holdout=4, seed=s):
             ref, _ = m.drop_models(group).dropna("models")
             cal = fit_calibration(ref.scores)
-            make = ev.method_factory("cat", ref, calibration=cal, seed=s)
+            make = ev.method_factory("cat", ref, calibration=cal, seed=s,
+                                     **({"local_error": False} if args.no_local_error else {}))
             score = ev._oracle(m, ref)
             cols = [m.item_index(i) for i in ref.item_ids]
             truth = {g: float(m.scores[m.model_index(g), cols].mean()) for g in group}
@@ -44,7 +46,9 @@ def main() -> None:
                 right, total = ev.confident_counts(r, truth)
                 tot[key][0] += total - right
                 tot[key][1] += total
-    print(f"{args.dataset}, {args.seeds} seeds x 5 folds of 4, {args.items} items per model")
+    check = "without" if args.no_local_error else "with"
+    print(f"{args.dataset}, {args.seeds} seeds x 5 folds of 4, {args.items} items per model, "
+          f"{check} the local error check")
     for key, (wrong, total) in tot.items():
         print(f"  {key:<13} {wrong} wrong of {total} confident pairs")
 

@@ -378,3 +378,86 @@ def test_2pl_refuses_the_rasch_only_options(ref):
     with pytest.raises(ConfigurationError, match="use response='rasch' for them"):
         ContinuousCAT(ref, information="full", error_model=False)
     ContinuousCAT(ref, information="full", response="rasch", error_model=False)  # fine on the Rasch model
+
+
+# ------------------------------------------------ the references' local error
+def test_local_error_runs_every_reference_through_the_targets_posterior(ref):
+    from activeeval.methods.cat import AbilityPosterior
+
+    r = ref.drop_models(["m0"])
+    cat = ContinuousCAT(r, seed=0, error_model=False)
+    assert cat.local_error is True  # the default with the consistent calibration
+    play(cat, ref.model_scores("m0"), 12)
+    cal = cat.calibration
+    est = cat._local.estimates()
+    for j in (0, 7, 28):
+        post = AbilityPosterior(cal, cat.prior_mean, cat.prior_sd)
+        for i in cat.observed_items:
+            post.update(i, float(cal.scale(r.scores[j, i], i)))
+        assert est[j] == pytest.approx(post.mean, abs=1e-9)
+    # the references' truths are their abilities on every item, on the target's scale
+    np.testing.assert_allclose(cat._local.truth, np.ravel(cal.true_ability(cal.scale(r.scores))), atol=1e-6)
+
+
+@pytest.mark.parametrize("response", ["2pl", "rasch"])
+def test_local_error_is_the_shrunk_weighted_mse_and_never_lowers_the_variance(ref, response):
+    from activeeval.methods.cat import LOCAL_ERROR_SHRINK
+
+    r = ref.drop_models(["m0"])
+    on = ContinuousCAT(r, seed=0, response=response, error_scale=1.0, error_floor=0.01)
+    off = ContinuousCAT(r, seed=0, response=response, error_scale=1.0, error_floor=0.01, local_error=False)
+    truth = ref.model_scores("m0")
+    raised = 0
+    for _ in range(25):
+        i = on.select()
+        on.observe(i, truth[i])
+        off.observe(i, truth[i])
+        v = off.ability().var
+        assert v == pytest.approx(on.se**2 + 0.01 * (on.n_items - on.n_observed) / on.n_items, rel=1e-12)
+        est, t = on._local.estimates(), on._local.truth
+        w = np.exp(-0.5 * (est - on.theta) ** 2 / v)
+        ess = w.sum() ** 2 / (w**2).sum()
+        v_local = (w * (t - est) ** 2).sum() / w.sum()
+        expect = max(v, (ess * v_local + LOCAL_ERROR_SHRINK * v) / (ess + LOCAL_ERROR_SHRINK))
+        assert on.ability().var == pytest.approx(expect, rel=1e-10)
+        assert on.ability().var >= v and on.theta == off.theta  # the estimate itself is unchanged
+        raised += on.ability().var > v
+    assert raised > 0  # the check can bite
+    assert ContinuousCAT(r, calibration="paper", seed=0).local_error is False
+    with pytest.raises(ConfigurationError, match="local_error must be True, False or None"):
+        ContinuousCAT(r, seed=0, error_model=False, local_error="yes")
+
+
+def test_local_error_barely_moves_a_model_that_fits(ref):
+    # Scores drawn from the model itself: the references that answer like the target have its ability.
+    r = ref.drop_models([f"m{j}" for j in range(6)])
+    ratios = []
+    for j in range(6):
+        on = ContinuousCAT(r, seed=0, error_model=False)
+        off = ContinuousCAT(r, seed=0, error_model=False, local_error=False)
+        play(on, ref.model_scores(f"m{j}"), 20)
+        off.observe_many(on.observed_items, on.observed_scores)
+        ratios.append(on.ability().var / off.ability().var)
+    assert np.median(ratios) < 1.6
+
+
+def test_local_error_catches_musr_near_chance_models_whose_items_misled_them():
+    # Real data (the issue-11 investigation): SmolLM2-135M guesses, so the first items CAT asks it (one
+    # sub-task, two options) make it look far weaker than it is on the benchmark; the references that
+    # answer those items alike have abilities spread far wider than its posterior says.
+    from activeeval import datasets
+
+    m = datasets.load("musr")
+    held = ["HuggingFaceTB/SmolLM2-135M", "Qwen/Qwen2.5-32B", "databricks/dolly-v2-3b",
+            "cognitivecomputations/Dolphin3.0-Llama3.1-8B"]
+    r = m.drop_models(held)
+    opts = dict(error_scale=1.0, error_floor=0.0586, seed=0)  # the error model learned on these references
+    on = ContinuousCAT(r, **opts)
+    off = ContinuousCAT(r, calibration=on.calibration, local_error=False, **opts)
+    row = m.scores[m.model_index(held[0])]
+    play(on, row, 20)
+    off.observe_many(on.observed_items, on.observed_scores)
+    truth = float(np.ravel(on.calibration.true_ability(on.calibration.scale(row[None])))[0])
+    z_off = (on.theta - truth) / np.sqrt(off.ability().var)
+    z_on = (on.theta - truth) / np.sqrt(on.ability().var)
+    assert abs(z_off) > 3 and abs(z_on) < 2.5 and on.ability().var > 2.5 * off.ability().var

@@ -135,8 +135,11 @@ def test_rank_backtest_calibration_response_and_pairing_flags(toy):
     assert r.exit_code == 0, r.output
     out = json.loads(r.stdout)
     assert (out["calibration"], out["response"], out["pairing"]) == ("paper", "rasch", "partner")
-    for key in ("pooled_confident_accuracy", "n_confident", "n_wrong_confident", "ties_reported", "false_tie_rate"):
+    assert out["local_error"] is False  # off with the paper's calibration
+    for key in ("pooled_confident_accuracy", "n_confident", "n_wrong_confident", "expected_wrong_confident",
+                "ties_reported", "false_tie_rate"):
         assert key in out
+    assert 0.0 <= out["expected_wrong_confident"] <= 0.05 * out["n_confident"] + 1e-12  # each call has P >= γ
     assert out["n_pairs"] == 2 * 3
     assert "--calibration applies to --method cat only, not 'bayesame'; drop it" in bad(
         "rank-backtest", "--dataset", toy, "--folds", "2", "--holdout", "3", "--method", "bayesame",
@@ -145,5 +148,18 @@ def test_rank_backtest_calibration_response_and_pairing_flags(toy):
         "rank", "--dataset", toy, "--holdout", "3", "--calibration", "paper", "--response", "2pl")
     assert "--calibration must be consistent or paper, got 'jml'" in bad(
         "rank", "--dataset", toy, "--holdout", "3", "--calibration", "jml")
+    assert "--local-error/--no-local-error applies to --method cat only" in bad(
+        "rank-backtest", "--dataset", toy, "--folds", "2", "--holdout", "3", "--method", "bayesame",
+        "--no-local-error")
     assert "--pairing (pairing=) must be 'own' or 'partner', got 'x'" in bad(
         "rank", "--dataset", toy, "--holdout", "3", "--pairing", "x")
+
+
+def test_rank_local_error_flag_reaches_the_method(toy):
+    on = json.loads(run("rank-backtest", "--dataset", toy, "--folds", "1", "--holdout", "3", "--seeds", "1",
+                        "--json").stdout)
+    off = json.loads(run("rank-backtest", "--dataset", toy, "--folds", "1", "--holdout", "3", "--seeds", "1",
+                         "--json", "--no-local-error").stdout)
+    assert on["local_error"] is True and off["local_error"] is False
+    r = run("rank", "--dataset", toy, "--holdout", "3", "--no-local-error", "--json")
+    assert r.exit_code == 0, r.output

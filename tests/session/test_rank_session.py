@@ -156,3 +156,17 @@ def test_pair_aware_rank_session_replays_the_rankers_choices(tmp_path, ref_file,
     with pytest.raises(ConfigurationError, match=r"--pairing \(pairing=\) must be 'own' or 'partner'"):
         RankSession.create(tmp_path / "q.aeval", ref_file, models, pairing="pairs")
     assert not (tmp_path / "q.aeval").exists()
+
+
+def test_rank_session_keeps_the_local_error_setting(tmp_path, ref_file, alpaca) -> None:
+    ref, models, truth = alpaca
+    s = RankSession.create(tmp_path / "l.aeval", ref_file, models, seed=5, budget_per_model=6, local_error=False)
+    assert s._settings["method_kwargs"]["local_error"] is False
+    while (a := s.ask()) is not None:
+        s.tell(a.model, a.item_id, truth[a.model][a.item_id])
+    s.close()
+    with RankSession.open(tmp_path / "l.aeval") as s:
+        st = s.status()
+    direct = AdaptiveRanker(models, lambda m: make_method("cat", ref, seed=5, local_error=False),
+                            lambda m, i: truth[m][ref.item_ids[i]], budget=6 * MODELS).run()
+    assert st.result.items == direct.items and st.result.variances == direct.variances

@@ -43,11 +43,13 @@ def _method(method: str) -> str:
     return method
 
 
-def _calibration(method: str, calibration: Optional[str], response: Optional[str] = None) -> dict[str, str]:
-    """``--calibration`` / ``--response`` as keywords for CAT (only those given); refused for other methods."""
+def _calibration(method: str, calibration: Optional[str], response: Optional[str] = None,
+                 local_error: Optional[bool] = None) -> dict[str, Any]:
+    """``--calibration`` / ``--response`` / ``--[no-]local-error`` as keywords for CAT (only those given);
+    refused for other methods."""
     from activeeval.irt import CALIBRATION_METHODS, RESPONSES
 
-    out = {}
+    out: dict[str, Any] = {}
     if calibration is not None:
         if calibration not in CALIBRATION_METHODS:
             raise ConfigurationError(f"--calibration must be consistent or paper, got {calibration!r}")
@@ -58,8 +60,10 @@ def _calibration(method: str, calibration: Optional[str], response: Optional[str
         if calibration == "paper" and response == "2pl":
             raise ConfigurationError("--response 2pl needs --calibration consistent (the paper's is one-slope only)")
         out["response"] = response
+    if local_error is not None:
+        out["local_error"] = bool(local_error)
     if out and method.split("[", 1)[0].strip() != "cat":
-        flags = " and ".join(f"--{k}" for k in out)
+        flags = " and ".join("--local-error/--no-local-error" if k == "local_error" else f"--{k}" for k in out)
         verb, obj = ("apply", "them") if len(out) > 1 else ("applies", "it")
         raise ConfigurationError(f"{flags} {verb} to --method cat only, not {method!r}; drop {obj}")
     return out
@@ -95,6 +99,9 @@ def rank_command(
     response: Optional[str] = typer.Option(
         None, "--response", help="CAT only: 2pl (a slope and a noise per item) or rasch (one slope, the paper's "
         "model). [default: 2pl; rasch with --calibration paper]"),
+    local_error: Optional[bool] = typer.Option(
+        None, "--local-error/--no-local-error", help="CAT only: raise each model's error to the references' own "
+        "error on the items it took, where larger. [default: on; off with --calibration paper]"),
     pairing: str = typer.Option(
         "own", "--pairing", help="Item choice: own (each model's method) or partner (pair-aware: an item the "
         "other model of the undecided pair already took)."),
@@ -128,7 +135,7 @@ def rank_command(
 
     check_gamma(gamma)
     check_pairing(pairing)
-    cal_kw = _calibration(method, calibration, response)
+    cal_kw = _calibration(method, calibration, response, local_error)
     if session is not None:
         lm = {"model": model, "model_args": model_args, "task": task, "metric": metric, "filter_name": filter_name,
               "include_path": include_path, "num_fewshot": num_fewshot, "batch_size": batch_size, "device": device,
@@ -152,7 +159,7 @@ def _rank_session(session: Path, reference: Optional[str], models: Optional[str]
                   harness: Optional[str], method: str, gamma: float, budget_per_model: float,
                   costs: Optional[dict], min_items: int, seed: int, missing: str, read: dict[str, Any],
                   timeout: Optional[float], lm: dict[str, Any], as_json: bool, pairing: str = "own",
-                  cal_kw: Optional[dict[str, str]] = None) -> None:
+                  cal_kw: Optional[dict[str, Any]] = None) -> None:
     from activeeval.cli.session import rank_lines
     from activeeval.session.ranking import RankSession
     from activeeval.session.runner import drive_ranking
@@ -190,7 +197,7 @@ def _rank_session(session: Path, reference: Optional[str], models: Optional[str]
 
 def _simulate(dataset: str, models: Optional[str], holdout: Optional[int], method: str, gamma: float,
               budget_per_model: float, costs: Optional[str], min_items: int, seed: int, as_json: bool,
-              pairing: str = "own", cal_kw: Optional[dict[str, str]] = None) -> None:
+              pairing: str = "own", cal_kw: Optional[dict[str, Any]] = None) -> None:
     import numpy as np
     from rich.console import Console
     from rich.table import Table
@@ -263,6 +270,9 @@ def rank_backtest_command(
         help="CAT only: consistent or paper (the paper's §5 calibration). [default: consistent]"),
     response: Optional[str] = typer.Option(
         None, "--response", help="CAT only: 2pl or rasch (one slope). [default: 2pl; rasch with --calibration paper]"),
+    local_error: Optional[bool] = typer.Option(
+        None, "--local-error/--no-local-error", help="CAT only: raise each model's error to the references' own "
+        "error on the items it took, where larger. [default: on; off with --calibration paper]"),
     pairing: str = typer.Option("own", "--pairing", help="Item choice: own (each model's method) or partner "
                                 "(pair-aware)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -278,7 +288,7 @@ def rank_backtest_command(
     check_gamma(gamma)
     method = _method(method)
     check_pairing(pairing)
-    cal_kw = _calibration(method, calibration, response)
+    cal_kw = _calibration(method, calibration, response, local_error)
     matrix = resolve(dataset)
     if families is not None:
         fams = [f.strip() for f in families.split(",") if f.strip()]
@@ -297,6 +307,8 @@ def rank_backtest_command(
             "calibration": cal_kw.get("calibration", "consistent") if method == "cat" else None,
             "response": (cal_kw.get("response") or ("rasch" if cal_kw.get("calibration") == "paper" else "2pl"))
             if method == "cat" else None,
+            "local_error": cal_kw.get("local_error", cal_kw.get("calibration", "consistent") == "consistent")
+            if method == "cat" else None,
             "pairing": pairing, "n_runs": s["n_runs"],
             "adaptive_tau": s["adaptive_tau"], "random_tau": s["random_tau"], "static_tau": s["static_tau"],
             "fixed_tau": s["fixed_tau"], "items": s["items_adaptive"], "pct_used": s["pct_used"],
@@ -304,7 +316,8 @@ def rank_backtest_command(
             "adapt_tie_frac": s["adapt_tie_frac"], "gt_tie_frac": s["gt_tie_frac"],
             "confident_accuracy": s["confident_accuracy"],
             "pooled_confident_accuracy": s["pooled_confident_accuracy"],
-            "n_confident": s["n_confident"], "n_wrong_confident": s["n_wrong_confident"], "n_pairs": s["n_pairs"],
+            "n_confident": s["n_confident"], "n_wrong_confident": s["n_wrong_confident"],
+            "expected_wrong_confident": s["expected_wrong_confident"], "n_pairs": s["n_pairs"],
             "ties_reported": s["ties_reported"], "false_tie_rate": s["false_tie_rate"],
             "item_savings_vs_fixed": s["item_savings_vs_fixed"],
             "cost_savings_vs_fixed": s["cost_savings_vs_fixed"],
@@ -330,6 +343,7 @@ def rank_backtest_command(
     t2.add_row(f"{100 * s['adapt_tie_frac']:.0f}%", f"{100 * s['gt_tie_frac']:.0f}%",
                f"{100 * s['false_tie_rate']:.0f}%" if not math.isnan(s["false_tie_rate"]) else "nan",
                _fmt(s["tie_precision"], 2), _fmt(s["tie_recall"], 2), _fmt(s["tie_f1"], 2),
-               f"{s['n_confident']} ({s['n_wrong_confident']} wrong)", _fmt(s["pooled_confident_accuracy"], 3),
+               f"{s['n_confident']} ({s['n_wrong_confident']} wrong, {s['expected_wrong_confident']:.1f} expected)",
+               _fmt(s["pooled_confident_accuracy"], 3),
                f"{100 * s['item_savings_vs_fixed']:.0f}%", f"{100 * s['cost_savings_vs_fixed']:.0f}%")
     console.print(t2)

@@ -154,6 +154,26 @@ def confident_accuracy(result: RankResult, truth: Mapping[str, float]) -> tuple[
     return (correct / total if total else float("nan")), total
 
 
+def expected_wrong(result: RankResult) -> float:
+    """Σ over the confident pairs of 1 − P(the reported order): the wrong calls the ranker itself expects.
+
+    If its pairwise confidences are honest, the wrong confident calls of many
+    runs add up to about this (a ranker at γ = 0.95 whose calls all sit just
+    above γ expects 5 % of them wrong); many more wrong calls than expected
+    means over-confidence.
+    """
+    unsure = result.uncertain_pairs()
+    order = result.ranking
+    total = 0.0
+    for i, a in enumerate(order):
+        for b in order[i + 1:]:
+            if frozenset((a, b)) in unsure:
+                continue
+            p = result.confidence(a, b)
+            total += 1.0 - max(p, 1.0 - p)
+    return total
+
+
 def confident_counts(result: RankResult, truth: Mapping[str, float]) -> tuple[int, int]:
     """(correct, total) confident pairwise orderings of ``result`` against ``truth`` (see confident_accuracy)."""
     unsure = result.uncertain_pairs()
@@ -253,6 +273,7 @@ class RunRecord:
     n_correct_confident: int = 0
     n_distinct: int = 0
     n_false_ties: int = 0
+    expected_wrong: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -272,6 +293,7 @@ def simulate_ranking(
     calibration: str = "consistent",
     response: str | None = None,
     pairing: str = "own",
+    local_error: bool | None = None,
 ) -> RunRecord:
     """Rank ``holdout`` by simulation against their known scores, with the baselines and metrics.
 
@@ -280,7 +302,10 @@ def simulate_ranking(
     (``"consistent"`` or the paper's ``"paper"``, see
     :func:`activeeval.methods.cat.fit_calibration`), fitted once on the
     references and shared by every model; ``pairing`` the ranker's item
-    choice (:func:`activeeval.ranking.next_item`).
+    choice (:func:`activeeval.ranking.next_item`); ``local_error`` CAT's
+    check of its error against the references' on the same items
+    (:class:`activeeval.methods.cat.LocalError`; default on with the
+    consistent calibration).
     """
     gamma = check_gamma(gamma)
     check_pairing(pairing)
@@ -306,7 +331,10 @@ def simulate_ranking(
         from activeeval.methods.cat import fit_calibration
 
         cal = fit_calibration(reference.scores, method=calibration, response=response)
-    make = method_factory(method, reference, calibration=cal, seed=seed)
+    if local_error is not None and method != "cat":
+        raise ConfigurationError("--local-error/--no-local-error (local_error=) applies to --method cat only")
+    cat_opts = {} if local_error is None else {"local_error": local_error}
+    make = method_factory(method, reference, calibration=cal, seed=seed, **cat_opts)
     budget = budget_per_model * sum(costs.values())
     adaptive = AdaptiveRanker(models, make, score, costs=costs, gamma=gamma, min_items=min_items,
                               budget=budget, pairing=pairing).run()
@@ -332,12 +360,12 @@ def simulate_ranking(
         tie_precision=tp, tie_recall=tr, tie_f1=tf, adapt_tie_frac=len(pred_ties) / n_pairs,
         gt_tie_frac=len(gt_ties) / n_pairs, confident_accuracy=acc, n_confident=n_conf, n_pairs=n_pairs,
         n_correct_confident=n_right, n_distinct=len(distinct),
-        n_false_ties=len(pred_ties & distinct),
+        n_false_ties=len(pred_ties & distinct), expected_wrong=expected_wrong(adaptive),
     )
     if not baselines:
         return rec
     # Random at the adaptive ranker's spend.
-    rand_make = method_factory(method, reference, calibration=cal, seed=seed + 7919)
+    rand_make = method_factory(method, reference, calibration=cal, seed=seed + 7919, **cat_opts)
     rnd = rank_random(models, rand_make, score, budget=max(adaptive.cost_spent, min(costs.values())),
                       costs=costs, gamma=gamma, seed=np.random.default_rng([seed, 1]))
     rec.random_tau = kendall_tau(rnd.means, truth)
@@ -353,7 +381,8 @@ def simulate_ranking(
     rec.items_static = len(subset) * len(models)
     # Fixed-length CAT: everyone gets the busiest model's count.
     n_fixed = max(adaptive.items_per_model.values())
-    fixed = rank_fixed_length(models, method_factory(method, reference, calibration=cal, seed=seed), score,
+    fixed = rank_fixed_length(models, method_factory(method, reference, calibration=cal, seed=seed, **cat_opts),
+                              score,
                               n_items=n_fixed, costs=costs, gamma=gamma)
     rec.fixed_tau = kendall_tau(fixed.means, truth)
     rec.items_fixed = fixed.n_items_used
@@ -392,6 +421,7 @@ def run_backtest(
     calibration: str = "consistent",
     response: str | None = None,
     pairing: str = "own",
+    local_error: bool | None = None,
 ) -> list[RunRecord]:
     """The paper's Table 2–4 protocol: ``seeds`` x ``folds`` held-out sets, each ranked by all methods."""
     if method not in RANK_METHODS:
@@ -405,7 +435,7 @@ def run_backtest(
         for group in backtest_folds(matrix, folds=folds, holdout=holdout, seed=s):
             out.append(simulate_ranking(matrix, group, method=method, gamma=gamma, budget_per_model=budget_per_model,
                                         min_items=min_items, seed=s, calibration=calibration, response=response,
-                                        pairing=pairing))
+                                        pairing=pairing, local_error=local_error))
             if progress is not None:
                 progress(len(out), total)
     return out
@@ -424,6 +454,7 @@ def run_family_holdout(
     calibration: str = "consistent",
     response: str | None = None,
     pairing: str = "own",
+    local_error: bool | None = None,
 ) -> list[RunRecord]:
     """Family hold-out (paper §7.5): rank every complete model of ``families``, calibrating on the other families.
 
@@ -442,7 +473,7 @@ def run_family_holdout(
     return [
         simulate_ranking(matrix, targets, method=method, gamma=gamma, budget_per_model=budget_per_model,
                          min_items=min_items, seed=s, reference=reference, calibration=calibration,
-                         response=response, pairing=pairing)
+                         response=response, pairing=pairing, local_error=local_error)
         for s in range(first_seed, first_seed + seeds)
     ]
 
@@ -472,6 +503,7 @@ def summarise(records: Sequence[RunRecord]) -> dict[str, float]:
     out["n_pairs"] = n_pairs
     out["n_confident"] = n_conf
     out["n_wrong_confident"] = n_conf - n_right
+    out["expected_wrong_confident"] = float(sum(r.expected_wrong for r in records))
     out["pooled_confident_accuracy"] = n_right / n_conf if n_conf else float("nan")
     out["ties_reported"] = (n_pairs - n_conf) / n_pairs if n_pairs else float("nan")
     out["false_tie_rate"] = sum(r.n_false_ties for r in records) / n_distinct if n_distinct else float("nan")

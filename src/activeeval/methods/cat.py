@@ -31,6 +31,7 @@ import bisect
 from collections.abc import Sequence
 
 import numpy as np
+from scipy.special import log_expit
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
@@ -216,6 +217,95 @@ class AbilityPosterior:
         top = top[np.isfinite(info[top])]
         # best first; equal information goes to the lower index (deterministic)
         return [int(i) for i in sorted(top.tolist(), key=lambda i: (-info[i], i))][:take]
+
+
+#: Pseudo-observations of the model's own variance in :class:`LocalError` (a handful of similar
+#: references cannot on their own claim the error is larger than the model says).
+LOCAL_ERROR_SHRINK = 10.0
+
+
+class LocalError:
+    """The references' error on the target's own items: how far off an estimate like this one has been.
+
+    Every reference model is run through the same posterior as the target on
+    the items the target has taken (the same prior, likelihood and item
+    parameters, its own scores), giving θ̂_j(S). Among the references whose
+    θ̂_j(S) lies near the target's θ̂ (Gaussian weights, bandwidth the
+    model's own error sd), the mean squared error of those estimates against
+    their full-benchmark abilities θ*_j,
+
+        v_S = Σ_j w_j (θ*_j − θ̂_j(S))² / Σ_j w_j,   w_j = exp(−(θ̂_j(S) − θ̂)² / 2v),
+
+    says how wrong an estimate from *these* items has been for models that
+    answered them like the target — bias included. It is shrunk to the
+    model's variance v with :data:`LOCAL_ERROR_SHRINK` pseudo-observations
+    (by the effective number of references, (Σw)²/Σw²), and only ever raises v.
+
+    This catches what a pooled error model cannot: item sets that are not
+    representative of the benchmark for a model of this kind. On MuSR a
+    near-chance model gets its first items from one sub-task (where guessing
+    looks like a low ability) and the references that answer those items the
+    same way have abilities spread four times wider than its posterior says.
+    Costs O(K·G) per item and per variance (K references, G grid points).
+    """
+
+    def __init__(self, calibration: Calibration, scores: np.ndarray, grid: np.ndarray, prior_mean: float,
+                 prior_sd: float, likelihood: str = "quasi") -> None:
+        self.calibration = calibration
+        self.scores = np.asarray(scores, dtype=float)
+        self.grid = grid
+        self.likelihood = likelihood
+        if calibration.method == "consistent" and calibration.theta_ref.shape[0] == self.scores.shape[0]:
+            self.truth = np.asarray(calibration.theta_ref, dtype=float)
+        else:
+            self.truth = np.ravel(calibration.true_ability(calibration.scale(self.scores)))
+        # log posterior of reference j on the grid = common(θ) + own[j](θ) + a constant of j: both the
+        # 2PL normal and the Rasch quasi-likelihood are linear in the score, so an item adds one vector to
+        # every reference (the part that does not depend on the score) plus a rank-one term.
+        self.common = -0.5 * ((grid - prior_mean) / prior_sd) ** 2
+        self.own = np.zeros((self.scores.shape[0], grid.size))
+
+    def update(self, item: int) -> None:
+        """Condition every reference on its own score of ``item``."""
+        cal = self.calibration
+        y = np.asarray(cal.scale(self.scores[:, item], item), dtype=float)
+        if cal.slopes is not None:
+            # −(y − μ)²/2s² = (y/s²)·μ − μ²/2s² − y²/2s² (the last is constant in θ)
+            mu = cal.item_mean(self.grid, item)
+            s2 = float(cal.noise[item])
+            self.common -= 0.5 * mu * mu / s2
+            self.own += np.outer(y / s2, mu)
+        elif self.likelihood == "quasi":
+            # (log σ(z) − (1 − y)·z)/k = (log σ(z) − z)/k + y·z/k
+            z = self.grid - float(cal.b[item])
+            k = float(cal.k)
+            self.common += (log_expit(z) - z) / k
+            self.own += np.outer(y / k, z)
+        else:
+            self.own += log_likelihood(self.grid, float(cal.b[item]), y[:, None], float(cal.k), self.likelihood)
+
+    def estimates(self) -> np.ndarray:
+        """θ̂_j(S), every reference's posterior mean on the items seen so far."""
+        lp = self.own + self.common
+        lp -= lp.max(axis=1, keepdims=True)
+        # weights below e⁻⁶⁰ of the mode change nothing; clipping them keeps exp off the slow subnormal path
+        np.maximum(lp, -60.0, out=lp)
+        np.exp(lp, out=lp)
+        return (lp @ self.grid) / lp.sum(axis=1)
+
+    def variance(self, theta_hat: float, model_var: float) -> float:
+        """max(model_var, the shrunk local mean squared error v_S) for an estimate ``theta_hat``."""
+        if not (model_var > 0):
+            return model_var
+        est = self.estimates()
+        w = np.exp(-0.5 * (est - theta_hat) ** 2 / model_var)
+        total = float(w.sum())
+        if not (total > 0):
+            return model_var
+        v_local = float(w @ (self.truth - est) ** 2) / total
+        ess = total * total / float(w @ w)
+        shrunk = (ess * v_local + LOCAL_ERROR_SHRINK * model_var) / (ess + LOCAL_ERROR_SHRINK)
+        return max(model_var, shrunk)
 
 
 def default_prior(calibration: Calibration, prior_mean: float | None = None,
@@ -417,6 +507,10 @@ class ContinuousCAT(BaseMethod):
     error_scale, error_floor : float, optional
         Set the error model Var(θ̂ − θ*) = error_scale·SE² + error_floor·(N − n)/N
         instead of learning it (a session stores the learned values).
+    local_error : bool, optional
+        Raise the error model's variance to the references' own error on the
+        items this model has taken, where that is larger (:class:`LocalError`).
+        Default: on with the consistent calibration, off with the paper's.
     prior_mean, prior_sd : float, optional
         Prior θ ~ N(θ0, σ0²). Defaults: mean and sd of the reference
         abilities — the population they come from (:func:`default_prior`).
@@ -451,6 +545,7 @@ class ContinuousCAT(BaseMethod):
         error_model: bool | None = None,
         error_scale: float | None = None,
         error_floor: float | None = None,
+        local_error: bool | None = None,
         prior_mean: float | None = None,
         prior_sd: float | None = None,
         information: str = "tilde",
@@ -516,6 +611,12 @@ class ContinuousCAT(BaseMethod):
         self._ability = AbilityPosterior(calibration, self.prior_mean, self.prior_sd, information=information,
                                          likelihood=likelihood, grid_points=grid_points)
         self.grid = self._ability.grid
+        if local_error is not None and not isinstance(local_error, (bool, np.bool_)):
+            raise ConfigurationError(f"local_error must be True, False or None, got {local_error!r}")
+        self.local_error = calibration.method == "consistent" if local_error is None else bool(local_error)
+        self._local = (LocalError(calibration, self.reference.scores, self.grid, self.prior_mean, self.prior_sd,
+                                  likelihood) if self.local_error else None)
+        self._var_cache: tuple[int, float] | None = None
 
         # Score-scale prediction: raw s_i = low_i + width_i·y_i; sums over all items at each grid θ.
         low, width = calibration.low, calibration.width
@@ -536,6 +637,9 @@ class ContinuousCAT(BaseMethod):
     def _update(self, item: int, score: float) -> None:
         cal = self.calibration
         self._ability.update(item, float(cal.scale(score, item)))
+        if self._local is not None:
+            self._local.update(item)
+        self._var_cache = None
         mu = cal.item_mean(self.grid, item)
         w = float(cal.width[item])
         self._t1 -= w * mu
@@ -585,9 +689,16 @@ class ContinuousCAT(BaseMethod):
         return float(np.sqrt(self._ability.var))
 
     def _ability_var(self) -> float:
-        """c·SE² + τ²·(N − n)/N: the error model, whose floor vanishes as every item gets seen."""
+        """c·SE² + τ²·(N − n)/N (the error model, whose floor vanishes as every item gets seen), raised
+        to the references' local error on these items with ``local_error`` (:class:`LocalError`)."""
+        if self._var_cache is not None and self._var_cache[0] == self.n_observed:
+            return self._var_cache[1]
         cal = self.calibration
-        return cal.error_scale * self._ability.var + cal.error_floor * (self.n_items - self.n_observed) / self.n_items
+        var = cal.error_scale * self._ability.var + cal.error_floor * (self.n_items - self.n_observed) / self.n_items
+        if self._local is not None and self.n_observed > 0:
+            var = self._local.variance(self._ability.mean, var)
+        self._var_cache = (self.n_observed, var)
+        return var
 
     def ability(self) -> Estimate:
         """θ̂ and the variance of its error, as an :class:`Estimate` (unbounded; what the ranker uses).
