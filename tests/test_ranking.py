@@ -393,8 +393,6 @@ def test_summary_pools_confident_pairs_and_counts_false_ties():
 
 
 def test_expected_wrong_sums_the_doubt_of_the_confident_pairs():
-    from activeeval.experiments.ranking_eval import expected_wrong
-    from activeeval.methods.estimate import Estimate
     from activeeval.ranking import RankResult
 
     means = {"a": 1.0, "b": 0.0, "c": -0.05}
@@ -403,8 +401,6 @@ def test_expected_wrong_sums_the_doubt_of_the_confident_pairs():
     res = RankResult(ranking=("a", "b", "c"), means=means, variances=variances, estimates=est,
                      items_per_model={m: 5 for m in means}, cost_spent=15.0, ties=(("b", "c"),),
                      stop_reason="budget", gamma=0.95)
-    from scipy.stats import norm
-
     want = sum(norm.cdf(-(means[x] - means[y]) / np.sqrt(0.2)) for x, y in (("a", "b"), ("a", "c")))
     assert res.confidence("a", "b") > 0.95 and frozenset(("b", "c")) in res.uncertain_pairs()
-    assert expected_wrong(res) == pytest.approx(want, rel=1e-9)
+    assert ev.expected_wrong(res) == pytest.approx(want, rel=1e-9)
