@@ -154,6 +154,16 @@ def confident_accuracy(result: RankResult, truth: Mapping[str, float]) -> tuple[
     return (correct / total if total else float("nan")), total
 
 
+def _confident_pairs(result: RankResult):
+    """(higher, lower) in the reported order, for every pair the ranker did not leave undecided at γ."""
+    unsure = result.uncertain_pairs()
+    order = result.ranking
+    for i, a in enumerate(order):
+        for b in order[i + 1:]:
+            if frozenset((a, b)) not in unsure:
+                yield a, b
+
+
 def expected_wrong(result: RankResult) -> float:
     """Σ over the confident pairs of 1 − P(the reported order): the wrong calls the ranker itself expects.
 
@@ -162,30 +172,20 @@ def expected_wrong(result: RankResult) -> float:
     above γ expects 5 % of them wrong); many more wrong calls than expected
     means over-confidence.
     """
-    unsure = result.uncertain_pairs()
-    order = result.ranking
     total = 0.0
-    for i, a in enumerate(order):
-        for b in order[i + 1:]:
-            if frozenset((a, b)) in unsure:
-                continue
-            p = result.confidence(a, b)
-            total += 1.0 - max(p, 1.0 - p)
+    for a, b in _confident_pairs(result):
+        p = result.confidence(a, b)
+        total += 1.0 - max(p, 1.0 - p)
     return total
 
 
 def confident_counts(result: RankResult, truth: Mapping[str, float]) -> tuple[int, int]:
     """(correct, total) confident pairwise orderings of ``result`` against ``truth`` (see confident_accuracy)."""
-    unsure = result.uncertain_pairs()
     correct = total = 0
-    order = result.ranking
-    for i, a in enumerate(order):
-        for b in order[i + 1:]:
-            if frozenset((a, b)) in unsure:
-                continue
-            total += 1
-            predicted_a_first = result.means[a] >= result.means[b]
-            correct += truth[a] == truth[b] or (truth[a] > truth[b]) == predicted_a_first
+    for a, b in _confident_pairs(result):
+        total += 1
+        predicted_a_first = result.means[a] >= result.means[b]
+        correct += truth[a] == truth[b] or (truth[a] > truth[b]) == predicted_a_first
     return correct, total
 
 
