@@ -461,3 +461,15 @@ def test_local_error_catches_musr_near_chance_models_whose_items_misled_them():
     z_off = (on.theta - truth) / np.sqrt(off.ability().var)
     z_on = (on.theta - truth) / np.sqrt(on.ability().var)
     assert abs(z_off) > 3 and abs(z_on) < 2.5 and on.ability().var > 2.5 * off.ability().var
+
+
+def test_local_error_stays_finite_for_a_target_far_from_every_reference(ref):
+    # Found by the robustness backtest: weights ~1e-170 whose squares underflow to 0 (ZeroDivisionError).
+    r = ref.drop_models(["m0"])
+    cat = ContinuousCAT(r, seed=0, error_model=False)
+    play(cat, ref.model_scores("m0"), 10)
+    est = cat._local.estimates()
+    v = 0.01
+    far = float(est.min()) - 28.0 * np.sqrt(v)  # exp(−28²/2) ≈ 1e-170 for the nearest reference
+    got = cat._local.variance(far, v)
+    assert np.isfinite(got) and got >= v

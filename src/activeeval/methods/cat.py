@@ -304,7 +304,8 @@ class LocalError:
         if not (total > 0):
             return model_var
         v_local = float(w @ (self.truth - est) ** 2) / total
-        ess = total * total / float(w @ w)
+        w = w / w.max()  # (Σw)²/Σw² is scale-free; unscaled, Σw² underflows for a target far from every reference
+        ess = float(w.sum()) ** 2 / float(w @ w)
         shrunk = (ess * v_local + LOCAL_ERROR_SHRINK * model_var) / (ess + LOCAL_ERROR_SHRINK)
         return max(model_var, shrunk)
 
