@@ -15,6 +15,7 @@ from activeeval.experiments import ranking_eval as ev
 from activeeval.methods.estimate import Estimate
 from activeeval.ranking import (
     AdaptiveRanker,
+    RankResult,
     allocation_value,
     check_costs,
     choose_model,
@@ -23,6 +24,7 @@ from activeeval.ranking import (
     pairwise_confidence,
     rank_fixed_length,
     rank_random,
+    rank_static,
     scale_of,
     static_subset,
     uncertain_adjacent,
@@ -124,6 +126,20 @@ def test_random_and_fixed_baselines():
 
 def test_static_subset():
     assert static_subset(np.array([0.1, 0.9, np.nan, 0.5]), 2).tolist() == [1, 3]
+
+
+def test_static_ranking_is_a_rank_result_with_sampling_variances_and_ties():
+    table = {"a": [1, 1, 1, 0], "b": [1, 0, 1, 0], "c": [0, 0, 0, 0]}
+    res = rank_static(list(table), np.array([0, 1, 2, 3]), lambda m, i: float(table[m][i]), n_items=40)
+    assert isinstance(res, RankResult) and res.ranking == ("a", "b", "c") and res.stop_reason == "fixed"
+    assert res.means == {"a": 0.75, "b": 0.5, "c": 0.0}
+    assert res.variances["a"] == pytest.approx(np.var([1, 1, 1, 0], ddof=1) / 4) and res.variances["c"] == 0.0
+    assert res.estimates["b"].n_items == 40 and res.items_per_model == {"a": 4, "b": 4, "c": 4}
+    # a vs b: Φ(0.25 / √(0.0625 + 0.0833)) = 0.74 is undecided at γ = 0.95; b vs c: b's sd 0.29 → P 0.96
+    assert res.ties == tuple(uncertain_adjacent(["a", "b", "c"], res.means, res.variances, 0.95))
+    assert ("a", "b") in res.ties
+    with pytest.raises(ConfigurationError, match="the static subset is empty"):
+        rank_static(["a", "b"], np.array([], dtype=int), lambda m, i: 0.0)
 
 
 def test_scale_choice():

@@ -376,8 +376,8 @@ def simulate_ranking(
     scaler = cal if cal is not None else calibrate(reference.scores, method="paper")
     itc = corrected_item_total_correlation(scaler.scale(reference.scores))
     subset = static_subset(itc, min(n_static, reference.n_items))
-    st = rank_static(models, subset, score)
-    rec.static_tau = kendall_tau(st, truth)
+    st = rank_static(models, subset, score, n_items=reference.n_items, costs=costs, gamma=gamma)
+    rec.static_tau = kendall_tau(st.means, truth)
     rec.items_static = len(subset) * len(models)
     # Fixed-length CAT: everyone gets the busiest model's count.
     n_fixed = max(adaptive.items_per_model.values())
