@@ -136,6 +136,19 @@ def test_shared_data_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setenv(impl.SHARED_DATA_ENV, str(tmp_path / "nowhere"))
     with pytest.raises(ConfigurationError, match=r"ACTIVEEVAL_SHARED_DATA=.*nowhere' has no catalog.json; point it"):
         impl.shared_data_dir()
+    monkeypatch.delenv(impl.SHARED_DATA_ENV)
+    assert datasets.load("toy", data_dir=tmp_path).n_items == 2  # an explicit folder, no environment
+    with pytest.raises(ConfigurationError, match=r"data_dir=.*nowhere' has no catalog.json; point it"):
+        datasets.load("toy", data_dir=tmp_path / "nowhere")
+
+
+def test_shared_data_does_not_depend_on_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "shared" / "data").mkdir(parents=True)
+    (tmp_path / "shared" / "data" / "catalog.json").write_text("[]")
+    monkeypatch.delenv(impl.SHARED_DATA_ENV, raising=False)
+    before = impl.shared_data_dir()
+    monkeypatch.chdir(tmp_path)
+    assert impl.shared_data_dir() == before  # not tmp_path/shared/data: where you stand does not matter
 
 
 def test_corrupt_shared_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -117,38 +117,40 @@ def _shared_catalog(folder: Path) -> dict[str, DatasetInfo]:
         raise DataFormatError(
             f"{folder / _CATALOG}: cannot read the shared data catalog ({exc!r}); fix the file or set "
             f"{SHARED_DATA_ENV} to another folder"
-        ) from None
+        ) from exc
 
 
-def shared_data_dir() -> Path | None:
+def shared_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path | None:
     """The project's shared data folder (``shared/data`` with a ``catalog.json``), or None.
 
-    Looks at the ``ACTIVEEVAL_SHARED_DATA`` environment variable first, then
-    walks up from the current directory and from this file, checking
-    ``<ancestor>/shared/data`` (so a checkout at ``/work/main`` finds
-    ``/work/shared/data``).
+    In order: ``data_dir`` when given, then the ``ACTIVEEVAL_SHARED_DATA``
+    environment variable (either must hold a ``catalog.json``), then
+    ``<ancestor>/shared/data`` for the ancestors of the installed package (a
+    checkout at ``/work/main``, or a virtual environment inside it, finds
+    ``/work/shared/data``). Never the current directory: where you stand does
+    not change what :func:`load` reads.
     """
-    env = os.environ.get(SHARED_DATA_ENV)
-    if env:
-        folder = Path(env).expanduser()
-        if not (folder / _CATALOG).is_file():
-            raise ConfigurationError(
-                f"{SHARED_DATA_ENV}={env!r} has no {_CATALOG}; point it to the folder holding the shared "
-                "score files and their catalog.json, or unset it"
-            )
-        return folder.resolve()
-    for start in (Path.cwd(), Path(__file__).resolve().parent):
-        for ancestor in (start, *start.parents):
-            folder = ancestor / "shared" / "data"
-            if (folder / _CATALOG).is_file():
-                return folder.resolve()
+    for given, what in ((data_dir, "data_dir"), (os.environ.get(SHARED_DATA_ENV), SHARED_DATA_ENV)):
+        if given:
+            folder = Path(given).expanduser()
+            if not (folder / _CATALOG).is_file():
+                raise ConfigurationError(
+                    f"{what}={os.fspath(given)!r} has no {_CATALOG}; point it to the folder holding the shared "
+                    "score files and their catalog.json, or unset it"
+                )
+            return folder.resolve()
+    here = Path(__file__).resolve().parent
+    for ancestor in (here, *here.parents):
+        folder = ancestor / "shared" / "data"
+        if (folder / _CATALOG).is_file():
+            return folder.resolve()
     return None
 
 
-def _all_known() -> dict[str, DatasetInfo]:
+def _all_known(data_dir: str | os.PathLike[str] | None = None) -> dict[str, DatasetInfo]:
     """Bundled datasets, then the shared folder's others (when it is found)."""
     known = dict(_bundled_catalog())
-    folder = shared_data_dir()
+    folder = shared_data_dir(data_dir)
     if folder is not None:
         for name, entry in _shared_catalog(folder).items():
             known.setdefault(name, entry)
@@ -167,19 +169,19 @@ def _unknown(name: object, known: dict[str, DatasetInfo], *, or_path: bool = Fal
 
 
 # ------------------------------------------------------------------ public
-def info(name: str) -> DatasetInfo:
+def info(name: str, *, data_dir: str | os.PathLike[str] | None = None) -> DatasetInfo:
     """Catalog entry of a bundled (or shared) dataset; :class:`UnknownDatasetError` if none."""
     key = str(name).strip().lower()
     bundled = _bundled_catalog()
     if key in bundled:
         return bundled[key]
-    known = _all_known()
+    known = _all_known(data_dir)
     if key in known:
         return known[key]
     raise _unknown(name, known)
 
 
-def load(name: str) -> ScoreMatrix:
+def load(name: str, *, data_dir: str | os.PathLike[str] | None = None) -> ScoreMatrix:
     """Load a dataset by name as a :class:`ScoreMatrix` (models x items).
 
     Parameters
@@ -188,6 +190,8 @@ def load(name: str) -> ScoreMatrix:
         A bundled dataset (``list_datasets()``), e.g. ``"ifeval"``, or a
         dataset of the project's shared data folder (e.g.
         ``"wmt21_en-zh_chrf"``) when :func:`shared_data_dir` finds it.
+    data_dir : path-like, optional
+        The shared data folder to look in (see :func:`shared_data_dir`).
 
     Returns
     -------
@@ -196,8 +200,8 @@ def load(name: str) -> ScoreMatrix:
         entries stay NaN: the methods apply the missing-score policy. The
         result is cached (it is immutable).
     """
-    entry = info(name)
-    return _load_cached(entry.name, None if entry.bundled else shared_data_dir())
+    entry = info(name, data_dir=data_dir)
+    return _load_cached(entry.name, None if entry.bundled else shared_data_dir(data_dir))
 
 
 def _read_dataset(path: Path, entry: DatasetInfo) -> ScoreMatrix:
@@ -233,7 +237,8 @@ def _load_cached(name: str, shared_folder: Path | None) -> ScoreMatrix:
     return matrix
 
 
-def list_datasets(include_shared: bool = False) -> list[DatasetInfo]:
+def list_datasets(include_shared: bool = False, *, data_dir: str | os.PathLike[str] | None = None
+                  ) -> list[DatasetInfo]:
     """Catalog entries of the bundled datasets, in catalog order.
 
     Parameters
@@ -241,10 +246,12 @@ def list_datasets(include_shared: bool = False) -> list[DatasetInfo]:
     include_shared : bool
         Also list the datasets of the project's shared data folder that are
         not bundled (when :func:`shared_data_dir` finds it).
+    data_dir : path-like, optional
+        The shared data folder (see :func:`shared_data_dir`).
     """
     entries = [*_bundled_catalog().values()]
     if include_shared:
-        folder = shared_data_dir()
+        folder = shared_data_dir(data_dir)
         if folder is not None:
             bundled = _bundled_catalog()
             entries += [e for name, e in _shared_catalog(folder).items() if name not in bundled]
@@ -254,7 +261,8 @@ def list_datasets(include_shared: bool = False) -> list[DatasetInfo]:
 _FILE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".parquet", ".pq", ".jsonl", ".jsonl.gz", ".json")
 
 
-def resolve(name_or_path: str | os.PathLike[str], **read_kwargs: object) -> ScoreMatrix:
+def resolve(name_or_path: str | os.PathLike[str], *, data_dir: str | os.PathLike[str] | None = None,
+            **read_kwargs: object) -> ScoreMatrix:
     """A dataset name or a score file, as a :class:`ScoreMatrix`.
 
     Parameters
@@ -263,6 +271,8 @@ def resolve(name_or_path: str | os.PathLike[str], **read_kwargs: object) -> Scor
         A dataset name (see :func:`load`) or the path of a wide/long
         CSV/Parquet/JSONL file (see :func:`~activeeval.data.io.read_scores`).
         An existing file wins over a dataset of the same name.
+    data_dir : path-like, optional
+        The shared data folder for a dataset name (see :func:`shared_data_dir`).
     **read_kwargs
         Passed to :func:`~activeeval.data.io.read_scores` for a file
         (``layout``, ``kind``, ``score_range``, ...). Not allowed with a
@@ -277,7 +287,7 @@ def resolve(name_or_path: str | os.PathLike[str], **read_kwargs: object) -> Scor
         from activeeval.data.io import read_scores
 
         return read_scores(path, **read_kwargs)  # type: ignore[arg-type]
-    known = _all_known()
+    known = _all_known(data_dir)
     if text.strip().lower() not in known:
         raise _unknown(text, known, or_path=True)
     if read_kwargs:
@@ -285,4 +295,4 @@ def resolve(name_or_path: str | os.PathLike[str], **read_kwargs: object) -> Scor
             f"{sorted(read_kwargs)} only apply when reading a file, but {text!r} is a dataset name; "
             "drop them, or save the dataset with write_scores() and read the file"
         )
-    return load(text)
+    return load(text, data_dir=data_dir)
