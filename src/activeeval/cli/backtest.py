@@ -31,6 +31,7 @@ from activeeval.cli.common import (
     load_dataset,
     make_app,
     print_json,
+    progress_bar,
     read_options,
 )
 from activeeval.exceptions import ConfigurationError
@@ -103,10 +104,10 @@ def _write_frame(frame, path: Path, output_format: str) -> Path:  # noqa: ANN001
     if output_format == "parquet":
         try:
             frame.to_parquet(path.with_suffix(".parquet"), index=False)
-        except ImportError:
+        except ImportError as exc:
             raise ConfigurationError(
                 'Parquet output needs pyarrow: pip install "activeeval[parquet]", or pass --format csv'
-            ) from None
+            ) from exc
         return path.with_suffix(".parquet")
     frame.to_csv(path.with_suffix(".csv"), index=False)
     return path.with_suffix(".csv")
@@ -219,9 +220,8 @@ def backtest_command(
     )
     if seeds is None:
         _print_estimate(matrix, config, workers)
-    result = run_backtest(
-        matrix, config, workers=workers, backend=backend, address=address, progress=progress and not as_json
-    )
+    with progress_bar("backtest", progress and not as_json) as update:
+        result = run_backtest(matrix, config, workers=workers, backend=backend, address=address, progress=update)
     summary = summarize(result, epsilon2)
     if out is not None:
         out = out.expanduser()
@@ -356,8 +356,9 @@ def table1_command(
         for regime in ("interpolation", "extrapolation"):
             config = BacktestConfig(methods=names, regime=regime, ref_fraction=0.5, n_targets=10, n_seeds=seeds,
                                     shared_order=shared)
-            res = run_backtest(matrix, config, workers=workers, backend=backend, address=address,
-                               progress=progress and not as_json)
+            with progress_bar(f"{d} {regime}", progress and not as_json) as update:
+                res = run_backtest(matrix, config, workers=workers, backend=backend, address=address,
+                                   progress=update)
             results[(d, regime)] = (res, summarize(res))
             if not as_json:
                 typer.echo(f"{d} {regime}: {res.wall_time:.1f} s", err=True)

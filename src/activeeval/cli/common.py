@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Optional, TypeVar
 
 import typer
@@ -42,6 +43,37 @@ def _main(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ) -> None:
     """Efficient, trustworthy LLM evaluation on a few actively chosen items."""
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
+    """A Rich progress bar on stderr for ``with``: yields the ``(done, total)`` callback the library's long runs
+    take (``run_backtest(progress=...)``), or None when ``enabled`` is false."""
+    if not enabled:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    bar = Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
+                   console=Console(stderr=True), transient=True)
+    task = None
+
+    def update(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            task = bar.add_task("runs", total=total)
+        bar.update(task, completed=done, total=total)
+
+    with bar:
+        yield update
 
 
 # Options several commands share (one definition, so the flags and their help read the same everywhere).
