@@ -46,7 +46,7 @@ def synthetic(n_models: int, n_items: int, seed: int = 0) -> tuple[ScoreMatrix, 
 def bench(n_items: int, n_models: int, steps: int, response: str, local_error: bool = True) -> dict[str, float]:
     ref, truth = synthetic(n_models, n_items)
     t0 = time.perf_counter()
-    cat = ContinuousCAT(ref, seed=0, n_max=steps + 1, response=response, local_error=local_error)
+    cat = ContinuousCAT(ref, seed=0, response=response, local_error=local_error)
     setup = time.perf_counter() - t0
     sel, obs, total, abil = [], [], [], []
     for _ in range(steps):

@@ -31,6 +31,7 @@ import numpy as np
 from activeeval import datasets
 from activeeval.experiments.simulate import hold_out, run_until_stop
 from activeeval.methods.registry import make_method, parse_method_spec, split_method_list
+from activeeval.stopping import WindowCIRule
 
 METHODS = "bayesame,bayesame-paper,bayesame-paper[noise=learned],rs-mean"
 
@@ -40,8 +41,8 @@ def one_run(args: tuple[str, str, str, int, float]) -> tuple[str, str, float, fl
     warnings.simplefilter("ignore")  # missing-score notes: the drop policy is the documented default
     split = hold_out(datasets.load(dataset), target)
     name, options = parse_method_spec(method)
-    m = make_method(name, split.reference, epsilon2=epsilon2, seed=seed, **options)
-    run_until_stop(m, split.truth)
+    m = make_method(name, split.reference, seed=seed, **options)
+    run_until_stop(m, split.truth, WindowCIRule(epsilon2=epsilon2))
     est = m.estimate()
     lo, hi = est.ci()
     return dataset, method, est.mean - split.true_score, float(lo <= split.true_score <= hi), hi - lo, \

@@ -75,7 +75,7 @@ def sequential() -> dict[str, object]:
         target, refs = models[3], [m for k, m in enumerate(models) if k % 2 == 0 and k != 3]
         reference = matrix.select_models(refs)
         truth = matrix.model_scores(target)
-        rule = default_rule(n_max=25)  # the driver's rule: Algorithm 1 or 25 items
+        rule = default_rule(max_items=25)  # the driver's rule: Algorithm 1 or 25 items
         for name in METHODS:
             method = make_method(name, reference, seed=7)
             items, means, vars_ = [], [], []

@@ -126,7 +126,7 @@ def test_everything_observed_gives_exact_score_and_zero_variance(kind: str, esti
     est = method.estimate()
     assert est.mean == pytest.approx(target.mean(), abs=1e-12)
     assert est.var == pytest.approx(0.0, abs=1e-15)
-    assert method.stop_reason() == "exhausted"
+    assert method.exhausted
 
 
 @settings(max_examples=30, deadline=None)

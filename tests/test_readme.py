@@ -22,5 +22,5 @@ def test_readme_python_example_runs() -> None:
     namespace = {"my_harness": lambda item_id: float(truth[item_ids.index(item_id)]), "print": lambda *a: None}
     exec(compile(blocks[0], "README.md", "exec"), namespace)  # noqa: S102 - our own README
     est = namespace["est"]
-    assert namespace["method"].should_stop()
+    assert namespace["stop_reason"](namespace["rule"], namespace["method"]) is not None
     assert abs(est.mean - truth.mean()) < 0.05

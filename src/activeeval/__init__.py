@@ -3,10 +3,11 @@
 Estimate a model's full-benchmark score from a few actively chosen items, with
 an honest interval and an automatic stop.
 
->>> from activeeval import BayesAME, datasets
+>>> from activeeval import BayesAME, WindowCIRule, datasets
 >>> ref = datasets.load("ifeval")
->>> method = BayesAME(ref.drop_models([ref.model_ids[0]]), epsilon2=0.05, seed=0)
+>>> method = BayesAME(ref.drop_models([ref.model_ids[0]]), seed=0)
 >>> item = method.select()  # index of the next item to evaluate
+>>> rule = WindowCIRule(epsilon2=0.05)  # the stopping rule is the caller's: stop_reason(rule, method)
 
 The public names are imported lazily (PEP 562), so that ``import activeeval``
 and every CLI command start fast; ``from activeeval import X`` works as usual.
@@ -34,6 +35,8 @@ _EXPORTS: dict[str, str] = {
     "ScoreMatrix": "activeeval.data.matrix",
     "StoppingRule": "activeeval.stopping",
     "WindowCIRule": "activeeval.stopping",
+    "default_rule": "activeeval.stopping",
+    "stop_reason": "activeeval.stopping",
     "read_scores": "activeeval.data.io",
     "write_scores": "activeeval.data.io",
 }
@@ -51,7 +54,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from activeeval.methods.bayesame import BayesAME
     from activeeval.methods.bayesame_paper import BayesAMEPaper
     from activeeval.methods.estimate import Estimate
-    from activeeval.stopping import AnyOf, BudgetRule, StoppingRule, WindowCIRule
+    from activeeval.stopping import AnyOf, BudgetRule, StoppingRule, WindowCIRule, default_rule, stop_reason
 
 
 __getattr__ = lazy_getattr(globals(), _EXPORTS, __name__)

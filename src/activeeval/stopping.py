@@ -1,9 +1,12 @@
-"""Stopping rules as small, pure objects.
+"""Stopping rules as small, pure objects, owned by whatever drives a method.
 
 A rule looks at the trajectory of estimates (one :class:`Estimate` after each
 observation, oldest first) and says why to stop, or ``None`` to go on. Rules
 hold no state, so a method rebuilt by replaying its history stops at exactly
-the same point.
+the same point. Methods know nothing of them: the session, the ranker, the
+backtest and :func:`~activeeval.experiments.simulate.run_until_stop` hold a
+rule and ask :func:`stop_reason` (which adds "exhausted" once every item is
+observed). The budget is spelled ``max_items`` everywhere.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from typing import Protocol
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.estimate import Estimate
 
-__all__ = ["StoppingRule", "Condition", "WindowCIRule", "BudgetRule", "AnyOf", "default_rule", "conditions_of"]
+__all__ = ["StoppingRule", "Condition", "WindowCIRule", "BudgetRule", "AnyOf", "default_rule", "conditions_of",
+           "stop_reason"]
 
 
 @dataclass(frozen=True)
@@ -93,20 +97,20 @@ class WindowCIRule:
 
 @dataclass(frozen=True)
 class BudgetRule:
-    """Stop after ``n_max`` observed items."""
+    """Stop after ``max_items`` observed items."""
 
-    n_max: int
+    max_items: int
 
     def __post_init__(self) -> None:
-        if int(self.n_max) != self.n_max or self.n_max < 1:
-            raise ConfigurationError(f"n_max must be a positive integer number of items, got {self.n_max}")
+        if int(self.max_items) != self.max_items or self.max_items < 1:
+            raise ConfigurationError(f"max_items must be a positive integer number of items, got {self.max_items}")
 
     def check(self, trajectory: Sequence[Estimate]) -> str | None:
-        return "budget" if len(trajectory) >= self.n_max else None
+        return "budget" if len(trajectory) >= self.max_items else None
 
     def conditions(self, trajectory: Sequence[Estimate]) -> tuple[Condition, ...]:
         n = len(trajectory)
-        return (Condition("budget", "budget", float(n), float(self.n_max), n >= self.n_max),)
+        return (Condition("budget", "budget", float(n), float(self.max_items), n >= self.max_items),)
 
 
 @dataclass(frozen=True)
@@ -132,10 +136,28 @@ def conditions_of(rule: StoppingRule, trajectory: Sequence[Estimate]) -> tuple[C
 
 
 def default_rule(
-    epsilon1: float = 0.005, epsilon2: float = 0.03, window: int = 30, n_max: int | None = None
+    epsilon1: float = 0.005, epsilon2: float = 0.03, window: int = 30, max_items: int | None = None
 ) -> StoppingRule:
-    """The paper's rule, plus a fixed budget when ``n_max`` is given."""
+    """The paper's rule, plus a fixed budget when ``max_items`` is given."""
     rule: StoppingRule = WindowCIRule(epsilon1=epsilon1, epsilon2=epsilon2, window=window)
-    if n_max is not None:
-        rule = AnyOf((rule, BudgetRule(n_max)))
+    if max_items is not None:
+        rule = AnyOf((rule, BudgetRule(max_items)))
     return rule
+
+
+class _Driven(Protocol):
+    n_items: int
+
+    @property
+    def n_observed(self) -> int: ...
+
+    @property
+    def trajectory(self) -> Sequence[Estimate]: ...
+
+
+def stop_reason(rule: StoppingRule, method: _Driven) -> str | None:
+    """Why to stop ``method`` now under ``rule``: "exhausted" once every item is observed, else the rule's reason
+    ("precision", "budget", ...) or None to go on."""
+    if method.n_observed >= method.n_items:
+        return "exhausted"
+    return rule.check(method.trajectory)

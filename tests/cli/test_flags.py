@@ -186,7 +186,7 @@ def test_stopping_rule_changes_on_resume_are_recorded(tmp_path, chrf_file) -> No
     assert invoke("session", "history", f).stdout.count(" set  epsilon2=0.5, max_items=5") == 1
     with Session.open(f) as s:
         assert s.stopping_settings == {"epsilon1": 0.005, "epsilon2": 0.5, "window": 30, "max_items": 5}
-        assert s.settings["method_kwargs"]["n_max"] == 3  # the creation settings are never rewritten
+        assert s.settings["stopping"]["max_items"] == 3  # the creation settings are never rewritten
 
 
 # ------------------------------------------------------------ item 4: defaults

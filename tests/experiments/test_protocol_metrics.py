@@ -19,6 +19,7 @@ from activeeval.experiments.metrics import (
 from activeeval.experiments.protocol import BacktestConfig, make_split, method_seed, sample_references
 from activeeval.experiments.simulate import run_until_stop
 from activeeval.methods.baselines import RSMean
+from activeeval.stopping import WindowCIRule
 
 
 def toy_matrix(n_models: int = 30, n_items: int = 40, seed: int = 0) -> ScoreMatrix:
@@ -130,6 +131,6 @@ def test_stop_from_trajectory_equals_running_the_rule(epsilon2: float) -> None:
     means = np.array([[[e.mean for e in traj]]])
     vars_ = np.array([[[e.var for e in traj]]])
     expected_stop = stop_indices(means, vars_, 0.02, epsilon2, 30)[0, 0]
-    live = RSMean(ref, seed=5, epsilon1=0.02, epsilon2=epsilon2, window=30)
-    run_until_stop(live, truth)
+    live = RSMean(ref, seed=5)
+    run_until_stop(live, truth, WindowCIRule(epsilon1=0.02, epsilon2=epsilon2, window=30))
     assert live.n_observed == expected_stop

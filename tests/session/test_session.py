@@ -100,6 +100,39 @@ def test_status_history_and_stop(tmp_path, math_ref_file, math_split) -> None:
         assert all(e["batch"] == 1 for e in hist if e["kind"] == "ask")
 
 
+def test_files_that_kept_the_stopping_rule_among_the_method_options_still_open(tmp_path, math_ref_file,
+                                                                               math_split) -> None:
+    """Before the stopping rule left the methods, a session stored it in ``method_kwargs`` (budget ``n_max``)."""
+    import json
+
+    from activeeval.session.storage import _meta_checksum
+
+    _, target = math_split
+    f = tmp_path / "old.aeval"
+    with Session.create(f, math_ref_file, epsilon2=0.2, max_items=4, seed=0) as s:
+        assert s.settings["stopping"] == {"epsilon1": 0.005, "epsilon2": 0.2, "window": 30, "max_items": 4}
+        assert "n_max" not in s.settings["method_kwargs"] and "epsilon2" not in s.settings["method_kwargs"]
+        for a in s.ask(3):
+            s.tell(a.item_id, target[a.item_id])
+        live = s.estimate()
+    con = sqlite3.connect(f)
+    kwargs = json.loads(con.execute("SELECT value FROM meta WHERE key = 'method_kwargs'").fetchone()[0])
+    kwargs.update({"epsilon1": 0.005, "epsilon2": 0.2, "window": 30, "n_max": 4})
+    with con:
+        con.execute("UPDATE meta SET value = ? WHERE key = 'method_kwargs'", (json.dumps(kwargs),))
+        con.execute("DELETE FROM meta WHERE key = 'stopping'")
+        con.execute("DELETE FROM snapshots")
+        rows = dict(con.execute("SELECT key, value FROM meta"))
+        con.execute("UPDATE meta SET value = ? WHERE key = 'checksum'", (json.dumps(_meta_checksum(rows)),))
+    con.close()
+    with Session.open(f) as s:
+        assert s.stopping_settings == {"epsilon1": 0.005, "epsilon2": 0.2, "window": 30, "max_items": 4}
+        assert s.estimate() == live  # the method is built without the stopping options
+        (a,) = s.ask()
+        s.tell(a.item_id, target[a.item_id])
+        assert s.stop_reason() == "budget"
+
+
 def test_tell_same_score_is_noop_different_score_refused(tmp_path, math_ref_file) -> None:
     with Session.create(tmp_path / "s.aeval", math_ref_file, seed=0) as s:
         assert s.tell("math-00003", 1) is True

@@ -50,14 +50,13 @@ def demo(
 
     from activeeval.experiments.simulate import hold_out, run_fixed, run_until_stop
     from activeeval.methods.registry import make_method
-    from activeeval.session.base import resolve_method
+    from activeeval.session.base import check_stopping, resolve_method
 
     name, options, spec = resolve_method(method, {})
     matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models))
     split = hold_out(matrix, target, seed)
-    est_method = make_method(
-        name, split.reference, epsilon1=epsilon1, epsilon2=epsilon2, n_max=max_items, seed=seed, **options
-    )
+    est_method = make_method(name, split.reference, seed=seed, **options)
+    rule = check_stopping(epsilon1, epsilon2, 30, max_items)
     n_items = est_method.n_items
     console = Console(stderr=True) if json_out else Console()
 
@@ -82,7 +81,7 @@ def demo(
                 status=f"estimate {est.mean:.4f}  95% [{lo:.4f}, {hi:.4f}]  width {hi - lo:.4f}",
             )
 
-        stopped_by = run_until_stop(est_method, split.truth, on_step=show)
+        stopped_by = run_until_stop(est_method, split.truth, rule, on_step=show)
 
     est = est_method.estimate()
     lo, hi = est.ci()

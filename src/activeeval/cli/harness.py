@@ -73,8 +73,8 @@ def make_scorer(
     if batch_size is not None and batch_size != "auto" and not batch_size.startswith("auto:"):
         try:
             size = int(batch_size)
-        except ValueError:
-            raise ConfigurationError(f"--batch-size must be a number or auto, got {batch_size!r}") from None
+        except ValueError as exc:
+            raise ConfigurationError(f"--batch-size must be a number or auto, got {batch_size!r}") from exc
     return LmEvalHarness(
         model or "", model_args, task or "", metric=metric, filter=filter_name, include_path=include_path,
         num_fewshot=num_fewshot, batch_size=size, device=device, gen_kwargs=gen_kwargs,

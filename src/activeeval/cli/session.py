@@ -152,10 +152,10 @@ def new(
 
 def _created_line(file: Path, s: Any, reference: str) -> str:
     ref = s.settings["reference"]
-    kw = s.settings["method_kwargs"]
+    seed, epsilon2 = s.settings["method_kwargs"]["seed"], s.stopping_settings["epsilon2"]
     return (
         f"created {file}: method {s.settings.get('method_spec', s.settings['method'])}, reference {ref['name'] or reference!r} "
-        f"({ref['n_models']} models x {ref['n_items']} items), epsilon2 {kw['epsilon2']:g}, seed {kw['seed']}"
+        f"({ref['n_models']} models x {ref['n_items']} items), epsilon2 {epsilon2:g}, seed {seed}"
     )
 
 

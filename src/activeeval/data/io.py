@@ -179,9 +179,9 @@ def _read_delimited(path: Path, ftype: _FileType) -> _Table:
     except csv.Error as exc:
         raise DataFormatError(
             f"{path}: malformed CSV near line {reader.line_num} ({exc}); check the quoting of that line"
-        ) from None
+        ) from exc
     except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise _read_error(path, exc) from None
+        raise _read_error(path, exc) from exc
     if header is None:
         raise DataFormatError(
             f"{path}: the file is empty; expected a header line (model id column, then item ids) and one row per model"
@@ -196,8 +196,8 @@ def _read_delimited(path: Path, ftype: _FileType) -> _Table:
 def _import_parquet(path: Path):  # returns the pyarrow.parquet module
     try:
         import pyarrow.parquet as pq
-    except ImportError:
-        raise DataFormatError(f"{path}: reading or writing Parquet needs pyarrow; {_PARQUET_HINT}") from None
+    except ImportError as exc:
+        raise DataFormatError(f"{path}: reading or writing Parquet needs pyarrow; {_PARQUET_HINT}") from exc
     return pq
 
 
@@ -206,7 +206,7 @@ def _read_parquet(path: Path) -> _Table:
     try:
         table = pq.read_table(path)
     except (OSError, ValueError) as exc:
-        raise DataFormatError(f"{path}: not a valid Parquet file ({exc}); re-export it or use CSV") from None
+        raise DataFormatError(f"{path}: not a valid Parquet file ({exc}); re-export it or use CSV") from exc
     columns = [str(c) for c in table.schema.names]
     if not columns:
         raise DataFormatError(f"{path}: the Parquet file has no columns; expected a model id column and item columns")
@@ -220,12 +220,12 @@ def _read_jsonl(path: Path, ftype: _FileType) -> _Table:
         with _open_text(path, ftype.gzipped) as f:
             text = f.read()
     except (OSError, UnicodeDecodeError, EOFError) as exc:
-        raise _read_error(path, exc) from None
+        raise _read_error(path, exc) from exc
     if text.lstrip().startswith("["):  # a .json file holding one array of records
         try:
             loaded = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise DataFormatError(f"{path}: invalid JSON ({exc}); fix the file or write one object per line") from None
+            raise DataFormatError(f"{path}: invalid JSON ({exc}); fix the file or write one object per line") from exc
         numbered = list(enumerate(loaded, start=1))
         where = "record"
     else:
@@ -239,7 +239,7 @@ def _read_jsonl(path: Path, ftype: _FileType) -> _Table:
             except json.JSONDecodeError as exc:
                 raise DataFormatError(
                     f"{path}: line {lineno} is not valid JSON ({exc.msg}); a JSONL file has one JSON object per line"
-                ) from None
+                ) from exc
         where = "line"
     for n, rec in numbered:
         if not isinstance(rec, dict):
@@ -546,7 +546,7 @@ def read_scores(
     except InvalidScoresError as exc:
         if str(exc).startswith(str(path)):
             raise
-        raise type(exc)(f"{path}: {exc}") from None
+        raise type(exc)(f"{path}: {exc}") from exc
 
 
 def _format_score(value: float) -> str:
@@ -638,7 +638,7 @@ def write_scores(matrix: ScoreMatrix, path: str | Path, *, layout: Layout | None
     except OSError as exc:
         raise DataFormatError(
             f"{path}: cannot write scores ({exc.strerror or exc}); check that the folder exists and is writable"
-        ) from None
+        ) from exc
     return path
 
 

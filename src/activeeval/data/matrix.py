@@ -128,7 +128,7 @@ class ScoreMatrix:
         except (TypeError, ValueError) as exc:
             raise InvalidScoresError(
                 f"{label}: scores are not numeric ({exc}); give a 2-D array of numbers, NaN for missing"
-            ) from None
+            ) from exc
         if arr.ndim != 2:
             raise InvalidScoresError(
                 f"{label}: scores must be 2-D (models x items), got shape {arr.shape}"
@@ -159,10 +159,10 @@ class ScoreMatrix:
         if score_range is not None:
             try:
                 lo, hi = (float(v) for v in score_range)  # type: ignore[union-attr]
-            except (TypeError, ValueError):
+            except (TypeError, ValueError) as exc:
                 raise ConfigurationError(
                     f"score_range must be a pair (low, high) of numbers or None, got {score_range!r}"
-                ) from None
+                ) from exc
             if not lo < hi:
                 raise ConfigurationError(f"score_range must be (low, high) with low < high, got {score_range}")
             bad = (arr < lo) | (arr > hi)
@@ -231,11 +231,11 @@ class ScoreMatrix:
         """Row of ``model``; :class:`UnknownModelError` if it is not here."""
         try:
             return self._model_index[str(model)]
-        except KeyError:
+        except KeyError as exc:
             raise UnknownModelError(
                 f"unknown model {model!r} in {self._label()}; known models include "
                 f"{list(self.model_ids[:5])} (see .model_ids)"
-            ) from None
+            ) from exc
 
     def item_index(self, item: str | int) -> int:
         """Column of ``item`` (an item id, or an integer index that is checked)."""
@@ -248,11 +248,11 @@ class ScoreMatrix:
             )
         try:
             return self._item_index[str(item)]
-        except KeyError:
+        except KeyError as exc:
             raise UnknownItemError(
                 f"unknown item {item!r} in {self._label()}; item ids look like "
                 f"{list(self.item_ids[:3])} (see .item_ids)"
-            ) from None
+            ) from exc
 
     def _label(self) -> str:
         return f"score matrix {self.name!r}" if self.name else "the score matrix"
@@ -357,8 +357,8 @@ class ScoreMatrix:
         where = f" for item {item!r}" if item is not None else ""
         try:
             value = float(score)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            raise InvalidScoresError(f"score{where} is not a number: {score!r}") from None
+        except (TypeError, ValueError) as exc:
+            raise InvalidScoresError(f"score{where} is not a number: {score!r}") from exc
         if not np.isfinite(value):
             raise InvalidScoresError(f"score{where} is {value}; scores must be finite numbers")
         if self.kind == "binary" and value not in (0.0, 1.0):

@@ -15,10 +15,10 @@ def _pyplot():  # noqa: ANN202
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError:
+    except ImportError as exc:
         raise ConfigurationError(
             'plots need matplotlib: pip install "activeeval[plot]" (or pass --no-plots)'
-        ) from None
+        ) from exc
     return plt
 
 

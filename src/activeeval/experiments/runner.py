@@ -84,7 +84,7 @@ class BacktestResult:
 
 # Options the backtest protocol sets itself: the seed comes from the task's coordinates, and the
 # stopping-rule runs are read off the full trajectories for every ε2 of the sweep.
-PROTOCOL_OPTIONS = ("seed", "stopping", "epsilon1", "epsilon2", "window", "n_max")
+PROTOCOL_OPTIONS = ("seed", "stopping", "epsilon1", "epsilon2", "window", "max_items", "n_max")
 
 
 def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
@@ -138,7 +138,7 @@ def check_method_options(config: BacktestConfig, reference: ScoreMatrix) -> None
         try:
             make_method(name, reference, seed=0, **options)
         except (ConfigurationError, TypeError, ValueError) as exc:
-            raise ConfigurationError(f"method {label!r}: {exc}") from None
+            raise ConfigurationError(f"method {label!r}: {exc}") from exc
 
 
 def _bayesame_source(config: BacktestConfig, label: str) -> str | None:
@@ -254,10 +254,10 @@ def _run_local(matrix, config, split, tasks, workers, on_done):  # noqa: ANN001,
 def _run_ray(matrix, config, split, tasks, workers, on_done, address):  # noqa: ANN001, ANN202
     try:
         import ray
-    except ImportError:
+    except ImportError as exc:
         raise ConfigurationError(
             '--backend ray needs Ray: pip install "activeeval[ray]" (or pip install "ray>=2.9")'
-        ) from None
+        ) from exc
     started = False
     if not ray.is_initialized():
         ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False, log_to_driver=False)
@@ -282,10 +282,10 @@ def _run_ray(matrix, config, split, tasks, workers, on_done, address):  # noqa: 
 def _run_dask(matrix, config, split, tasks, workers, on_done, address):  # noqa: ANN001, ANN202
     try:
         from distributed import Client, LocalCluster, as_completed
-    except ImportError:
+    except ImportError as exc:
         raise ConfigurationError(
             '--backend dask needs Dask distributed: pip install "activeeval[dask]" (or pip install "dask[distributed]")'
-        ) from None
+        ) from exc
     cluster = None
     if address:
         client = Client(address)
@@ -315,7 +315,7 @@ def run_backtest(
     workers: int | None = None,
     backend: str = "local",
     address: str | None = None,
-    progress: bool | Callable[[int, int], None] = False,
+    progress: Callable[[int, int], None] | None = None,
 ) -> BacktestResult:
     """Run every (method, seed) task of ``config`` on ``matrix``.
 
@@ -326,8 +326,8 @@ def run_backtest(
     backend : {"local", "ray", "dask"}
     address : str, optional
         Cluster address for ray/dask (default: start a local cluster).
-    progress : bool or callable
-        True for a Rich progress bar on stderr; a callable receives (done, total).
+    progress : callable, optional
+        Called with (done, total) after each task (the CLI passes a progress bar's update).
     """
     if backend not in BACKENDS:
         raise ConfigurationError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -348,25 +348,6 @@ def run_backtest(
     tasks = [(m, s) for s in range(n_s) for m in methods]
     total = len(tasks)
     done = 0
-    bar = None
-    if progress is True:
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        bar = Progress(
-            TextColumn("backtest"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TimeRemainingColumn(),
-            console=Console(stderr=True), transient=True,
-        )
-        task_id = bar.add_task("runs", total=total)
-        bar.start()
-
     copies: list[tuple[str, int]] = []  # (BayesAME-RS label, seed) where it repeats BayesAME
 
     def on_done(res: tuple[str, int, np.ndarray | None, np.ndarray | None]) -> None:
@@ -378,22 +359,16 @@ def run_backtest(
             means[method][:, s, :] = mu
             vars_[method][:, s, :] = var
         done += 1
-        if bar is not None:
-            bar.update(task_id, completed=done)
-        elif callable(progress):
+        if progress is not None:
             progress(done, total)
 
     start = time.perf_counter()
-    try:
-        if backend == "local":
-            _run_local(matrix, config, split, tasks, int(workers), on_done)
-        elif backend == "ray":
-            _run_ray(matrix, config, split, tasks, int(workers), on_done, address)
-        else:
-            _run_dask(matrix, config, split, tasks, int(workers), on_done, address)
-    finally:
-        if bar is not None:
-            bar.stop()
+    if backend == "local":
+        _run_local(matrix, config, split, tasks, int(workers), on_done)
+    elif backend == "ray":
+        _run_ray(matrix, config, split, tasks, int(workers), on_done, address)
+    else:
+        _run_dask(matrix, config, split, tasks, int(workers), on_done, address)
     for label, s in copies:
         source = _bayesame_source(config, label)
         means[label][:, s, :] = means[source][:, s, :]

@@ -15,6 +15,7 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import InvalidScoresError
 from activeeval.methods.base import BaseMethod
 from activeeval.methods.estimate import Estimate
+from activeeval.stopping import StoppingRule, default_rule, stop_reason
 
 __all__ = ["HoldOut", "hold_out", "run_until_stop", "run_fixed"]
 
@@ -67,14 +68,16 @@ def hold_out(matrix: ScoreMatrix, target: str | None = None, seed: int | np.rand
 def run_until_stop(
     method: BaseMethod,
     truth: np.ndarray,
+    rule: StoppingRule | None = None,
     rng: np.random.Generator | None = None,
     on_step: Callable[[BaseMethod, int, float], None] | None = None,
 ) -> str:
-    """Select, observe the true score, repeat until the method's stopping rule fires.
+    """Select, observe the true score, repeat until ``rule`` fires (default: Algorithm 1's, :func:`default_rule`).
 
     Returns the stop reason ("precision", "budget" or "exhausted").
     """
-    while (reason := method.stop_reason()) is None:
+    rule = default_rule() if rule is None else rule
+    while (reason := stop_reason(rule, method)) is None:
         item = method.select(rng)
         method.observe(item, float(truth[item]))
         if on_step is not None:

@@ -37,7 +37,6 @@ from activeeval.exceptions import (
     SessionStateError,
 )
 from activeeval.methods.estimate import Estimate
-from activeeval.stopping import StoppingRule, default_rule
 
 __all__ = ["Method", "BaseMethod", "Estimate", "SeedLike", "prepare_reference", "random_order"]
 
@@ -119,20 +118,20 @@ def _random_order(seed: int, n_items: int) -> np.ndarray:
 
 
 class BaseMethod(ABC):
-    """Observation bookkeeping, validation, the trajectory and stopping.
+    """Observation bookkeeping, validation and the trajectory.
 
     Subclasses implement ``_update(item, score)`` and ``_current_estimate()``,
     and optionally ``_select(rng, k, exclude)`` (default: uniform random).
+    A method does not decide when to stop: its driver holds a
+    :class:`~activeeval.stopping.StoppingRule` and asks
+    :func:`~activeeval.stopping.stop_reason` (the session, the ranker, the
+    backtest, :func:`~activeeval.experiments.simulate.run_until_stop`).
 
     Parameters
     ----------
     reference : ScoreMatrix
         Reference models' scores (models x items); the target is scored on
         the same items.
-    epsilon1, epsilon2, window, n_max : stopping rule of Algorithm 1
-        (ignored when ``stopping`` is given).
-    stopping : StoppingRule, optional
-        Any rule; the method always stops once every item is observed.
     seed : int, Generator or None
         Seeds the default randomness of ``select``.
     missing : {"models", "items", "auto"}
@@ -145,18 +144,12 @@ class BaseMethod(ABC):
         self,
         reference: ScoreMatrix,
         *,
-        epsilon1: float = 0.005,
-        epsilon2: float = 0.03,
-        window: int = 30,
-        n_max: int | None = None,
-        stopping: StoppingRule | None = None,
         seed: SeedLike = None,
         missing: str = "models",
     ) -> None:
         self.reference, self.dropped = prepare_reference(reference, missing=missing)
         self.n_items = self.reference.n_items
         self.item_ids = self.reference.item_ids
-        self.stopping = stopping if stopping is not None else default_rule(epsilon1, epsilon2, window, n_max)
         self.seed = _seed_int(seed)
         if self.seed is None:
             # An unseeded (or Generator-seeded) method still needs a fixed base
@@ -250,14 +243,10 @@ class BaseMethod(ABC):
         """Current estimate of the full-benchmark score."""
         return self._trajectory[-1] if self._trajectory else self._current_estimate()
 
-    def stop_reason(self) -> str | None:
-        """Why to stop now ("precision", "budget", "exhausted"), or None."""
-        if self.n_observed >= self.n_items:
-            return "exhausted"
-        return self.stopping.check(self._trajectory)
-
-    def should_stop(self) -> bool:
-        return self.stop_reason() is not None
+    @property
+    def exhausted(self) -> bool:
+        """Every item is observed: the estimate is the exact full-benchmark score."""
+        return self.n_observed >= self.n_items
 
     def unobserved(self) -> np.ndarray:
         return np.flatnonzero(~self._observed)

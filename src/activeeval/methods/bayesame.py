@@ -43,7 +43,6 @@ from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import BucketPosterior, LeaveOneOutNLML, LevelKernel, bucketize, sq_dists
 from activeeval.methods.base import BaseMethod, SeedLike, random_order
 from activeeval.methods.estimate import Estimate
-from activeeval.stopping import StoppingRule
 
 __all__ = ["BayesAME", "BayesAMERS", "Calibration", "ReferenceFit", "calibrate", "fit_hyperparameters"]
 
@@ -213,7 +212,7 @@ class BayesAME(BaseMethod):
     ----------
     reference : ScoreMatrix
         Reference models' per-item scores (models x items).
-    epsilon1, epsilon2, window, n_max, stopping, seed, missing
+    seed, missing
         See :class:`~activeeval.methods.base.BaseMethod`.
     selection : {"auto", "active", "random"}
         "auto": information gain (Eq. 6) while the model describes the target,
@@ -270,11 +269,6 @@ class BayesAME(BaseMethod):
         self,
         reference: ScoreMatrix,
         *,
-        epsilon1: float = 0.005,
-        epsilon2: float = 0.03,
-        window: int = 30,
-        n_max: int | None = None,
-        stopping: StoppingRule | None = None,
         seed: SeedLike = None,
         missing: str = "models",
         selection: Literal["auto", "active", "random"] = "auto",
@@ -293,10 +287,7 @@ class BayesAME(BaseMethod):
         tolerance: float | None = None,
         cache_mb: float = 256.0,
     ) -> None:
-        super().__init__(
-            reference, epsilon1=epsilon1, epsilon2=epsilon2, window=window, n_max=n_max, stopping=stopping,
-            seed=seed, missing=missing,
-        )
+        super().__init__(reference, seed=seed, missing=missing)
         if selection not in ("auto", "active", "random"):
             raise ConfigurationError(f"selection must be 'auto', 'active' or 'random', got {selection!r}")
         if extrapolation not in ("auto", "off"):

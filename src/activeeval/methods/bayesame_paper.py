@@ -43,7 +43,6 @@ from activeeval.gaussian import (
 )
 from activeeval.methods.base import BaseMethod, SeedLike
 from activeeval.methods.estimate import Estimate
-from activeeval.stopping import StoppingRule
 
 Z95 = 1.959963984540054
 
@@ -77,10 +76,8 @@ class BayesAMEPaper(BaseMethod):
     ----------
     reference : ScoreMatrix
         Reference models' per-item scores (models x items).
-    epsilon1, epsilon2, window, n_max, stopping, seed, missing
-        See :class:`~activeeval.methods.base.BaseMethod` (Algorithm 1 stop:
-        R̂ range over ``window`` steps ≤ ``epsilon1`` and 95 % interval width
-        ≤ ``epsilon2``; optional fixed budget ``n_max``).
+    seed, missing
+        See :class:`~activeeval.methods.base.BaseMethod`.
     selection : {"auto", "active", "random"}
         "auto" (the paper): information gain (Eq. 6) in the unique regime,
         uniform random otherwise. "random" gives BayesAME-RS.
@@ -120,11 +117,6 @@ class BayesAMEPaper(BaseMethod):
         self,
         reference: ScoreMatrix,
         *,
-        epsilon1: float = 0.005,
-        epsilon2: float = 0.03,
-        window: int = 30,
-        n_max: int | None = None,
-        stopping: StoppingRule | None = None,
         seed: SeedLike = None,
         missing: str = "models",
         selection: Literal["auto", "active", "random"] = "auto",
@@ -139,16 +131,7 @@ class BayesAMEPaper(BaseMethod):
         noise: Literal["fixed", "learned"] = "fixed",
         cache_mb: float = 256.0,
     ) -> None:
-        super().__init__(
-            reference,
-            epsilon1=epsilon1,
-            epsilon2=epsilon2,
-            window=window,
-            n_max=n_max,
-            stopping=stopping,
-            seed=seed,
-            missing=missing,
-        )
+        super().__init__(reference, seed=seed, missing=missing)
         if selection not in ("auto", "active", "random"):
             raise ConfigurationError(f"selection must be 'auto', 'active' or 'random', got {selection!r}")
         if estimator not in ("auto", "bayes", "cv"):

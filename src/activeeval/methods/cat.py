@@ -49,7 +49,6 @@ from activeeval.irt import (
 )
 from activeeval.methods.base import BaseMethod, SeedLike
 from activeeval.methods.estimate import Estimate
-from activeeval.stopping import StoppingRule
 
 __all__ = [
     "ContinuousCAT",
@@ -532,7 +531,7 @@ class ContinuousCAT(BaseMethod):
         Remove negatively discriminating items from the adaptive pool.
     grid_points : int
         Points of the θ grid on [−12, 12].
-    epsilon1, epsilon2, window, n_max, stopping, seed, missing
+    seed, missing
         See :class:`~activeeval.methods.base.BaseMethod`.
     """
 
@@ -556,24 +555,10 @@ class ContinuousCAT(BaseMethod):
         clip: float = DEFAULT_CLIP,
         filter_negative: bool = True,
         grid_points: int = 961,
-        epsilon1: float = 0.005,
-        epsilon2: float = 0.03,
-        window: int = 30,
-        n_max: int | None = None,
-        stopping: StoppingRule | None = None,
         seed: SeedLike = None,
         missing: str = "models",
     ) -> None:
-        super().__init__(
-            reference,
-            epsilon1=epsilon1,
-            epsilon2=epsilon2,
-            window=window,
-            n_max=n_max,
-            stopping=stopping,
-            seed=seed,
-            missing=missing,
-        )
+        super().__init__(reference, seed=seed, missing=missing)
         if information not in ("tilde", "full"):
             raise ConfigurationError(f"information must be 'tilde' or 'full', got {information!r}")
         if likelihood not in ("quasi", "normal"):

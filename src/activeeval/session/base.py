@@ -26,10 +26,11 @@ from activeeval.exceptions import ActiveEvalError, ConfigurationError, StorageEr
 from activeeval.methods.registry import METHODS, method_parameters, method_spec, parse_method_spec
 from activeeval.session import snapshot as snap
 from activeeval.session.reference import apply_missing, load_reference, resolve_reference, source_stat
-from activeeval.session.storage import DEFAULT_TIMEOUT, CorruptedSessionError, Event, Journal, now_iso
+from activeeval.session.storage import DEFAULT_TIMEOUT, CorruptedSessionError, Event, Journal, Transaction, now_iso
 from activeeval.stopping import StoppingRule, default_rule
 
-__all__ = ["JournalSession", "open_session", "resolve_method", "check_stopping", "new_seed"]
+__all__ = ["JournalSession", "open_session", "resolve_method", "check_stopping", "new_seed", "stopping_of",
+           "method_options_of"]
 
 # Options of a method spec that a session sets itself, with the flag (and keyword) that sets them.
 SESSION_OPTIONS = {
@@ -37,11 +38,28 @@ SESSION_OPTIONS = {
     "epsilon1": "--epsilon1 (epsilon1=)",
     "epsilon2": "--epsilon2 (epsilon2=)",
     "window": "--window (window=)",
+    "max_items": "--max-items (max_items=)",
     "n_max": "--max-items (max_items=)",
     "stopping": "--epsilon1/--epsilon2/--window/--max-items",
     "missing": "--missing (missing=)",
 }
-STOPPING_KEYS = ("epsilon1", "epsilon2", "window", "n_max")
+STOPPING_KEYS = ("epsilon1", "epsilon2", "window", "max_items")
+# Session files written before the stopping rule left the methods stored it among the method's options,
+# with the budget spelled n_max (also in their recorded changes): read them as they are, never rewritten.
+_LEGACY_KEYS = {"epsilon1": "epsilon1", "epsilon2": "epsilon2", "window": "window", "n_max": "max_items"}
+
+
+def stopping_of(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The stopping settings stored at creation (``settings["stopping"]``; older files: the method options)."""
+    if "stopping" in settings:
+        return {k: settings["stopping"].get(k) for k in STOPPING_KEYS}
+    kw = settings["method_kwargs"]
+    return {new: kw.get(old) for old, new in _LEGACY_KEYS.items()}
+
+
+def method_options_of(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The method's constructor options: the stored ones without the stopping settings older files kept there."""
+    return {k: v for k, v in settings["method_kwargs"].items() if k not in _LEGACY_KEYS}
 
 # The module of each session kind, imported when a file of that kind is opened.
 _KIND_MODULES = {"single": "activeeval.session.session", "rank": "activeeval.session.ranking"}
@@ -95,18 +113,18 @@ def resolve_method(spec: str, kwargs: Mapping[str, Any] | None = None) -> tuple[
     except TypeError as exc:
         raise ConfigurationError(
             f"session method options must be JSON-serialisable to be stored in the journal ({exc})"
-        ) from None
+        ) from exc
     return name, options, method_spec(name, options)
 
 
-def check_stopping(epsilon1: float, epsilon2: float, window: int, n_max: int | None) -> StoppingRule:
+def check_stopping(epsilon1: float, epsilon2: float, window: int, max_items: int | None) -> StoppingRule:
     """The stopping rule of these settings; ConfigurationError naming the flag for a bad value."""
-    if n_max is not None and (isinstance(n_max, bool) or int(n_max) != n_max or n_max < 1):
-        raise ConfigurationError(f"--max-items (max_items=) must be a positive integer, got {n_max!r}")
+    if max_items is not None and (isinstance(max_items, bool) or int(max_items) != max_items or max_items < 1):
+        raise ConfigurationError(f"--max-items (max_items=) must be a positive integer, got {max_items!r}")
     try:
-        return default_rule(epsilon1, epsilon2, window, None if n_max is None else int(n_max))
+        return default_rule(epsilon1, epsilon2, window, None if max_items is None else int(max_items))
     except ConfigurationError as exc:
-        raise ConfigurationError(f"{exc} (--epsilon1/--epsilon2/--window on the command line)") from None
+        raise ConfigurationError(f"{exc} (--epsilon1/--epsilon2/--window on the command line)") from exc
 
 
 class JournalSession(ABC):
@@ -142,7 +160,7 @@ class JournalSession(ABC):
         self._state: Any = None
         self._seq = 0
         self._change_seq = 0
-        self._stopping = {k: settings["method_kwargs"].get(k) for k in STOPPING_KEYS}
+        self._stopping = stopping_of(settings)
         self._pending: dict[Key, int | None] = {}
         self._told: dict[Key, float] = {}
         self._digest = snap.TellDigest()
@@ -319,7 +337,7 @@ class JournalSession(ABC):
                         raise CorruptedSessionError(
                             f"session file {str(self.path)!r}: journal event {ev.seq} (score {ev.score} for "
                             f"item {ev.item_id!r}) cannot be replayed ({exc}); the file was altered outside activeeval"
-                        ) from None
+                        ) from exc
                     self._cost += time.perf_counter() - start
                 self._told[key] = float(ev.score)  # type: ignore[arg-type]
                 self._digest.add(ev.seq, ev.target, ev.item_id, float(ev.score))  # type: ignore[arg-type]
@@ -330,16 +348,19 @@ class JournalSession(ABC):
 
     def _apply_changes(self, changes: Iterable[Any]) -> None:
         for ch in changes:
-            self._stopping.update({k: v for k, v in ch.settings.items() if k in STOPPING_KEYS})
+            self._stopping.update({_LEGACY_KEYS.get(k, k): v for k, v in ch.settings.items()
+                                   if _LEGACY_KEYS.get(k, k) in STOPPING_KEYS})
             self._change_seq = ch.seq
 
-    def _sync(self, conn: Any = None) -> Any:
-        """Catch up with events (and settings changes) written since the last call, by anyone."""
+    def _sync(self, tx: Transaction | None = None) -> Any:
+        """Catch up with events (and settings changes) written since the last call, by anyone (inside ``tx``
+        when given, so that what is appended next follows what was read under the same lock)."""
         if self._state is None:
             self._rebuild()
         else:
-            self._apply(self._journal.events(self._seq, conn))
-            self._apply_changes(self._journal.changes(self._change_seq, conn))
+            source = self._journal if tx is None else tx
+            self._apply(source.events(self._seq))
+            self._apply_changes(source.changes(self._change_seq))
         return self._state
 
     def _maybe_snapshot(self) -> None:
@@ -359,13 +380,13 @@ class JournalSession(ABC):
     # ------------------------------------------------------------- changes
     def _record_change(self, changes: Mapping[str, Any]) -> dict[str, Any]:
         """Record changed stopping settings (only those that differ); returns what changed."""
-        with self._journal.write("change the settings") as conn:
-            self._sync(conn)
+        with self._journal.write("change the settings") as tx:
+            self._sync(tx)
             new = {k: v for k, v in changes.items() if v is not None and self._stopping.get(k) != v}
             if new:
                 merged = {**self._stopping, **new}
-                check_stopping(merged["epsilon1"], merged["epsilon2"], merged["window"], merged["n_max"])
-                self._change_seq = self._journal.insert_change(conn, self._seq, new)
+                check_stopping(merged["epsilon1"], merged["epsilon2"], merged["window"], merged["max_items"])
+                self._change_seq = tx.append_change(self._seq, new)
                 self._stopping = merged
         return new
 
@@ -373,14 +394,13 @@ class JournalSession(ABC):
         """The stopping rule in force (the creation settings, with any changes recorded since)."""
         self._sync()
         s = self._stopping
-        return default_rule(s["epsilon1"], s["epsilon2"], s["window"], s["n_max"])
+        return default_rule(s["epsilon1"], s["epsilon2"], s["window"], s["max_items"])
 
     @property
     def stopping_settings(self) -> dict[str, Any]:
         """epsilon1, epsilon2, window and max_items in force."""
         self._sync()
-        s = self._stopping
-        return {"epsilon1": s["epsilon1"], "epsilon2": s["epsilon2"], "window": s["window"], "max_items": s["n_max"]}
+        return dict(self._stopping)
 
     # ---------------------------------------------------------------- views
     @property
@@ -423,7 +443,7 @@ class JournalSession(ABC):
 
 def _change_dict(c: Any) -> dict[str, Any]:
     return {"seq": None, "kind": "set", "item_id": "", "score": None, "batch": None, "time": c.created,
-            "settings": {("max_items" if k == "n_max" else k): v for k, v in c.settings.items()}}
+            "settings": {_LEGACY_KEYS.get(k, k): v for k, v in c.settings.items()}}
 
 
 def _summary(matrix: ScoreMatrix) -> dict[str, Any]:

@@ -46,7 +46,7 @@ def import_lm_eval() -> Any:
     except ImportError as exc:
         raise ConfigurationError(
             f"--harness lm-eval needs lm-evaluation-harness ({exc}); install it with: {INSTALL_HINT}"
-        ) from None
+        ) from exc
     if "samples" not in inspect.signature(lm_eval.simple_evaluate).parameters:
         raise ConfigurationError(
             f"--harness lm-eval needs lm-eval >= 0.4.8 (simple_evaluate(samples=...)); upgrade it: {INSTALL_HINT}"
@@ -156,7 +156,7 @@ class LmEvalHarness:
         except (KeyError, ValueError) as exc:
             raise ConfigurationError(
                 f"lm-eval has no model type {self.model!r} ({exc}); e.g. --model hf (pip install 'lm-eval[hf]')"
-            ) from None
+            ) from exc
 
     def _lm(self, model_id: str | None) -> Any:
         args = self.model_args.replace(MODEL_PLACEHOLDER, model_id) if model_id is not None else self.model_args
@@ -171,7 +171,7 @@ class LmEvalHarness:
                 raise ConfigurationError(
                     f"lm-eval could not load model {self.model!r} with --model-args {args!r}: "
                     f"{type(exc).__name__}: {exc}"
-                ) from None
+                ) from exc
         return self._lms[args]
 
     # --------------------------------------------------------------- scoring

@@ -36,7 +36,7 @@ from activeeval.ranking import (
     rank_result,
 )
 from activeeval.session.base import JournalSession, new_seed, resolve_method
-from activeeval.session.storage import DEFAULT_TIMEOUT, Event, Journal
+from activeeval.session.storage import DEFAULT_TIMEOUT, Event
 
 __all__ = ["RankSession", "RankAsk", "RankStatus"]
 
@@ -189,8 +189,8 @@ class RankSession(JournalSession):
 
         None once the ranking is done (see :meth:`stop_reason`).
         """
-        with self._journal.write("hand out an item") as conn:
-            methods = self._sync(conn)
+        with self._journal.write("hand out an item") as tx:
+            methods = self._sync(tx)
             if self._pending:
                 model, iid = next(iter(self._pending))
                 return RankAsk(model, iid, methods[model].reference.item_index(iid))
@@ -200,7 +200,7 @@ class RankSession(JournalSession):
             partner = methods[step.partner].observed_items if step.partner is not None else ()
             idx = next_item(methods[step.model], partner, pairing=self._settings.get("pairing", "own"))
             iid = methods[step.model].item_ids[idx]
-            seq = self._journal.insert(conn, "ask", iid, None, Journal.next_batch(conn), target=step.model)
+            seq = tx.append("ask", iid, batch=tx.next_batch(), target=step.model)
         self._pending[(step.model, iid)] = None
         self._seq = seq
         self._maybe_snapshot()
@@ -212,8 +212,8 @@ class RankSession(JournalSession):
         Raises, writing nothing, for an unknown model or item, an invalid
         score, or a different score on an item already recorded.
         """
-        with self._journal.write("record a score") as conn:
-            methods = self._sync(conn)
+        with self._journal.write("record a score") as tx:
+            methods = self._sync(tx)
             if model not in methods:
                 raise UnknownModelError(
                     f"model {model!r} is not ranked in session {str(self.path)!r}; its models: {', '.join(self.models)}"
@@ -232,7 +232,7 @@ class RankSession(JournalSession):
                 )
             idx, value = method.check_observation(idx, value)
             try:
-                seq = self._journal.insert(conn, "tell", iid, value, None, target=model)
+                seq = tx.append("tell", iid, value, target=model)
                 method.observe(idx, value)
             except BaseException:
                 self._state = None

@@ -61,10 +61,10 @@ def check_read_options(options: Mapping[str, Any]) -> dict[str, Any]:
         elif key == "score_range":
             try:
                 lo, hi = (float(v) for v in value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError) as exc:
                 raise ConfigurationError(
                     f"--score-range LOW HIGH (score_range=(low, high)) needs two numbers, got {value!r}"
-                ) from None
+                ) from exc
             if not lo < hi:
                 raise ConfigurationError(f"--score-range LOW HIGH needs LOW < HIGH, got {lo:g} {hi:g}")
             value = [lo, hi]
@@ -226,13 +226,13 @@ def load_reference(
         try:
             matrix, _ = resolve_reference(ref_path, read)
         except ActiveEvalError as exc:
-            raise StorageError(f"cannot reload {origin} of session {str(path)!r}: {exc}") from None
+            raise StorageError(f"cannot reload {origin} of session {str(path)!r}: {exc}") from exc
     elif source.get("type") == "dataset":
         origin = f"bundled dataset {source['name']!r}"
         try:
             matrix, _ = resolve_reference(source["name"])
         except UnknownDatasetError as exc:
-            raise StorageError(f"cannot reload {origin} of session {str(path)!r}: {exc}; {hint}") from None
+            raise StorageError(f"cannot reload {origin} of session {str(path)!r}: {exc}; {hint}") from exc
     else:
         raise StorageError(f"session file {str(path)!r} is corrupted: unknown reference source {source!r}")
     new = reference_summary(matrix)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from activeeval.exceptions import StorageError
+from activeeval.session.base import method_options_of
 from activeeval.session.session import Session
 
 __all__ = ["render_report", "write_report", "plot_available"]
@@ -101,7 +102,7 @@ def _settings_rows(session: Session) -> list[list[Any]]:
     rule = (f"stop once at least {stop['window']} items are scored, the estimate moved by at most "
             f"{stop['epsilon1']:g} over the last {stop['window']}, and the 95 % interval is at most "
             f"{stop['epsilon2']:g} wide; budget: {budget}")
-    options = {k: v for k, v in kw.items() if k not in ("epsilon1", "epsilon2", "window", "n_max", "seed")}
+    options = {k: v for k, v in method_options_of(st).items() if k != "seed"}
     missing = {"models": "drop reference models that miss any score",
                "items": "drop items that miss any score"}[st.get("missing", "models")]
     rows = [
@@ -194,5 +195,5 @@ def write_report(session: Session, out: str | os.PathLike[str]) -> Path:
     try:
         p.write_text(text, encoding="utf-8")
     except OSError as exc:
-        raise StorageError(f"cannot write report {str(p)!r}: {exc}") from None
+        raise StorageError(f"cannot write report {str(p)!r}: {exc}") from exc
     return p

@@ -75,7 +75,7 @@ class Scorer:
         try:
             argv = shlex.split(self.template)
         except ValueError as exc:
-            raise ConfigurationError(f"cannot parse scorer command {self.template!r}: {exc}") from None
+            raise ConfigurationError(f"cannot parse scorer command {self.template!r}: {exc}") from exc
         if not argv:
             raise ConfigurationError("the scorer command (--scorer) is empty")
         needed = [PLACEHOLDER] + ([MODEL_PLACEHOLDER] if self.needs_model else [])
@@ -101,18 +101,18 @@ class Scorer:
         what = f"item {item_id!r}" + (f" of model {model!r}" if model is not None else "")
         try:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        except FileNotFoundError:
-            raise ScorerError(f"scorer for {what}: command not found: {argv[0]!r} (in {shown!r})") from None
+        except FileNotFoundError as exc:
+            raise ScorerError(f"scorer for {what}: command not found: {argv[0]!r} (in {shown!r})") from exc
         except OSError as exc:
-            raise ScorerError(f"scorer for {what} could not start: {shown!r} ({exc})") from None
+            raise ScorerError(f"scorer for {what} could not start: {shown!r} ({exc})") from exc
         with self._lock:
             self._running.add(proc)
         try:
             stdout, stderr = proc.communicate(timeout=self.timeout)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as exc:
             proc.kill()
             proc.communicate()
-            raise ScorerError(f"scorer for {what} timed out after {self.timeout:g} s: {shown!r}") from None
+            raise ScorerError(f"scorer for {what} timed out after {self.timeout:g} s: {shown!r}") from exc
         finally:
             with self._lock:
                 self._running.discard(proc)
@@ -125,12 +125,12 @@ class Scorer:
         lines = [line.strip() for line in stdout.splitlines() if line.strip()]
         try:
             return float(lines[-1])
-        except (IndexError, ValueError):
+        except (IndexError, ValueError) as exc:
             got = repr(lines[-1][:80]) if lines else "nothing"
             raise ScorerError(
                 f"scorer printed no number for {what}: {shown!r} printed {got} on stdout; "
                 "the last line of its output must be the score"
-            ) from None
+            ) from exc
 
     def _one(self, item_id: str, model: str | None) -> float | ScorerError:
         try:
@@ -166,7 +166,7 @@ def _record(session: Session, item_id: str, score: float) -> None:
     try:
         session.tell(item_id, score)
     except InvalidScoresError as exc:
-        raise ScorerError(f"the scorer gave an invalid score for item {item_id!r}: {exc}") from None
+        raise ScorerError(f"the scorer gave an invalid score for item {item_id!r}: {exc}") from exc
 
 
 def drive(
@@ -269,6 +269,6 @@ def drive_ranking(session: RankSession, scorer: BatchScorer, *, on_record: Calla
         except InvalidScoresError as exc:
             raise ScorerError(
                 f"the scorer gave an invalid score for item {asked.item_id!r} of model {asked.model!r}: {exc}"
-            ) from None
+            ) from exc
         if on_record is not None:
             on_record(session)

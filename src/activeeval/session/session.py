@@ -29,10 +29,10 @@ from activeeval.exceptions import ConfigurationError, DuplicateObservationError,
 from activeeval.methods.base import BaseMethod
 from activeeval.methods.estimate import Estimate
 from activeeval.methods.registry import make_method
-from activeeval.session.base import JournalSession, check_stopping, new_seed, resolve_method
+from activeeval.session.base import JournalSession, check_stopping, method_options_of, new_seed, resolve_method
 from activeeval.session.reference import reference_summary
-from activeeval.session.storage import DEFAULT_TIMEOUT, Event, Journal
-from activeeval.stopping import Condition, conditions_of
+from activeeval.session.storage import DEFAULT_TIMEOUT, Event, Transaction
+from activeeval.stopping import Condition, conditions_of, stop_reason
 
 __all__ = ["Session", "AskedItem", "SessionStatus", "RecordSummary", "reference_summary"]
 
@@ -185,27 +185,22 @@ class Session(JournalSession):
         """
         name, options, spec = resolve_method(method, method_kwargs)
         check_stopping(epsilon1, epsilon2, window, max_items)
-        kwargs: dict[str, Any] = {
-            "epsilon1": epsilon1,
-            "epsilon2": epsilon2,
-            "window": window,
-            "n_max": None if max_items is None else int(max_items),
-            "seed": new_seed(seed),
-            **options,
-        }
-        meta = {"method": name, "method_spec": spec, "method_kwargs": kwargs, "missing": missing, "label": label}
+        stopping = {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window,
+                    "max_items": None if max_items is None else int(max_items)}
+        meta = {"method": name, "method_spec": spec, "method_kwargs": {"seed": new_seed(seed), **options},
+                "stopping": stopping, "missing": missing, "label": label}
         read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
         return cls._create_journal(path, reference, meta, read, timeout)
 
     # -------------------------------------------------------------- replay
     def _fresh_state(self) -> BaseMethod:
-        return make_method(self._settings["method"], self._prepared_reference(), **self._settings["method_kwargs"])
+        return make_method(self._settings["method"], self._prepared_reference(), **method_options_of(self._settings))
 
     def _observe(self, state: BaseMethod, ev: Event) -> None:
         state.observe(ev.item_id, float(ev.score))  # type: ignore[arg-type]
 
-    def _method(self, conn: Any = None) -> BaseMethod:
-        return self._sync(conn)
+    def _method(self, tx: Transaction | None = None) -> BaseMethod:
+        return self._sync(tx)
 
     # ------------------------------------------------------------- ask/tell
     def ask(self, k: int = 1) -> list[AskedItem]:
@@ -218,12 +213,12 @@ class Session(JournalSession):
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ConfigurationError(f"k must be a positive integer (--k on the command line), got {k!r}")
-        with self._journal.write("hand out items") as conn:
-            method = self._method(conn)
+        with self._journal.write("hand out items") as tx:
+            method = self._method(tx)
             chosen = method.select_batch(int(k), exclude=[iid for _, iid in self._pending])
-            batch = Journal.next_batch(conn)
+            batch = tx.next_batch()
             ids = [method.item_ids[i] for i in chosen]
-            seqs = [self._journal.insert(conn, "ask", iid, None, batch) for iid in ids]
+            seqs = [tx.append("ask", iid, batch=batch) for iid in ids]
         for iid, seq in zip(ids, seqs):
             self._pending[("", iid)] = batch
             self._seq = seq
@@ -271,8 +266,8 @@ class Session(JournalSession):
     def _record(self, pairs: list[tuple[str | int, float]], include_unasked: bool) -> RecordSummary:
         skipped: list[str] = []
         n_unknown = 0
-        with self._journal.write("record scores") as conn:
-            method = self._method(conn)
+        with self._journal.write("record scores") as tx:
+            method = self._method(tx)
             new: list[tuple[int, str, float]] = []
             seen: dict[str, float] = {}
             n_same = 0
@@ -306,7 +301,7 @@ class Session(JournalSession):
             if new:
                 try:
                     for idx, iid, value in new:
-                        seq = self._journal.insert(conn, "tell", iid, value, None)
+                        seq = tx.append("tell", iid, value)
                         method.observe(idx, value)
                         self._told[("", iid)] = value
                         self._digest.add(seq, "", iid, value)
@@ -333,9 +328,8 @@ class Session(JournalSession):
         The method's state does not depend on these, so the scores recorded
         stay valid; ``status`` applies the new rule at once.
         """
-        changed = self._record_change(
-            {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window, "n_max": max_items})
-        return {("max_items" if k == "n_max" else k): v for k, v in changed.items()}
+        return self._record_change(
+            {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window, "max_items": max_items})
 
     # ---------------------------------------------------------------- views
     @property
@@ -368,10 +362,7 @@ class Session(JournalSession):
 
     def stop_reason(self) -> str | None:
         """Why to stop now ("precision", "budget", "exhausted"), or None, under the rule in force."""
-        method = self._method()
-        if method.n_observed >= method.n_items:
-            return "exhausted"
-        return self.stopping_rule().check(method.trajectory)
+        return stop_reason(self.stopping_rule(), self._method())
 
     def status(self) -> SessionStatus:
         """Estimate, interval, items used, pending items, and each stopping condition against its threshold."""

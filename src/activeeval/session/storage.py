@@ -52,7 +52,8 @@ from typing import Any
 
 from activeeval.exceptions import StorageError
 
-__all__ = ["Event", "Change", "Journal", "FORMAT_VERSION", "ReferenceMismatchError", "CorruptedSessionError"]
+__all__ = ["Event", "Change", "Journal", "Transaction", "FORMAT_VERSION", "ReferenceMismatchError",
+           "CorruptedSessionError"]
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -145,7 +146,7 @@ class Journal:
     """An open session file. Use :meth:`create` or :meth:`open`.
 
     Hands out immutable :class:`Event` records and plain dicts, never the
-    connection.
+    connection: writes go through the :class:`Transaction` of :meth:`write`.
     """
 
     def __init__(self, path: Path, conn: sqlite3.Connection, timeout: float, readonly: bool) -> None:
@@ -189,12 +190,12 @@ class Journal:
                 conn.close()
             # link() refuses to overwrite, so a session created concurrently is never clobbered.
             os.link(tmp, p)
-        except FileExistsError:
+        except FileExistsError as exc:
             raise StorageError(
                 f"session file {str(p)!r} already exists (created concurrently); open it instead"
-            ) from None
+            ) from exc
         except (sqlite3.Error, OSError) as exc:
-            raise StorageError(f"cannot create session file {str(p)!r}: {exc}") from None
+            raise StorageError(f"cannot create session file {str(p)!r}: {exc}") from exc
         finally:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
@@ -211,7 +212,7 @@ class Journal:
             with open(p, "rb") as fh:
                 head = fh.read(100)
         except OSError as exc:
-            raise StorageError(f"cannot read session file {str(p)!r}: {exc}") from None
+            raise StorageError(f"cannot read session file {str(p)!r}: {exc}") from exc
         if not head:
             raise StorageError(f"{str(p)!r} is empty (0 bytes), not an activeeval session file; remove it or "
                                "choose another path")
@@ -242,7 +243,7 @@ class Journal:
             raise
         except sqlite3.Error as exc:
             conn.close()
-            raise journal._locked_or(exc, "open") from None
+            raise journal._locked_or(exc, "open") from exc
         if not {"meta", "events"} <= journal._tables:
             conn.close()
             raise StorageError(
@@ -276,7 +277,7 @@ class Journal:
             mode = "immutable=1" if wal and not wal_file.exists() else "mode=ro"
             return sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=timeout, isolation_level=None)
         except sqlite3.Error as exc:
-            raise StorageError(f"cannot open session file {str(p)!r}: {exc}") from None
+            raise StorageError(f"cannot open session file {str(p)!r}: {exc}") from exc
 
     def close(self) -> None:
         self._conn.close()
@@ -307,7 +308,7 @@ class Journal:
         try:
             return (conn or self._conn).execute(sql, args).fetchall()
         except sqlite3.Error as exc:
-            raise self._locked_or(exc, what) from None
+            raise self._locked_or(exc, what) from exc
 
     # -------------------------------------------------------------- reads
     def meta(self) -> dict[str, Any]:
@@ -317,7 +318,7 @@ class Journal:
         try:
             return {k: json.loads(v) for k, v in rows.items() if k != "checksum"}
         except json.JSONDecodeError as exc:
-            raise CorruptedSessionError(self._corrupted(f"unreadable settings: {exc}")) from None
+            raise CorruptedSessionError(self._corrupted(f"unreadable settings: {exc}")) from exc
 
     def _event_sql(self) -> str:
         target = "target" if "target" in self._columns else "''"
@@ -325,8 +326,11 @@ class Journal:
         return (f"SELECT seq, kind, item_id, score, batch, created, {target}, {chain} FROM events "
                 "WHERE seq > ? ORDER BY seq")
 
-    def events(self, after: int = 0, conn: sqlite3.Connection | None = None) -> list[Event]:
+    def events(self, after: int = 0) -> list[Event]:
         """Events with ``seq > after``, in order; the hash chain of every row not yet seen is verified."""
+        return self._events(after, None)
+
+    def _events(self, after: int, conn: sqlite3.Connection | None) -> list[Event]:
         chained = "chain" in self._columns
         start = min(after, self._chain_seq) if chained else after
         rows = self._query(self._event_sql(), (start,), "read its events", conn)
@@ -341,8 +345,11 @@ class Journal:
                 out.append(Event(seq, kind, item_id, score, batch, created, target))
         return out
 
-    def changes(self, after: int = 0, conn: sqlite3.Connection | None = None) -> list[Change]:
+    def changes(self, after: int = 0) -> list[Change]:
         """Settings changes with ``seq > after``, in order (checksums verified)."""
+        return self._changes(after, None)
+
+    def _changes(self, after: int, conn: sqlite3.Connection | None) -> list[Change]:
         if "changes" not in self._tables:
             return []
         rows = self._query(
@@ -356,7 +363,7 @@ class Journal:
             try:
                 out.append(Change(seq, after_event, json.loads(settings), created))
             except json.JSONDecodeError as exc:
-                raise CorruptedSessionError(self._corrupted(f"settings change {seq}: {exc}")) from None
+                raise CorruptedSessionError(self._corrupted(f"settings change {seq}: {exc}")) from exc
         return out
 
     def snapshot(self) -> Snapshot | None:
@@ -376,20 +383,26 @@ class Journal:
 
     # ------------------------------------------------------------- writes
     @contextlib.contextmanager
-    def write(self, what: str) -> Iterator[sqlite3.Connection]:
-        """A write transaction (BEGIN IMMEDIATE ... COMMIT); rolled back on any error."""
+    def write(self, what: str) -> Iterator[Transaction]:
+        """A write transaction (BEGIN IMMEDIATE ... COMMIT), rolled back on any error: a :class:`Transaction`
+        with the reads and appends a session makes under the lock. ``what`` names the operation in errors."""
+        with self._transaction(what) as conn:
+            yield Transaction(self, conn)
+
+    @contextlib.contextmanager
+    def _transaction(self, what: str) -> Iterator[sqlite3.Connection]:
         if self.readonly:
             raise StorageError(f"session file {str(self.path)!r} was opened read-only: cannot {what}")
         try:
             self._conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            raise self._locked_or(exc, what) from None
+            raise self._locked_or(exc, what) from exc
         try:
             yield self._conn
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
-            raise self._locked_or(exc, what) from None
+            raise self._locked_or(exc, what) from exc
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
@@ -399,13 +412,12 @@ class Journal:
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
-            raise self._locked_or(exc, what) from None
+            raise self._locked_or(exc, what) from exc
 
-    def insert(
+    def _insert(
         self, conn: sqlite3.Connection, kind: str, item_id: str, score: float | None, batch: int | None,
         target: str = "",
     ) -> int:
-        """Append one event (inside :meth:`write`); returns its seq."""
         created = now_iso()
         if "chain" not in self._columns:  # version 1
             if target:
@@ -427,7 +439,7 @@ class Journal:
         )
         return seq
 
-    def insert_change(self, conn: sqlite3.Connection, after_event: int, settings: dict[str, Any]) -> int:
+    def _insert_change(self, conn: sqlite3.Connection, after_event: int, settings: dict[str, Any]) -> int:
         conn.execute(_CHANGES_SCHEMA)
         self._tables.add("changes")
         created = now_iso()
@@ -443,7 +455,7 @@ class Journal:
     def put_snapshot(self, upto: int, key: str, info: dict[str, Any], checksum: str, data: bytes) -> bool:
         """Replace the snapshot (its own short transaction); False if the file was busy (it is only a cache)."""
         try:
-            with self.write("store a snapshot") as conn:
+            with self._transaction("store a snapshot") as conn:
                 conn.execute(_SNAPSHOTS_SCHEMA)
                 conn.execute(
                     "INSERT OR REPLACE INTO snapshots(id, upto, key, info, checksum, data, created) "
@@ -455,7 +467,38 @@ class Journal:
             return False
         return True
 
-    @staticmethod
-    def next_batch(conn: sqlite3.Connection) -> int:
-        row = conn.execute("SELECT COALESCE(MAX(batch), 0) FROM events WHERE kind = 'ask'").fetchone()
+
+
+class Transaction:
+    """What a session does inside one write transaction of a :class:`Journal` (from :meth:`Journal.write`).
+
+    Reads see the file as it is under the lock (so a session first catches up
+    with what other processes wrote, then appends); appends are committed
+    together when the ``with`` block ends, or not at all.
+    """
+
+    def __init__(self, journal: Journal, conn: sqlite3.Connection) -> None:
+        self._journal = journal
+        self._conn = conn
+
+    def events(self, after: int = 0) -> list[Event]:
+        """As :meth:`Journal.events`, under the lock."""
+        return self._journal._events(after, self._conn)
+
+    def changes(self, after: int = 0) -> list[Change]:
+        """As :meth:`Journal.changes`, under the lock."""
+        return self._journal._changes(after, self._conn)
+
+    def append(self, kind: str, item_id: str, score: float | None = None, batch: int | None = None,
+               target: str = "") -> int:
+        """Append one event ("ask" with its batch, or "tell" with its score); returns its seq."""
+        return self._journal._insert(self._conn, kind, item_id, score, batch, target)
+
+    def append_change(self, after_event: int, settings: dict[str, Any]) -> int:
+        """Record changed settings (the stopping rule) after event ``after_event``; returns the change's seq."""
+        return self._journal._insert_change(self._conn, after_event, settings)
+
+    def next_batch(self) -> int:
+        """The number of the next batch of asks (1 for the first)."""
+        row = self._conn.execute("SELECT COALESCE(MAX(batch), 0) FROM events WHERE kind = 'ask'").fetchone()
         return int(row[0]) + 1

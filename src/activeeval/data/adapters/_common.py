@@ -37,7 +37,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise DataFormatError(f"{str(path)!r} line {lineno} is not valid JSON ({exc.msg})") from None
+                raise DataFormatError(f"{str(path)!r} line {lineno} is not valid JSON ({exc.msg})") from exc
             if not isinstance(obj, dict):
                 raise DataFormatError(f"{str(path)!r} line {lineno} is not a JSON object")
             yield lineno, obj
@@ -48,9 +48,9 @@ def read_json(path: Path) -> Any:
         with _open(path) as fh:
             return json.load(fh)
     except json.JSONDecodeError as exc:
-        raise DataFormatError(f"{str(path)!r} is not valid JSON ({exc.msg} at line {exc.lineno})") from None
+        raise DataFormatError(f"{str(path)!r} is not valid JSON ({exc.msg} at line {exc.lineno})") from exc
     except OSError as exc:
-        raise DataFormatError(f"cannot read {str(path)!r}: {exc}") from None
+        raise DataFormatError(f"cannot read {str(path)!r}: {exc}") from exc
 
 
 def to_score(value: Any, where: str) -> float:

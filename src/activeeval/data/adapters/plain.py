@@ -57,7 +57,7 @@ def read_item_scores(
     except (ValueError, OSError, ImportError) as exc:
         if isinstance(exc, DataFormatError):
             raise
-        raise DataFormatError(f"cannot read {str(p)!r}: {exc}") from None
+        raise DataFormatError(f"cannot read {str(p)!r}: {exc}") from exc
     cols = [str(c) for c in df.columns]
     icol = _pick(cols, item_column, ITEM_ALIASES, "item", p)
     scol = _pick(cols, score_column, SCORE_ALIASES, "score", p)

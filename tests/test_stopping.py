@@ -1,0 +1,77 @@
+"""Stopping rules (activeeval.stopping): the driver's, never a method's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from activeeval import BayesAME, BayesAMEPaper, ScoreMatrix
+from activeeval.exceptions import ConfigurationError
+from activeeval.methods.estimate import Estimate
+from activeeval.stopping import AnyOf, BudgetRule, WindowCIRule, conditions_of, default_rule, stop_reason
+
+
+def small(kind: str = "binary", n_models: int = 6, n_items: int = 20, seed: int = 0) -> ScoreMatrix:
+    rng = np.random.default_rng(seed)
+    scores = rng.random((n_models, n_items))
+    if kind == "binary":
+        scores = (scores < 0.5).astype(float)
+    return ScoreMatrix(scores, item_ids=[f"q{i}" for i in range(n_items)], kind=kind, name="small")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"epsilon2": 0}, "epsilon2 must be > 0"),
+        ({"epsilon1": -1}, "epsilon1 must be >= 0"),
+        ({"window": 0}, "window must be a positive integer"),
+        ({"max_items": 0}, "max_items must be a positive integer"),
+    ],
+)
+def test_stopping_configuration_errors(kwargs: dict, message: str) -> None:
+    """The stopping rule is the driver's, not the method's: its bad values are refused where it is built."""
+    with pytest.raises(ConfigurationError, match=message):
+        default_rule(**kwargs)
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        BayesAMEPaper(small(), **kwargs)  # a method takes no stopping option
+
+
+def test_stopping_rules() -> None:
+    def traj(means: list[float], var: float) -> list[Estimate]:
+        return [Estimate(m, var, j + 1, 100) for j, m in enumerate(means)]
+
+    rule = WindowCIRule(epsilon1=0.01, epsilon2=0.1, window=3)
+    assert rule.check(traj([0.5, 0.5], 1e-6)) is None  # window not reached
+    assert rule.check(traj([0.9, 0.5, 0.505, 0.508], 1e-6)) == "precision"
+    assert rule.check(traj([0.5, 0.52, 0.5], 1e-6)) is None  # range 0.02 > epsilon1
+    # width 2*1.96*sd > 0.1 when sd = 0.03
+    assert rule.check(traj([0.5, 0.5, 0.5], 0.03**2)) is None
+    assert BudgetRule(3).check(traj([0.1] * 3, 1.0)) == "budget"
+    assert AnyOf((rule, BudgetRule(2))).check(traj([0.1, 0.9], 1.0)) == "budget"
+    assert default_rule(max_items=5).check(traj([0.1] * 5, 1.0)) == "budget"
+
+
+def test_bayesame_stops_on_precision_with_binary_data() -> None:
+    ref = small("binary", n_models=8, n_items=200, seed=3)
+    truth = (np.random.default_rng(1).random(200) < 0.4).astype(float)
+    method = BayesAME(ref, seed=0)
+    rule = default_rule(epsilon2=0.3, epsilon1=0.2)
+    while stop_reason(rule, method) is None:
+        i = method.select()
+        method.observe(i, truth[i])
+    assert stop_reason(rule, method) == "precision"
+    assert method.n_observed >= 30  # window W = 30
+    assert method.estimate().width() <= 0.3
+
+
+def test_conditions_and_exhaustion() -> None:
+    trajectory = [Estimate(0.5, 1e-8, j + 1, 4) for j in range(4)]
+    rule = default_rule(epsilon2=0.1, window=3, max_items=10)
+    names = [(c.rule, c.name, c.met) for c in conditions_of(rule, trajectory)]
+    assert names == [("precision", "window", True), ("precision", "stability", True),
+                     ("precision", "width", True), ("budget", "budget", False)]
+
+    class Done:
+        n_items, n_observed, trajectory = 4, 4, ()
+
+    assert stop_reason(BudgetRule(100), Done()) == "exhausted"  # every item observed: whatever the rule
