@@ -44,7 +44,7 @@ import warnings
 from pathlib import Path
 
 from activeeval import datasets
-from activeeval.experiments.ranking_eval import run_backtest, summarise
+from activeeval.experiments.ranking_eval import run_rank_backtest, summarize_rank_backtest
 
 ALL_DATASETS = (
     "ifeval", "musr", "arc_challenge", "mmlu", "gsm", "math", "commonsense", "alpacaeval2", "mmlu_pro",
@@ -73,8 +73,8 @@ def run_one(name: str, config: str, seeds: int, folds: int, holdout: int, budget
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # incomplete reference models dropped: expected, said in the docs
-        records = run_backtest(matrix, folds=folds, holdout=holdout, seeds=seeds, budget_per_model=budget, **opts)
-    s = summarise(records)
+        records = run_rank_backtest(matrix, folds=folds, holdout=holdout, seeds=seeds, budget_per_model=budget, **opts)
+    s = summarize_rank_backtest(records)
     out = {k: s[k] for k in KEYS}
     out["seconds"] = time.perf_counter() - start
     return out

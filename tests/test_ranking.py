@@ -278,13 +278,13 @@ def test_simulate_ranking_end_to_end(method):
     assert rec.items_random == rec.items_adaptive
     assert -1 <= rec.adaptive_tau <= 1 and -1 <= rec.random_tau <= 1 and -1 <= rec.static_tau <= 1
     assert rec.items_fixed == 4 * max(rec.adaptive.items_per_model.values())
-    s = ev.summarise([rec])
+    s = ev.summarize_rank_backtest([rec])
     assert s["n_runs"] == 1 and s["pct_used"] == pytest.approx(100 * rec.items_adaptive / (4 * 120))
 
 
 def test_backtest_and_errors():
     mat = small_matrix()
-    recs = ev.run_backtest(mat, method="cat", folds=2, holdout=3, seeds=2)
+    recs = ev.run_rank_backtest(mat, method="cat", folds=2, holdout=3, seeds=2)
     assert len(recs) == 4
     folds = ev.backtest_folds(mat, folds=3, holdout=4, seed=1)
     assert len({m for f in folds for m in f}) == 12  # disjoint
@@ -295,9 +295,9 @@ def test_backtest_and_errors():
         ev.backtest_folds(mat, folds=3, holdout=1, seed=0)
     with pytest.raises(ConfigurationError, match=r"method must be one of \['cat', 'bayesame', 'bayesame-paper'\] "
                        r"for ranking, got 'irt'"):
-        ev.run_backtest(mat, method="irt")
+        ev.run_rank_backtest(mat, method="irt")
     with pytest.raises(ConfigurationError, match=r"seeds must be a positive integer, got 0"):
-        ev.run_backtest(mat, seeds=0)
+        ev.run_rank_backtest(mat, seeds=0)
     with pytest.raises(UnknownModelError, match=r"unknown model 'nobody'"):
         ev.simulate_ranking(mat, ["nobody", "org0/m0"])
     y = mat.scores.copy()
@@ -388,12 +388,12 @@ def test_partner_pairing_compares_models_on_common_items():
 
 
 def test_summary_pools_confident_pairs_and_counts_false_ties():
-    summarise = ev.summarise
+    summarize = ev.summarize_rank_backtest
     m = small_matrix()
     held = list(m.model_ids[:4])
     recs = [ev.simulate_ranking(m, held, method="cat", budget_per_model=15, min_items=5, seed=s, baselines=False)
             for s in range(2)]
-    s = summarise(recs)
+    s = summarize(recs)
     assert s["n_pairs"] == 12
     assert s["n_confident"] == sum(r.n_confident for r in recs)
     if s["n_confident"]:

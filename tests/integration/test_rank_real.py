@@ -14,7 +14,7 @@ import pytest
 from activeeval import datasets
 from activeeval.data.datasets import shared_data_dir
 from activeeval.exceptions import UnknownDatasetError
-from activeeval.experiments.ranking_eval import run_backtest, summarise
+from activeeval.experiments.ranking_eval import run_rank_backtest, summarize_rank_backtest
 from activeeval.methods.cat import ContinuousCAT
 
 
@@ -27,8 +27,8 @@ def _load_shared(name: str):
 
 def test_alpacaeval2_cat_ranks_better_than_chance_and_is_right_when_confident():
     matrix = datasets.load("alpacaeval2")
-    recs = run_backtest(matrix, method="cat", folds=5, holdout=4, seeds=2)
-    s = summarise(recs)
+    recs = run_rank_backtest(matrix, method="cat", folds=5, holdout=4, seeds=2)
+    s = summarize_rank_backtest(recs)
     # Measured over 20 seeds: adaptive τ ≈ 0.72, random ≈ 0.59. With 10 sets, 0.4 is a safe floor.
     assert s["adaptive_tau"] > 0.4
     assert s["pct_used"] < 3.0  # budget of 20 items per model of 805
@@ -54,7 +54,7 @@ def test_binary_dataset_quasi_likelihood_is_finite():
 @pytest.mark.parametrize("method", ["cat", "bayesame"])
 def test_full_backtest(name, method):
     matrix = _load_shared(name) if name.startswith("wmt") else datasets.load(name)
-    s = summarise(run_backtest(matrix, method=method, folds=5, holdout=4, seeds=20))
+    s = summarize_rank_backtest(run_rank_backtest(matrix, method=method, folds=5, holdout=4, seeds=20))
     assert s["n_runs"] == 100
     assert s["adaptive_tau"] > 0.0 and s["pct_used"] < 3.0
     assert np.isnan(s["confident_accuracy"]) or s["confident_accuracy"] >= 0.85

@@ -282,7 +282,7 @@ def rank_backtest_command(
     from rich.table import Table
 
     from activeeval.datasets import resolve
-    from activeeval.experiments.ranking_eval import run_backtest, run_family_holdout, summarise
+    from activeeval.experiments.ranking_eval import run_family_holdout, run_rank_backtest, summarize_rank_backtest
     from activeeval.ranking import check_gamma, check_pairing
 
     check_gamma(gamma)
@@ -297,10 +297,10 @@ def rank_backtest_command(
                                      pairing=pairing, **cal_kw)
         folds, holdout = 1, len(records[0].models)
     else:
-        records = run_backtest(matrix, method=method, folds=folds, holdout=holdout, seeds=seeds, gamma=gamma,
+        records = run_rank_backtest(matrix, method=method, folds=folds, holdout=holdout, seeds=seeds, gamma=gamma,
                                budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed,
                                pairing=pairing, **cal_kw)
-    s = summarise(records)
+    s = summarize_rank_backtest(records)
     if as_json:
         print_json({
             "dataset": dataset, "method": method,

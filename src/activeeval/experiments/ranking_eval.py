@@ -60,9 +60,9 @@ __all__ = [
     "RunRecord",
     "simulate_ranking",
     "backtest_folds",
-    "run_backtest",
+    "run_rank_backtest",
     "run_family_holdout",
-    "summarise",
+    "summarize_rank_backtest",
 ]
 
 RANK_METHODS = ("cat", "bayesame", "bayesame-paper")
@@ -147,7 +147,7 @@ def confident_accuracy(result: RankResult, truth: Mapping[str, float]) -> tuple[
 
     Returns (accuracy, number of confident pairs); accuracy is NaN with none
     (never 1: a run that says nothing has made no correct call). Pool runs by
-    summing accuracy × count (see :func:`summarise`), not by averaging accuracies.
+    summing accuracy × count (see :func:`summarize_rank_backtest`), not by averaging accuracies.
     Pairs tied exactly in the full evaluation count as correct either way.
     """
     correct, total = confident_counts(result, truth)
@@ -406,7 +406,7 @@ def backtest_folds(matrix: ScoreMatrix, *, folds: int, holdout: int, seed: int) 
     return [[pool[j] for j in perm[f * holdout:(f + 1) * holdout]] for f in range(folds)]
 
 
-def run_backtest(
+def run_rank_backtest(
     matrix: ScoreMatrix,
     *,
     method: str = "cat",
@@ -485,7 +485,7 @@ def _mean_sd(values: Sequence[float]) -> tuple[float, float]:
     return float(v.mean()), float(v.std(ddof=0))
 
 
-def summarise(records: Sequence[RunRecord]) -> dict[str, float]:
+def summarize_rank_backtest(records: Sequence[RunRecord]) -> dict[str, float]:
     """Means (and sds) over runs of every reported metric; NaN entries are skipped."""
     keys = ["adaptive_tau", "random_tau", "static_tau", "fixed_tau", "items_adaptive", "items_random",
             "items_static", "items_fixed", "pct_used", "tie_precision", "tie_recall", "tie_f1",

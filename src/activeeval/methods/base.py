@@ -133,7 +133,10 @@ class BaseMethod(ABC):
         Reference models' scores (models x items); the target is scored on
         the same items.
     seed : int, Generator or None
-        Seeds the default randomness of ``select``.
+        Seeds the default randomness of ``select``; kept as given. The base
+        seed in use is ``seed_`` (the int, or one drawn once from the
+        Generator or at random), following scikit-learn's convention that
+        resolved values carry a trailing underscore.
     missing : {"models", "items", "auto"}
         Policy for missing reference scores (see :func:`prepare_reference`).
     """
@@ -150,12 +153,13 @@ class BaseMethod(ABC):
         self.reference, self.dropped = prepare_reference(reference, missing=missing)
         self.n_items = self.reference.n_items
         self.item_ids = self.reference.item_ids
-        self.seed = _seed_int(seed)
-        if self.seed is None:
+        self.seed = seed  # as given (a setting); the resolved base seed is seed_
+        self.seed_ = _seed_int(seed)
+        if self.seed_ is None:
             # An unseeded (or Generator-seeded) method still needs a fixed base
             # seed so that select() is pure; draw it once.
             gen = seed if isinstance(seed, np.random.Generator) else np.random.default_rng()
-            self.seed = int(gen.integers(0, 2**63 - 1))
+            self.seed_ = int(gen.integers(0, 2**63 - 1))
         self._observed = np.zeros(self.n_items, dtype=bool)
         self._items: list[int] = []
         self._scores: list[float] = []
@@ -180,8 +184,8 @@ class BaseMethod(ABC):
         return tuple(self._trajectory)
 
     def default_rng(self) -> np.random.Generator:
-        """The generator ``select`` uses when none is passed: seeded by (seed, n_observed)."""
-        return np.random.default_rng([self.seed, self.n_observed])
+        """The generator ``select`` uses when none is passed: seeded by (seed_, n_observed)."""
+        return np.random.default_rng([self.seed_, self.n_observed])
 
     def select(self, rng: np.random.Generator | None = None) -> int:
         """Index of the next item to evaluate (pure when ``rng`` is None)."""

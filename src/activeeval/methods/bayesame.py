@@ -461,7 +461,7 @@ class BayesAME(BaseMethod):
         so its first unobserved item is a uniform draw from the unobserved items.
         """
         if self._order is None:
-            self._order = random_order(int(self.seed), self.n_items)
+            self._order = random_order(int(self.seed_), self.n_items)
         skip = self._observed.copy()
         skip[list(exclude)] = True
         free = self._order[~skip[self._order]]
@@ -793,7 +793,7 @@ def _model_based_errors(
     active = np.ones(n_targets, dtype=bool)
     out: list[np.ndarray] = []
     for n in range(1, max(grid) + 1):
-        (item,) = method._select(np.random.default_rng([method.seed, n - 1]), 1, ())
+        (item,) = method._select(np.random.default_rng([method.seed_, n - 1]), 1, ())
         b = int(method.buckets.of_item[item])
         innovation, d = post.observe(b, truths[:, item])
         if n - 1 >= SCALE_SKIP:
