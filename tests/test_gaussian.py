@@ -1,4 +1,4 @@
-"""The kernel objects.
+"""The kernel objects and the one rank-one update of the posterior state.
 
 Unit tests of the maths on synthetic data (the methods that use them are
 tested in test_bayesame_maths.py and test_bayesame_default.py).
@@ -12,8 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from activeeval.exceptions import ConfigurationError
-from activeeval.gaussian import LevelKernel, kernel_matvec, se_kernel, sq_dists
+from activeeval.gaussian import (
+    BucketPosterior,
+    LevelKernel,
+    condition_covariance,
+    kernel_matvec,
+    se_kernel,
+    sq_dists,
+)
 from activeeval.kernels import SquaredExponential
+
+ATOL = 1e-8  # incremental against dense round-off on small, well-conditioned problems
 
 
 # ----------------------------------------------------------------- kernels
@@ -108,3 +117,104 @@ def test_level_kernel_uses_the_squared_exponential() -> None:
     dense = se(d2) + 0.5 + 0.7 * np.outer(m, m) + (0.2 / 4) * (psi @ psi.T)
     vec = rng.normal(size=8)
     np.testing.assert_allclose(kernel.matvec(phi, psi, m, vec), dense @ vec, rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------- posterior state
+def small_problem(seed: int, n_buckets: int = 9):
+    rng = np.random.default_rng(seed)
+    phi = rng.random((n_buckets, 4))
+    sigma = SquaredExponential(0.5, 2.0, 4)(sq_dists(phi, phi))
+    counts = rng.integers(1, 4, size=n_buckets).astype(float)
+    noise = 0.05 * counts
+    mu = phi.mean(1)
+    return rng, sigma, counts, noise, mu
+
+
+def make_posterior(
+    sigma: np.ndarray, counts: np.ndarray, noise: np.ndarray, mu: np.ndarray, **kwargs: object
+) -> BucketPosterior:
+    """A posterior with the dense prior Σ read column by column."""
+    return BucketPosterior(mu, lambda b: sigma[:, b].copy(), np.diag(sigma).copy(), sigma @ counts, counts, noise,
+                           **kwargs)
+
+
+def test_condition_covariance_is_the_dense_rank_one_update() -> None:
+    _, sigma, counts, noise, _ = small_problem(0)
+    remaining, diag, cov_u = counts.copy(), np.diag(sigma).copy(), sigma @ counts
+    b = 4
+    col = sigma[:, b].copy()
+    d, row = condition_covariance(col, noise[b], b, remaining, diag, cov_u)
+    after = sigma - np.outer(col, col) / (col[b] + noise[b])
+    u = counts.copy()
+    u[b] -= 1.0
+    assert d == col[b] + noise[b]
+    np.testing.assert_array_equal(remaining, u)
+    np.testing.assert_allclose(diag, np.diag(after), atol=1e-14)
+    np.testing.assert_allclose(cov_u, after @ u, atol=1e-13)
+    np.testing.assert_allclose(np.outer(row, row), sigma - after, atol=1e-14)
+
+
+def test_a_pending_item_conditions_the_covariance_as_an_observed_one_to_the_bit() -> None:
+    """The fantasy (score unknown) and a real observation share the one rank-one update."""
+    rng, sigma, counts, noise, mu = small_problem(1)
+    post = make_posterior(sigma, counts, noise, mu)
+    for b in (2, 5, 2):
+        post.observe(b, float(rng.random()))
+    fantasy = post.fantasy()
+    observed = make_posterior(sigma, counts, noise, mu)
+    for b in (2, 5, 2):
+        observed.observe(b, 0.0)
+    for step, b in enumerate((7, 5, 7)):
+        fantasy.condition(b)
+        observed.observe(b, float(rng.random()))  # scores change the mean, never the covariance
+        np.testing.assert_array_equal(fantasy.remaining, observed.remaining)
+        if step == 0:  # the same column, to the bit
+            np.testing.assert_array_equal(fantasy.diag, observed.diag)
+            np.testing.assert_array_equal(fantasy.cov_u, observed.cov_u)
+        else:  # the fantasy's rows are read apart from V's (VᵀV + EᵀE): round-off only
+            np.testing.assert_allclose(fantasy.diag, observed.diag, rtol=1e-13, atol=1e-15)
+            np.testing.assert_allclose(fantasy.cov_u, observed.cov_u, rtol=1e-13, atol=1e-14)
+    np.testing.assert_array_equal(post.remaining, counts - [0, 0, 2, 0, 0, 1, 0, 0, 0])  # the fantasy left it alone
+
+
+def test_rebuild_with_a_new_prior_equals_a_fresh_posterior_on_the_same_items() -> None:
+    rng, sigma, counts, noise, mu = small_problem(2)
+    phi = rng.random((counts.size, 4))
+    items = [(1, 0.3), (4, 0.9), (1, 0.5), (6, 0.1)]
+    current = {"sigma": sigma}
+    post = BucketPosterior(mu, lambda b: current["sigma"][:, b].copy(), np.diag(sigma).copy(), sigma @ counts,
+                           counts, noise, auto_compress=False)
+    for b, s in items:
+        post.observe(b, s)
+    assert post.rows == 4
+    post.rebuild()  # same prior: back to one row per observed bucket, same posterior
+    assert post.rows == 3
+    fresh = make_posterior(sigma, counts, noise, mu)
+    for b, s in items:
+        fresh.observe(b, s)
+    for name in ("mean", "diag", "cov_u"):
+        np.testing.assert_allclose(getattr(post, name), getattr(fresh, name), atol=ATOL)
+    np.testing.assert_allclose(post.v.T @ post.v, fresh.v.T @ fresh.v, atol=ATOL)
+    # new hyperparameters: the prior's pieces are passed in, the observations kept
+    current["sigma"] = new = SquaredExponential(0.8, 0.5, 4)(sq_dists(phi, phi))
+    post.rebuild(prior_diag=np.diag(new).copy(), prior_cov_counts=new @ counts, noise=2 * noise)
+    fresh = make_posterior(new, counts, 2 * noise, mu)
+    for b, s in items:
+        fresh.observe(b, s)
+    for name in ("mean", "diag", "cov_u", "remaining", "n_obs", "sum_obs"):
+        np.testing.assert_allclose(getattr(post, name), getattr(fresh, name), atol=ATOL)
+
+
+def test_auto_compress_can_be_left_to_the_caller() -> None:
+    _, sigma, counts, noise, mu = small_problem(3, n_buckets=3)
+    counts = np.full(3, 200.0)
+    auto = make_posterior(sigma, counts, noise, mu)
+    manual = make_posterior(sigma, counts, noise, mu, auto_compress=False)
+    for i in range(80):
+        auto.observe(i % 2, 0.5)
+        manual.observe(i % 2, 0.5)
+    assert auto.rows < 2 * 2 + 64 + 1 and not auto.crowded
+    assert manual.rows == 80 and manual.crowded
+    manual.rebuild()
+    assert manual.rows == 2 and not manual.crowded
+    np.testing.assert_allclose(manual.cov_u, auto.cov_u, atol=ATOL)

@@ -28,6 +28,8 @@ __all__ = [
     "kernel_matvec",
     "posterior_item_form",
     "posterior_bucket_form",
+    "condition_covariance",
+    "BucketPosterior",
     "var_r",
     "information_gain",
     "nlml_bucket_form",
@@ -373,15 +375,44 @@ class LevelKernel:
         return out
 
 
+def condition_covariance(
+    col: np.ndarray, noise_b: float, b: int, remaining: np.ndarray, diag: np.ndarray, cov_u: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """The covariance part of conditioning on one more item of bucket b, in place: the rank-one update.
+
+    Σ|C' = Σ|C − k kᵀ / d with k = Σ|C[:, b] (``col``) and d = k_b + noise_b,
+    the item's predictive variance. It does not depend on the item's score,
+    so an observed item (:meth:`BucketPosterior.observe`) and one whose score
+    is not known yet (a pending or chosen item, :meth:`BucketPosterior.fantasy`)
+    take this one path. Updates in place ``diag`` = diag(Σ|C), ``remaining`` =
+    u (one item fewer in b) and ``cov_u`` = Σ|C u, as
+    Σ|C' u' = Σ|C u − k − k (kᵀu') / d for u' = u − e_b.
+
+    Returns
+    -------
+    d : float
+        k_b + noise_b.
+    row : ndarray (B,)
+        k / √d, the new row of V (Σ|C' = Σ − VᵀV).
+    """
+    d = float(col[b] + noise_b)
+    diag -= col * col / d
+    remaining[b] -= 1.0
+    cov_u -= col
+    cov_u -= col * (float(col @ remaining) / d)
+    return d, col / np.sqrt(d)
+
+
 class BucketPosterior:
     """Exact Gaussian posterior of bucket abilities θ ∈ R^B, updated one observed item at a time.
 
     Prior θ ~ N(μ0, Σ); an item of bucket b scores s = θ_b + ε, ε ~ N(0, noise_b).
     The state is what selection and estimation need — μ|C, diag(Σ|C) and
     Σ|C u (u = unobserved items per bucket) — and Σ|C = Σ − VᵀV with one row
-    of V per observation since the last :meth:`compress`. An observation is a
-    rank-one (Kalman) update, O(r·B) for r rows; Σ is read column by column
-    through ``prior_col``, so no B×B matrix is formed.
+    of V per observation since the last :meth:`rebuild`. An observation is a
+    rank-one (Kalman) update (:func:`condition_covariance`), O(r·B) for r rows;
+    Σ is read column by column through ``prior_col``, so no B×B matrix is formed.
+    Both BayesAME methods keep their posterior in one.
 
     Parameters
     ----------
@@ -395,11 +426,17 @@ class BucketPosterior:
         N_b, items per bucket.
     noise : ndarray of shape (B,)
         Noise variance of one item of each bucket.
+    capacity : int
+        Rows of V allocated up front, and kept free after each :meth:`rebuild`
+        (V grows by doubling beyond them).
     n_targets : int, optional
         Track the posterior means of this many targets at once (scores are
         then arrays of shape (n_targets,) and ``mean`` has shape (B, n_targets)):
         the covariance does not depend on the scores, so targets observed on
         the same items share it.
+    auto_compress : bool
+        Rebuild in :meth:`observe` when V has become :attr:`crowded` (True);
+        False leaves it to the caller.
     """
 
     def __init__(
@@ -412,6 +449,7 @@ class BucketPosterior:
         noise: np.ndarray,
         capacity: int = 64,
         n_targets: int | None = None,
+        auto_compress: bool = True,
     ) -> None:
         self.prior_mean = np.asarray(prior_mean, dtype=float)
         self.prior_col = prior_col
@@ -428,7 +466,9 @@ class BucketPosterior:
         self.mean = self._prior_means()
         self.diag = self.prior_diag.copy()
         self.cov_u = self.prior_cov_counts.copy()
-        self._v = np.empty((max(int(capacity), 1), n_b))
+        self.capacity = max(int(capacity), 1)
+        self.auto_compress = bool(auto_compress)
+        self._v = np.empty((self.capacity, n_b))
         self._rows = 0
 
     @property
@@ -443,6 +483,16 @@ class BucketPosterior:
     @property
     def rows(self) -> int:
         return self._rows
+
+    @property
+    def v(self) -> np.ndarray:
+        """V, shape (rows, B): Σ|C = Σ − VᵀV (a view; do not modify)."""
+        return self._v[: self._rows]
+
+    @property
+    def crowded(self) -> bool:
+        """Whether V has many more rows than observed buckets (repeated buckets add rows), so a rebuild pays."""
+        return self._rows > 2 * int((self.n_obs > 0).sum()) + 64
 
     def cov_col(self, b: int, extra: np.ndarray | None = None) -> np.ndarray:
         """Column b of Σ|C (optionally also conditioned on the fantasy rows ``extra``)."""
@@ -459,32 +509,44 @@ class BucketPosterior:
     def observe(self, b: int, score):  # noqa: ANN001, ANN201 - float, or (n_targets,) arrays
         """Condition on one item of bucket b scoring ``score``; returns (innovation, its variance) before it."""
         k = self.cov_col(b)
-        d = float(k[b] + self.noise[b])
+        d, row = condition_covariance(k, self.noise[b], b, self.remaining, self.diag, self.cov_u)
         if self.n_targets is None:
             innovation = float(score - self.mean[b])
             self.mean += k * (innovation / d)
         else:
             innovation = np.asarray(score, dtype=float) - self.mean[b]
             self.mean += np.outer(k, innovation / d)
-        self.diag -= k * k / d
-        self.remaining[b] -= 1.0
-        self.cov_u -= k
-        self.cov_u -= k * (float(k @ self.remaining) / d)
         if self._rows == self._v.shape[0]:
             self._v = np.vstack([self._v, np.empty_like(self._v)])
-        self._v[self._rows] = k / np.sqrt(d)
+        self._v[self._rows] = row
         self._rows += 1
         self.n_obs[b] += 1.0
         self.sum_obs[b] += score
-        if self._rows > 2 * int((self.n_obs > 0).sum()) + 64:
-            self.compress()  # repeated buckets add rows: back to one per observed bucket
+        if self.auto_compress and self.crowded:
+            self.rebuild()  # repeated buckets add rows: back to one per observed bucket
         return innovation, d
 
-    def compress(self) -> None:
-        """Rebuild the state from the bucket form (Eq. 8): one row of V per observed bucket."""
+    def rebuild(
+        self,
+        prior_diag: np.ndarray | None = None,
+        prior_cov_counts: np.ndarray | None = None,
+        noise: np.ndarray | None = None,
+    ) -> None:
+        """Rebuild the state from the bucket form (Eq. 8): one row of V per observed bucket.
+
+        After a change of hyperparameters, pass the prior's new ``prior_diag``,
+        ``prior_cov_counts`` and ``noise`` (``prior_col`` must already give the
+        new columns); the observations are kept.
+        """
+        if prior_diag is not None:
+            self.prior_diag = np.asarray(prior_diag, dtype=float)
+        if prior_cov_counts is not None:
+            self.prior_cov_counts = np.asarray(prior_cov_counts, dtype=float)
+        if noise is not None:
+            self.noise = np.asarray(noise, dtype=float)
         obs = np.flatnonzero(self.n_obs > 0)
         n_b = self.n_buckets
-        self._v = np.empty((obs.size + 64, n_b))
+        self._v = np.empty((obs.size + self.capacity, n_b))
         self._rows = obs.size
         if obs.size == 0:
             self.mean = self._prior_means()
@@ -546,13 +608,11 @@ class _Fantasy:
         self._rows: list[np.ndarray] = []
 
     def condition(self, b: int) -> None:
+        """Condition on one more item of bucket b, score unknown (pending, or chosen for the batch)."""
         extra = np.array(self._rows) if self._rows else None
         col = self.post.cov_col(b, extra)
-        d = float(col[b] + self.post.noise[b])
-        self.remaining[b] -= 1.0
-        self.diag = self.diag - col * col / d
-        self.cov_u = self.cov_u - col - col * (float(col @ self.remaining) / d)
-        self._rows.append(col / np.sqrt(d))
+        _, row = condition_covariance(col, self.post.noise[b], b, self.remaining, self.diag, self.cov_u)
+        self._rows.append(row)
 
     def information_gain(self) -> np.ndarray:
         return self.post.information_gain(self.remaining, self.cov_u, self.diag)
