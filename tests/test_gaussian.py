@@ -1,4 +1,4 @@
-"""The kernel objects and the one rank-one update of the posterior state.
+"""The kernel objects, the one rank-one update of the posterior state, and the dense references.
 
 Unit tests of the maths on synthetic data (the methods that use them are
 tested in test_bayesame_maths.py and test_bayesame_default.py).
@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import (
+    BucketNLML,
     BucketPosterior,
     LevelKernel,
     condition_covariance,
@@ -21,6 +22,7 @@ from activeeval.gaussian import (
     sq_dists,
 )
 from activeeval.kernels import SquaredExponential
+from activeeval.testing import nlml_dense
 
 ATOL = 1e-8  # incremental against dense round-off on small, well-conditioned problems
 
@@ -218,3 +220,20 @@ def test_auto_compress_can_be_left_to_the_caller() -> None:
     manual.rebuild()
     assert manual.rows == 2 and not manual.crowded
     np.testing.assert_allclose(manual.cov_u, auto.cov_u, atol=ATOL)
+
+
+# ------------------------------------------------------- dense references
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), log_params=st.tuples(st.floats(-3, 1.5), st.floats(-3, 1.5), st.floats(-6, -1)))
+def test_bucket_nlml_equals_the_dense_formula(seed: int, log_params: tuple[float, float, float]) -> None:
+    rng = np.random.default_rng(seed)
+    phi = rng.random((10, 4))
+    d2 = sq_dists(phi, phi)
+    resid = rng.normal(scale=0.3, size=10)
+    scale = rng.integers(1, 4, size=10).astype(float)
+    theta = np.array(log_params)
+    params = np.exp(theta)
+    value, grad = BucketNLML(d2, resid, scale, 4)(params)
+    ref_value, ref_grad = nlml_dense(theta, d2, resid, scale, 4)
+    assert value == pytest.approx(ref_value, rel=1e-9, abs=1e-9)
+    np.testing.assert_allclose(grad * params, ref_grad, rtol=1e-6, atol=1e-8)  # ∂/∂log p = p ∂/∂p

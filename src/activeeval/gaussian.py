@@ -5,9 +5,11 @@ Notation follows ../shared/SPEC.md §1. ``phi`` holds reference-score vectors
 ``counts`` the bucket sizes N_b, ``sigma2`` the per-item noise scale σ² (an
 item in bucket b has noise variance N_b σ²).
 
-The batch formulas here (:func:`posterior_item_form`,
-:func:`posterior_bucket_form`) are the reference the incremental updates of
-:class:`activeeval.methods.bayesame.BayesAME` are tested against.
+What the methods run: the posterior state :class:`BucketPosterior` (one
+rank-one update, :func:`condition_covariance`, for observed and pending
+items alike), the kernels (:mod:`activeeval.kernels`) and the NLML
+objectives. The dense batch formulas the incremental updates are tested
+against (Eq. 7, Eq. 8) are in :mod:`activeeval.testing`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve
+from scipy.linalg import LinAlgError, cho_factor
 
 from activeeval.exceptions import NumericalError
 from activeeval.kernels import SquaredExponential
@@ -26,8 +28,6 @@ __all__ = [
     "sq_dists",
     "se_kernel",
     "kernel_matvec",
-    "posterior_item_form",
-    "posterior_bucket_form",
     "condition_covariance",
     "BucketPosterior",
     "var_r",
@@ -119,48 +119,6 @@ def chol(a: np.ndarray, what: str = "covariance") -> tuple[np.ndarray, bool]:
             f"the {what} matrix is not positive definite ({exc}); increase the noise sigma2 "
             "or check the reference scores for NaN/constant columns"
         ) from exc
-
-
-def posterior_item_form(
-    mu: np.ndarray, sigma: np.ndarray, buckets_obs: np.ndarray, scores: np.ndarray, noise_var: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Eq. 7 (batch, item form): posterior mean and covariance of θ.
-
-    Parameters
-    ----------
-    mu : ndarray (B,), sigma : ndarray (B, B)
-        Prior mean and covariance.
-    buckets_obs : ndarray of int (n,)
-        Bucket of each observed item (the rows of H_C).
-    scores : ndarray (n,)
-        Observed scores s_C.
-    noise_var : ndarray (n,)
-        D_C, each observation's noise variance N_b σ².
-    """
-    h_sigma = sigma[buckets_obs]  # H_C Σ, (n, B)
-    gram = h_sigma[:, buckets_obs] + np.diag(noise_var)
-    factor = chol(gram, "item-form Gram")
-    mean = mu + h_sigma.T @ cho_solve(factor, scores - mu[buckets_obs])
-    cov = sigma - h_sigma.T @ cho_solve(factor, h_sigma)
-    return mean, cov
-
-
-def posterior_bucket_form(
-    mu: np.ndarray, sigma: np.ndarray, sbar: np.ndarray, n_obs: np.ndarray, counts: np.ndarray, sigma2: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Eq. 8 (batch, bucket form), restricted to buckets with n_b > 0.
-
-    μ|C = μ + Σ_{·O} (Σ_OO + Δ)⁻¹ (s̄_O − μ_O), Δ_bb = σ² N_b / n_b.
-    """
-    obs = np.flatnonzero(n_obs > 0)
-    if obs.size == 0:
-        return mu.copy(), sigma.copy()
-    s_ob = sigma[:, obs]
-    gram = sigma[np.ix_(obs, obs)] + np.diag(sigma2 * counts[obs] / n_obs[obs])
-    factor = chol(gram, "bucket-form Gram")
-    mean = mu + s_ob @ cho_solve(factor, sbar[obs] - mu[obs])
-    cov = sigma - s_ob @ cho_solve(factor, s_ob.T)
-    return mean, cov
 
 
 def var_r(remaining: np.ndarray, counts: np.ndarray, cov_u: np.ndarray, sigma2: float, n_items: int) -> float:
