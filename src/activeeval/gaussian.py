@@ -5,9 +5,11 @@ Notation follows ../shared/SPEC.md §1. ``phi`` holds reference-score vectors
 ``counts`` the bucket sizes N_b, ``sigma2`` the per-item noise scale σ² (an
 item in bucket b has noise variance N_b σ²).
 
-The batch formulas here (:func:`posterior_item_form`,
-:func:`posterior_bucket_form`) are the reference the incremental updates of
-:class:`activeeval.methods.bayesame.BayesAME` are tested against.
+What the methods run: the posterior state :class:`BucketPosterior` (one
+rank-one update, :func:`condition_covariance`, for observed and pending
+items alike), the kernels (:mod:`activeeval.kernels`) and the NLML
+objectives. The dense batch formulas the incremental updates are tested
+against (Eq. 7, Eq. 8) are in :mod:`activeeval.testing`.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve
+from scipy.linalg import LinAlgError, cho_factor
 
 from activeeval.exceptions import NumericalError
+from activeeval.kernels import SquaredExponential
 
 __all__ = [
     "Buckets",
@@ -25,8 +28,8 @@ __all__ = [
     "sq_dists",
     "se_kernel",
     "kernel_matvec",
-    "posterior_item_form",
-    "posterior_bucket_form",
+    "condition_covariance",
+    "BucketPosterior",
     "var_r",
     "information_gain",
     "nlml_bucket_form",
@@ -92,38 +95,19 @@ def sq_dists(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def se_kernel(d2: np.ndarray, alpha: float, beta: float, n_refs: int) -> np.ndarray:
-    """Eq. 1: Σ = α · exp(−(β / K) d²), elementwise on squared distances ``d2``."""
-    return alpha * np.exp(-(beta / n_refs) * d2)
+    """Eq. 1: Σ = α · exp(−(β / K) d²), elementwise on squared distances ``d2`` (:class:`SquaredExponential`)."""
+    return SquaredExponential(alpha, beta, n_refs)(d2)
 
 
 def kernel_matvec(
     phi: np.ndarray, vec: np.ndarray, alpha: float, beta: float, d2: np.ndarray | None = None, block: int = 512
 ) -> np.ndarray:
-    """Σ @ vec for the Eq. 1 kernel over all buckets, shape (n_buckets,).
+    """Σ @ vec for the Eq. 1 kernel over all buckets, shape (n_buckets,) (:meth:`SquaredExponential.matvec`).
 
     Uses the cached squared distances ``d2`` when given, otherwise computes
-    the kernel block by block so memory stays O(block · n_buckets). A block's
-    distances are one matrix product, ‖a‖² + ‖b‖² − 2 a·b as [a, ‖a‖², 1] ·
-    [−2b, 1, ‖b‖²], and the kernel is formed in place: three times faster than
-    separate temporaries at 20 000 buckets (what building a session costs).
+    the kernel block by block so memory stays O(block · n_buckets).
     """
-    n_refs = phi.shape[1]
-    if d2 is not None:
-        return se_kernel(d2, alpha, beta, n_refs) @ vec
-    sq = (phi * phi).sum(1)[:, None]
-    ones = np.ones_like(sq)
-    left = np.hstack([phi, sq, ones])
-    right = np.hstack([-2.0 * phi, ones, sq])
-    scale = -beta / n_refs
-    out = np.empty(phi.shape[0])
-    for start in range(0, phi.shape[0], block):
-        stop = min(start + block, phi.shape[0])
-        k = left[start:stop] @ right.T  # squared distances of the block's buckets to every bucket
-        np.maximum(k, 0.0, out=k)
-        k *= scale
-        np.exp(k, out=k)
-        out[start:stop] = alpha * (k @ vec)
-    return out
+    return SquaredExponential(alpha, beta, phi.shape[1]).matvec(phi, vec, d2, block)
 
 
 def chol(a: np.ndarray, what: str = "covariance") -> tuple[np.ndarray, bool]:
@@ -135,48 +119,6 @@ def chol(a: np.ndarray, what: str = "covariance") -> tuple[np.ndarray, bool]:
             f"the {what} matrix is not positive definite ({exc}); increase the noise sigma2 "
             "or check the reference scores for NaN/constant columns"
         ) from exc
-
-
-def posterior_item_form(
-    mu: np.ndarray, sigma: np.ndarray, buckets_obs: np.ndarray, scores: np.ndarray, noise_var: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Eq. 7 (batch, item form): posterior mean and covariance of θ.
-
-    Parameters
-    ----------
-    mu : ndarray (B,), sigma : ndarray (B, B)
-        Prior mean and covariance.
-    buckets_obs : ndarray of int (n,)
-        Bucket of each observed item (the rows of H_C).
-    scores : ndarray (n,)
-        Observed scores s_C.
-    noise_var : ndarray (n,)
-        D_C, each observation's noise variance N_b σ².
-    """
-    h_sigma = sigma[buckets_obs]  # H_C Σ, (n, B)
-    gram = h_sigma[:, buckets_obs] + np.diag(noise_var)
-    factor = chol(gram, "item-form Gram")
-    mean = mu + h_sigma.T @ cho_solve(factor, scores - mu[buckets_obs])
-    cov = sigma - h_sigma.T @ cho_solve(factor, h_sigma)
-    return mean, cov
-
-
-def posterior_bucket_form(
-    mu: np.ndarray, sigma: np.ndarray, sbar: np.ndarray, n_obs: np.ndarray, counts: np.ndarray, sigma2: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Eq. 8 (batch, bucket form), restricted to buckets with n_b > 0.
-
-    μ|C = μ + Σ_{·O} (Σ_OO + Δ)⁻¹ (s̄_O − μ_O), Δ_bb = σ² N_b / n_b.
-    """
-    obs = np.flatnonzero(n_obs > 0)
-    if obs.size == 0:
-        return mu.copy(), sigma.copy()
-    s_ob = sigma[:, obs]
-    gram = sigma[np.ix_(obs, obs)] + np.diag(sigma2 * counts[obs] / n_obs[obs])
-    factor = chol(gram, "bucket-form Gram")
-    mean = mu + s_ob @ cho_solve(factor, sbar[obs] - mu[obs])
-    cov = sigma - s_ob @ cho_solve(factor, s_ob.T)
-    return mean, cov
 
 
 def var_r(remaining: np.ndarray, counts: np.ndarray, cov_u: np.ndarray, sigma2: float, n_items: int) -> float:
@@ -353,6 +295,10 @@ class LevelKernel:
     tau0: float = 0.0
     tau1: float = 0.0
 
+    def se(self, n_refs: int) -> SquaredExponential:
+        """The Eq. 1 part α exp(−(β/K) d²) over K = ``n_refs`` reference models."""
+        return SquaredExponential(self.alpha, self.beta, n_refs)
+
     def column(
         self, d2_row: np.ndarray, psi: np.ndarray, psi_b: np.ndarray, m: np.ndarray, m_b: float,
         psi_dot: np.ndarray | None = None,
@@ -363,7 +309,7 @@ class LevelKernel:
         ``psi_dot`` = ``psi @ psi_b`` when the caller has it already (it is then not recomputed).
         """
         n_refs = psi.shape[1]
-        col = self.alpha * np.exp(-(self.beta / n_refs) * d2_row) + self.tau0 + self.tau1 * m_b * m
+        col = self.se(n_refs)(d2_row) + self.tau0 + self.tau1 * m_b * m
         if self.gamma:
             col += (self.gamma / n_refs) * (psi @ psi_b if psi_dot is None else psi_dot)
         return col
@@ -380,11 +326,39 @@ class LevelKernel:
     ) -> np.ndarray:
         """Σ @ vec over all buckets (block by block unless the distances ``d2`` are cached)."""
         n_refs = psi.shape[1]
-        out = kernel_matvec(feat, vec, self.alpha, self.beta, d2)
+        out = self.se(feat.shape[1]).matvec(feat, vec, d2)
         out += self.tau0 * float(vec.sum()) + self.tau1 * m * float(m @ vec)
         if self.gamma:
             out += (self.gamma / n_refs) * (psi @ (psi.T @ vec))
         return out
+
+
+def condition_covariance(
+    col: np.ndarray, noise_b: float, b: int, remaining: np.ndarray, diag: np.ndarray, cov_u: np.ndarray
+) -> tuple[float, np.ndarray]:
+    """The covariance part of conditioning on one more item of bucket b, in place: the rank-one update.
+
+    Σ|C' = Σ|C − k kᵀ / d with k = Σ|C[:, b] (``col``) and d = k_b + noise_b,
+    the item's predictive variance. It does not depend on the item's score,
+    so an observed item (:meth:`BucketPosterior.observe`) and one whose score
+    is not known yet (a pending or chosen item, :meth:`BucketPosterior.fantasy`)
+    take this one path. Updates in place ``diag`` = diag(Σ|C), ``remaining`` =
+    u (one item fewer in b) and ``cov_u`` = Σ|C u, as
+    Σ|C' u' = Σ|C u − k − k (kᵀu') / d for u' = u − e_b.
+
+    Returns
+    -------
+    d : float
+        k_b + noise_b.
+    row : ndarray (B,)
+        k / √d, the new row of V (Σ|C' = Σ − VᵀV).
+    """
+    d = float(col[b] + noise_b)
+    diag -= col * col / d
+    remaining[b] -= 1.0
+    cov_u -= col
+    cov_u -= col * (float(col @ remaining) / d)
+    return d, col / np.sqrt(d)
 
 
 class BucketPosterior:
@@ -393,9 +367,10 @@ class BucketPosterior:
     Prior θ ~ N(μ0, Σ); an item of bucket b scores s = θ_b + ε, ε ~ N(0, noise_b).
     The state is what selection and estimation need — μ|C, diag(Σ|C) and
     Σ|C u (u = unobserved items per bucket) — and Σ|C = Σ − VᵀV with one row
-    of V per observation since the last :meth:`compress`. An observation is a
-    rank-one (Kalman) update, O(r·B) for r rows; Σ is read column by column
-    through ``prior_col``, so no B×B matrix is formed.
+    of V per observation since the last :meth:`rebuild`. An observation is a
+    rank-one (Kalman) update (:func:`condition_covariance`), O(r·B) for r rows;
+    Σ is read column by column through ``prior_col``, so no B×B matrix is formed.
+    Both BayesAME methods keep their posterior in one.
 
     Parameters
     ----------
@@ -409,11 +384,17 @@ class BucketPosterior:
         N_b, items per bucket.
     noise : ndarray of shape (B,)
         Noise variance of one item of each bucket.
+    capacity : int
+        Rows of V allocated up front, and kept free after each :meth:`rebuild`
+        (V grows by doubling beyond them).
     n_targets : int, optional
         Track the posterior means of this many targets at once (scores are
         then arrays of shape (n_targets,) and ``mean`` has shape (B, n_targets)):
         the covariance does not depend on the scores, so targets observed on
         the same items share it.
+    auto_compress : bool
+        Rebuild in :meth:`observe` when V has become :attr:`crowded` (True);
+        False leaves it to the caller.
     """
 
     def __init__(
@@ -426,6 +407,7 @@ class BucketPosterior:
         noise: np.ndarray,
         capacity: int = 64,
         n_targets: int | None = None,
+        auto_compress: bool = True,
     ) -> None:
         self.prior_mean = np.asarray(prior_mean, dtype=float)
         self.prior_col = prior_col
@@ -442,7 +424,9 @@ class BucketPosterior:
         self.mean = self._prior_means()
         self.diag = self.prior_diag.copy()
         self.cov_u = self.prior_cov_counts.copy()
-        self._v = np.empty((max(int(capacity), 1), n_b))
+        self.capacity = max(int(capacity), 1)
+        self.auto_compress = bool(auto_compress)
+        self._v = np.empty((self.capacity, n_b))
         self._rows = 0
 
     @property
@@ -457,6 +441,16 @@ class BucketPosterior:
     @property
     def rows(self) -> int:
         return self._rows
+
+    @property
+    def v(self) -> np.ndarray:
+        """V, shape (rows, B): Σ|C = Σ − VᵀV (a view; do not modify)."""
+        return self._v[: self._rows]
+
+    @property
+    def crowded(self) -> bool:
+        """Whether V has many more rows than observed buckets (repeated buckets add rows), so a rebuild pays."""
+        return self._rows > 2 * int((self.n_obs > 0).sum()) + 64
 
     def cov_col(self, b: int, extra: np.ndarray | None = None) -> np.ndarray:
         """Column b of Σ|C (optionally also conditioned on the fantasy rows ``extra``)."""
@@ -473,32 +467,44 @@ class BucketPosterior:
     def observe(self, b: int, score):  # noqa: ANN001, ANN201 - float, or (n_targets,) arrays
         """Condition on one item of bucket b scoring ``score``; returns (innovation, its variance) before it."""
         k = self.cov_col(b)
-        d = float(k[b] + self.noise[b])
+        d, row = condition_covariance(k, self.noise[b], b, self.remaining, self.diag, self.cov_u)
         if self.n_targets is None:
             innovation = float(score - self.mean[b])
             self.mean += k * (innovation / d)
         else:
             innovation = np.asarray(score, dtype=float) - self.mean[b]
             self.mean += np.outer(k, innovation / d)
-        self.diag -= k * k / d
-        self.remaining[b] -= 1.0
-        self.cov_u -= k
-        self.cov_u -= k * (float(k @ self.remaining) / d)
         if self._rows == self._v.shape[0]:
             self._v = np.vstack([self._v, np.empty_like(self._v)])
-        self._v[self._rows] = k / np.sqrt(d)
+        self._v[self._rows] = row
         self._rows += 1
         self.n_obs[b] += 1.0
         self.sum_obs[b] += score
-        if self._rows > 2 * int((self.n_obs > 0).sum()) + 64:
-            self.compress()  # repeated buckets add rows: back to one per observed bucket
+        if self.auto_compress and self.crowded:
+            self.rebuild()  # repeated buckets add rows: back to one per observed bucket
         return innovation, d
 
-    def compress(self) -> None:
-        """Rebuild the state from the bucket form (Eq. 8): one row of V per observed bucket."""
+    def rebuild(
+        self,
+        prior_diag: np.ndarray | None = None,
+        prior_cov_counts: np.ndarray | None = None,
+        noise: np.ndarray | None = None,
+    ) -> None:
+        """Rebuild the state from the bucket form (Eq. 8): one row of V per observed bucket.
+
+        After a change of hyperparameters, pass the prior's new ``prior_diag``,
+        ``prior_cov_counts`` and ``noise`` (``prior_col`` must already give the
+        new columns); the observations are kept.
+        """
+        if prior_diag is not None:
+            self.prior_diag = np.asarray(prior_diag, dtype=float)
+        if prior_cov_counts is not None:
+            self.prior_cov_counts = np.asarray(prior_cov_counts, dtype=float)
+        if noise is not None:
+            self.noise = np.asarray(noise, dtype=float)
         obs = np.flatnonzero(self.n_obs > 0)
         n_b = self.n_buckets
-        self._v = np.empty((obs.size + 64, n_b))
+        self._v = np.empty((obs.size + self.capacity, n_b))
         self._rows = obs.size
         if obs.size == 0:
             self.mean = self._prior_means()
@@ -560,13 +566,11 @@ class _Fantasy:
         self._rows: list[np.ndarray] = []
 
     def condition(self, b: int) -> None:
+        """Condition on one more item of bucket b, score unknown (pending, or chosen for the batch)."""
         extra = np.array(self._rows) if self._rows else None
         col = self.post.cov_col(b, extra)
-        d = float(col[b] + self.post.noise[b])
-        self.remaining[b] -= 1.0
-        self.diag = self.diag - col * col / d
-        self.cov_u = self.cov_u - col - col * (float(col @ self.remaining) / d)
-        self._rows.append(col / np.sqrt(d))
+        _, row = condition_covariance(col, self.post.noise[b], b, self.remaining, self.diag, self.cov_u)
+        self._rows.append(row)
 
     def information_gain(self) -> np.ndarray:
         return self.post.information_gain(self.remaining, self.cov_u, self.diag)

@@ -15,6 +15,9 @@ and no B×B matrix is ever formed. After a hyperparameter refit (every F
 observations) the posterior is rebuilt once from the bucket form (Eq. 8) with
 a Cholesky factor of the observed buckets' Gram matrix. The result equals the
 batch formulas Eq. 7 / Eq. 8 to round-off (see tests/test_bayesame_maths.py).
+That state is the default's, :class:`~activeeval.gaussian.BucketPosterior`,
+with the Eq. 1 kernel (:class:`~activeeval.kernels.SquaredExponential`) as
+its prior and σ² N_b as the noise of an item of bucket b.
 """
 
 from __future__ import annotations
@@ -25,22 +28,20 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from scipy.linalg import solve_triangular
 from scipy.optimize import minimize
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import (
     BucketNLML,
+    BucketPosterior,
     bucketize,
-    chol,
     information_gain,
-    kernel_matvec,
     nlml_bucket_form,
-    se_kernel,
     sq_dists,
     var_r,
 )
+from activeeval.kernels import SquaredExponential
 from activeeval.methods.base import BaseMethod, SeedLike
 from activeeval.methods.estimate import Estimate
 
@@ -197,12 +198,14 @@ class BayesAMEPaper(BaseMethod):
         )
         self._d2_rows: dict[int, np.ndarray] = {}
 
-        # Observation summaries per bucket.
-        self._n_b = np.zeros(n_buckets)
-        self._sum_b = np.zeros(n_buckets)
+        # The posterior state: it also keeps the observation summaries per bucket (n_b, Σ s, u).
+        # Room for the observations until the next refit; V grows by doubling beyond that.
         self._sum_obs = 0.0
-        self._remaining = self._counts.copy()  # u
-        self._rebuild()
+        self._post = BucketPosterior(
+            self._mu_prior, self._prior_col, self.kernel.diag(n_buckets),
+            self.kernel.matvec(self._feat, self._counts, self._d2_full), self._counts, self.sigma2 * self._counts,
+            capacity=max(self.refit_every, 64), auto_compress=False,  # a refit may rebuild first: _after_observe
+        )
 
     # ------------------------------------------------------------ properties
     @property
@@ -213,19 +216,25 @@ class BayesAMEPaper(BaseMethod):
     def regime(self) -> str:
         return "unique" if self.unique_regime else "non-unique"
 
+    @property
+    def kernel(self) -> SquaredExponential:
+        """The Eq. 1 kernel at the current (α, β), with the bounds of the refit."""
+        bounds = (HYPER_LOWER, HYPER_UPPER)
+        return SquaredExponential(self.alpha, self.beta, self._n_refs, alpha_bounds=bounds, beta_bounds=bounds)
+
     def posterior(self) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean μ|C (B,) and variances diag(Σ|C) (B,) of the bucket abilities."""
-        return self._mu.copy(), np.maximum(self._diag, 0.0)
+        return self._post.mean.copy(), np.maximum(self._post.diag, 0.0)
 
     def posterior_cov(self) -> np.ndarray:
         """Full posterior covariance Σ|C (B, B). O(B²) memory: for small B and tests."""
-        sigma = se_kernel(self._d2_all(), self.alpha, self.beta, self._n_refs)
-        v = self._v[: self._rows]
+        sigma = self.kernel(self._d2_all())
+        v = self._post.v
         return sigma - v.T @ v
 
     def prior(self) -> tuple[np.ndarray, np.ndarray]:
         """Prior mean μ (B,) and covariance Σ (B, B) (Eq. 1) at the current (α, β)."""
-        return self._mu_prior.copy(), se_kernel(self._d2_all(), self.alpha, self.beta, self._n_refs)
+        return self._mu_prior.copy(), self.kernel(self._d2_all())
 
     # ---------------------------------------------------------- kernel rows
     def _d2_all(self) -> np.ndarray:
@@ -243,56 +252,20 @@ class BayesAMEPaper(BaseMethod):
         return row
 
     def _prior_col(self, b: int) -> np.ndarray:
-        return se_kernel(self._d2_row(b), self.alpha, self.beta, self._n_refs)
+        return self.kernel(self._d2_row(b))
 
     # ------------------------------------------------------ posterior state
     def _rebuild(self) -> None:
-        """Recompute the posterior from the bucket form (Eq. 8) at the current (α, β)."""
-        n_buckets = self.n_buckets
-        obs = np.flatnonzero(self._n_b > 0)
-        # Room for the observations until the next refit; grows by doubling beyond that.
-        self._v = np.empty((obs.size + max(self.refit_every, 64), n_buckets))
-        self._rows = obs.size
-        sigma_n = kernel_matvec(self._feat, self._counts, self.alpha, self.beta, self._d2_full)
-        if obs.size == 0:
-            self._mu = self._mu_prior.copy()
-            self._diag = np.full(n_buckets, self.alpha)
-            self._cov_u = sigma_n
-            return
-        s_ob = np.vstack([self._prior_col(b) for b in obs])  # Σ_{O,·}, (m, B)
-        gram = s_ob[:, obs] + np.diag(self.sigma2 * self._counts[obs] / self._n_b[obs])
-        factor, _ = chol(gram, "posterior Gram")
-        v = solve_triangular(factor, s_ob, lower=True, check_finite=False)
-        z = solve_triangular(factor, self._sum_b[obs] / self._n_b[obs] - self._mu_prior[obs], lower=True)
-        self._v[: obs.size] = v
-        self._mu = self._mu_prior + v.T @ z
-        self._diag = self.alpha - (v * v).sum(0)
-        sigma_u = sigma_n - s_ob.T @ self._n_b[obs]  # Σu = ΣN − Σ_{·O} n_O
-        self._cov_u = sigma_u - v.T @ (v @ self._remaining)
-
-    def _cov_col(self, b: int, extra: np.ndarray | None = None) -> np.ndarray:
-        """Column b of the posterior covariance (optionally also conditioned on fantasy rows)."""
-        v = self._v[: self._rows]
-        col = self._prior_col(b) - v.T @ v[:, b]
-        if extra is not None and extra.shape[0]:
-            col -= extra.T @ extra[:, b]
-        return col
+        """Recompute the posterior from the bucket form (Eq. 8) at the current (α, β, σ²)."""
+        kernel = self.kernel
+        self._post.rebuild(
+            prior_diag=kernel.diag(self.n_buckets),
+            prior_cov_counts=kernel.matvec(self._feat, self._counts, self._d2_full),
+            noise=self.sigma2 * self._counts,
+        )
 
     def _update(self, item: int, score: float) -> None:
-        b = int(self.buckets.of_item[item])
-        k = self._cov_col(b)
-        d = k[b] + self.sigma2 * self._counts[b]
-        self._mu += k * ((score - self._mu[b]) / d)
-        self._diag -= k * k / d
-        self._remaining[b] -= 1.0
-        self._cov_u -= k
-        self._cov_u -= k * (float(k @ self._remaining) / d)
-        if self._rows == self._v.shape[0]:
-            self._v = np.vstack([self._v, np.empty_like(self._v)])
-        self._v[self._rows] = k / np.sqrt(d)
-        self._rows += 1
-        self._n_b[b] += 1.0
-        self._sum_b[b] += score
+        self._post.observe(int(self.buckets.of_item[item]), score)
         self._sum_obs += score
 
     def _after_observe(self) -> None:
@@ -306,19 +279,19 @@ class BayesAMEPaper(BaseMethod):
                 if abs(after.mean - before.mean) > half:  # said in the notes (the estimate is not changed)
                     self.refit_jumps.append((n, before.mean, after.mean, half))
                 return
-        n_obs_buckets = int((self._n_b > 0).sum())
         # Repeated observations of the same buckets add rows; compress them
         # back to one row per observed bucket when that pays.
-        if self._rows > 2 * n_obs_buckets + 64:
-            self._rebuild()
+        if self._post.crowded:
+            self._post.rebuild()
 
     # ------------------------------------------------------ hyperparameters
     def _nlml_data(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(d2_OO, r, N_b/n_b) over the observed buckets, for Eq. 11."""
-        obs = np.flatnonzero(self._n_b > 0)
+        n_b = self._post.n_obs
+        obs = np.flatnonzero(n_b > 0)
         d2 = np.vstack([self._d2_row(b)[obs] for b in obs]) if obs.size else np.zeros((0, 0))
-        resid = self._sum_b[obs] / self._n_b[obs] - self._mu_prior[obs]
-        return d2, resid, self._counts[obs] / self._n_b[obs]
+        resid = self._post.sum_obs[obs] / n_b[obs] - self._mu_prior[obs]
+        return d2, resid, self._counts[obs] / n_b[obs]
 
     def nlml(
         self, alpha: float | None = None, beta: float | None = None, sigma2: float | None = None
@@ -340,7 +313,7 @@ class BayesAMEPaper(BaseMethod):
         within the same bounds, but far better conditioned than the raw
         parameters, so it needs about a third fewer NLML evaluations.
         """
-        if int((self._n_b > 0).sum()) < 2:
+        if int((self._post.n_obs > 0).sum()) < 2:
             return False
         nlml = BucketNLML(*self._nlml_data(), self._n_refs)
         learn = self.noise == "learned"
@@ -384,13 +357,14 @@ class BayesAMEPaper(BaseMethod):
     # ------------------------------------------------------------ selection
     def information_gains(self) -> np.ndarray:
         """Eq. 6 for one unevaluated item of each bucket, shape (B,) (0 where none is left)."""
-        ig = information_gain(self._cov_u, self._diag, self._counts, self.sigma2, self._scaled_var())
-        ig[self._remaining <= 0] = 0.0
+        post = self._post
+        ig = information_gain(post.cov_u, post.diag, self._counts, self.sigma2, self._scaled_var())
+        ig[post.remaining <= 0] = 0.0
         return ig
 
     def _scaled_var(self, remaining: np.ndarray | None = None, cov_u: np.ndarray | None = None) -> float:
-        rem = self._remaining if remaining is None else remaining
-        cu = self._cov_u if cov_u is None else cov_u
+        rem = self._post.remaining if remaining is None else remaining
+        cu = self._post.cov_u if cov_u is None else cov_u
         return self.n_items**2 * var_r(rem, self._counts, cu, self.sigma2, self.n_items)
 
     def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
@@ -400,31 +374,17 @@ class BayesAMEPaper(BaseMethod):
         available[list(exclude)] = False
         # Condition the covariance on pending and already-chosen items (their
         # scores are unknown, but the covariance does not depend on them).
-        remaining = self._remaining.copy()
-        cov_u = self._cov_u.copy()
-        diag = self._diag.copy()
-        fantasy: list[np.ndarray] = []
-
-        def condition(b: int) -> None:
-            nonlocal cov_u, diag
-            extra = np.array(fantasy) if fantasy else None
-            col = self._cov_col(b, extra)
-            d = col[b] + self.sigma2 * self._counts[b]
-            remaining[b] -= 1.0
-            diag = diag - col * col / d
-            cov_u = cov_u - col - col * (float(col @ remaining) / d)
-            fantasy.append(col / np.sqrt(d))
-
+        fantasy = self._post.fantasy()
         for item in exclude:
             if not self._observed[item]:
-                condition(int(self.buckets.of_item[item]))
+                fantasy.condition(int(self.buckets.of_item[item]))
         avail_per_bucket = np.bincount(
             self.buckets.of_item[available], minlength=self.n_buckets
         ).astype(float)
         chosen: list[int] = []
         for _ in range(k):
-            scaled_var = self.n_items**2 * var_r(remaining, self._counts, cov_u, self.sigma2, self.n_items)
-            ig = information_gain(cov_u, diag, self._counts, self.sigma2, scaled_var)
+            scaled_var = self._scaled_var(fantasy.remaining, fantasy.cov_u)
+            ig = information_gain(fantasy.cov_u, fantasy.diag, self._counts, self.sigma2, scaled_var)
             ig[avail_per_bucket <= 0] = -np.inf
             best = float(ig.max())
             if not np.isfinite(best) or best <= 0.0:
@@ -442,24 +402,25 @@ class BayesAMEPaper(BaseMethod):
             b_item = int(self.buckets.of_item[item])
             avail_per_bucket[b_item] -= 1.0
             if len(chosen) < k:
-                condition(b_item)
+                fantasy.condition(b_item)
         return chosen
 
     # ------------------------------------------------------------- estimate
     def _estimators(self) -> tuple[float, float]:
         """(R̂ with w = 1/N, R̂ with w = 1/n) — Eq. 3 and Eq. 4."""
         n_items = self.n_items
-        bayes = (self._sum_obs + float(self._remaining @ self._mu)) / n_items
+        post = self._post
+        bayes = (self._sum_obs + float(post.remaining @ post.mean)) / n_items
         n = self.n_observed
         if n == 0:
             return bayes, bayes
-        cv = self._sum_obs / n + float((self._counts / n_items - self._n_b / n) @ self._mu)
+        cv = self._sum_obs / n + float((self._counts / n_items - post.n_obs / n) @ post.mean)
         return bayes, cv
 
     def _current_estimate(self) -> Estimate:
         bayes, cv = self._estimators()
         mean = bayes if self.estimator == "bayes" else cv
-        var = var_r(self._remaining, self._counts, self._cov_u, self.sigma2, self.n_items)
+        var = var_r(self._post.remaining, self._counts, self._post.cov_u, self.sigma2, self.n_items)
         notes: tuple[str, ...] = ()
         if getattr(self, "refit_jumps", None):
             n, old_mean, new_mean, half = max(self.refit_jumps, key=lambda j: abs(j[2] - j[1]) / max(j[3], 1e-300))
