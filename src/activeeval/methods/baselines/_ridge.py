@@ -71,7 +71,7 @@ from __future__ import annotations
 
 import ctypes
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -86,7 +86,10 @@ __all__ = [
     "fit_bayesian_ridge",
     "fit_eigen",
     "fit_many",
+    "fit_in_blocks",
     "eigen_from_gram",
+    "eigens_adding_columns",
+    "eigens_adding_rows",
     "rank_one_update",
 ]
 
@@ -371,6 +374,53 @@ class GramTracker:
             self.values, self.vectors = updated
 
 
+def eigens_adding_rows(x: np.ndarray, sizes: Iterable[int]) -> Iterator[GramEigen]:
+    """:meth:`GramEigen.from_design` of ``x[:n]`` for the consecutive ``sizes`` n (samples added one by one).
+
+    The dual n × n Gram matrix from scratch while n ≤ p; then the p × p one,
+    from scratch at the first such n and then by one rank-one update per row
+    (Welford: X_cᵀX_c gains ((n − 1)/n) δδᵀ, δ = x_n − x̄_{n−1}).
+    """
+    tracker: GramTracker | None = None
+    prev_offset = None  # x̄ of the rows before the current one
+    for n in sizes:
+        rows = x[:n]
+        x_offset = rows.mean(axis=0)
+        xc = rows - x_offset
+        if n <= x.shape[1]:
+            yield GramEigen.from_gram(xc, x_offset, xc @ xc.T, dual=True)
+        else:
+            if tracker is None:
+                tracker = GramTracker(xc.T @ xc)
+            else:
+                tracker.add(rows[-1] - prev_offset, (n - 1) / n)
+            yield GramEigen.from_eigen(xc, x_offset, tracker.values, tracker.vectors, dual=False)
+        prev_offset = x_offset
+
+
+def eigens_adding_columns(x: np.ndarray, sizes: Iterable[int]) -> Iterator[GramEigen]:
+    """:meth:`GramEigen.from_design` of ``x[:, :n]`` for the consecutive ``sizes`` n (features added one by one).
+
+    The primal n × n Gram matrix from scratch while n < n_samples; then the
+    dual one, from scratch at the first such n and then by one rank-one
+    update per column (a new feature adds its centred column's outer
+    product to X_c X_cᵀ).
+    """
+    tracker: GramTracker | None = None
+    for n in sizes:
+        cols = x[:, :n]
+        x_offset = cols.mean(axis=0)
+        xc = cols - x_offset
+        if x.shape[0] > n:
+            yield GramEigen.from_gram(xc, x_offset, xc.T @ xc, dual=False)
+        else:
+            if tracker is None:
+                tracker = GramTracker(xc @ xc.T)
+            else:
+                tracker.add(xc[:, -1])
+            yield GramEigen.from_eigen(xc, x_offset, tracker.values, tracker.vectors, dual=True)
+
+
 # -------------------------------------------------------------------- fits
 @dataclass(frozen=True, eq=False)
 class RidgeFit:
@@ -496,6 +546,24 @@ def fit_many(eigens: Sequence[GramEigen], ys: Sequence[np.ndarray], **settings: 
         RidgeFit(g.eigen, g.y_offset, alpha, lam, n_iter, coef)
         for g, (alpha, lam, n_iter, coef) in zip(groups, results, strict=True)
     ]
+
+
+def fit_in_blocks(
+    eigens: Iterable[GramEigen], targets: Callable[[GramEigen], np.ndarray], block: int
+) -> Iterator[RidgeFit]:
+    """:func:`fit_many` of ``targets(eigen)`` on each design, ``block`` consecutive designs at a time.
+
+    Yields the fits in the order of ``eigens``; ``block`` bounds the designs
+    held at once.
+    """
+    pending: list[GramEigen] = []
+    for eigen in eigens:
+        pending.append(eigen)
+        if len(pending) == block:
+            yield from fit_many(pending, [targets(e) for e in pending])
+            pending = []
+    if pending:
+        yield from fit_many(pending, [targets(e) for e in pending])
 
 
 @dataclass(frozen=True, eq=False)
