@@ -104,7 +104,7 @@ from activeeval.irt_baseline import (
     item_moments,
 )
 from activeeval.methods.base import random_order
-from activeeval.methods.baselines import bayes_rs_learn, irt, proeval, rs_mean, seq_apw
+from activeeval.methods.baselines import BayesRSLearn, IRTBaseline, ProEval, RSMean, SeqAPW, irt, proeval, seq_apw
 
 # Paper Table 1 (binary scores, 50 % references): (interpolation, extrapolation)
 PAPER = {
@@ -149,7 +149,7 @@ def fit_2pl_prior(y: np.ndarray, a_mean: float = 1.0, a_sd: float = 1.0, b_sd: f
 def irt_states(params: ItemParams, truths: np.ndarray, seed: int, prior_sd: float = 1.0):
     """Posterior weights on the ability grid after n = 0..N−1 items, and the running sums Eq. 5 needs.
 
-    Same computation as :func:`activeeval.methods.baselines.irt.replay` (checked against it).
+    Same computation as :func:`activeeval.methods.baselines.IRTBaseline.replay` (checked against it).
     """
     n_items = truths.shape[1]
     order = random_order(int(seed), n_items)
@@ -195,7 +195,7 @@ def irt_estimates(state, truths, *, estimator="eq5", refresh=None, first=50, sta
 
 def irt_variants(ref, truths, seed, info) -> dict[str, np.ndarray]:
     out = {}
-    ours = irt.replay(ref, truths, seed)[0]
+    ours = IRTBaseline.replay(ref, truths, seed)[0]
     out["ours (exact posterior every n, Eq. 5)"] = ours
     if ref.kind != "binary":
         return out
@@ -321,7 +321,7 @@ def kmedoids_estimates(truths: np.ndarray, corr: np.ndarray, seed: int, grid: np
 
 def seq_apw_variants(ref, truths, seed, info) -> dict[str, np.ndarray]:
     out = {}
-    ours = seq_apw.replay(ref, truths, seed)[0]
+    ours = SeqAPW.replay(ref, truths, seed)[0]
     out["ours (covering, corr, anchors own, /N)"] = ours
     phi = np.asarray(ref.scores, dtype=float).T
     n_items = phi.shape[0]
@@ -388,12 +388,12 @@ def proeval_general(ref, truths, seed, noise, shrink: float = 0.0, scale: float 
 
 def proeval_variants(ref, truths, seed, info) -> dict[str, np.ndarray]:
     out = {}
-    ours = proeval.replay(ref, truths, seed)[0]  # the package default, sigma2 = 0.3
+    ours = ProEval.replay(ref, truths, seed)[0]  # the package default, sigma2 = 0.3
     check = proeval_general(ref, truths, seed, 0.3)
     assert np.allclose(check, ours, atol=1e-9), "ProEval re-implementation differs from the package replay"
     for s2 in (1e-4, 1e-3, 0.01, 0.05, 0.1, 0.3, 0.5, 1.0):
         label = f"sigma2 = {s2:g}" + {0.3: " (package and ProEval code default)", 0.01: " (our old default)"}.get(s2, "")
-        out[label] = ours if s2 == 0.3 else proeval.replay(ref, truths, seed, noise_var=s2)[0]
+        out[label] = ours if s2 == 0.3 else ProEval.replay(ref, truths, seed, noise_var=s2)[0]
     m = np.nanmean(np.asarray(ref.scores, dtype=float), axis=0)
     out["sigma2_i = m_i(1-m_i) (Bernoulli, floor 1e-3)"] = proeval_general(
         ref, truths, seed, np.maximum(m * (1 - m), 1e-3)
@@ -411,11 +411,11 @@ def single(fn):
 
 
 VARIANTS = {
-    "rs-mean": single(rs_mean.replay),
+    "rs-mean": single(RSMean.replay),
     "irt": irt_variants,
     "seq-apw": seq_apw_variants,
     "proeval": proeval_variants,
-    "bayes-rs-learn": single(bayes_rs_learn.replay),
+    "bayes-rs-learn": single(BayesRSLearn.replay),
 }
 
 

@@ -10,7 +10,6 @@ from scipy.optimize import brentq
 
 from activeeval import RSMean, ScoreMatrix
 from activeeval.design import effective_sample_size, sampling_var_floor, wilson_bounds
-from activeeval.methods.baselines import rs_mean
 
 Z = 1.959963984540054
 
@@ -92,7 +91,7 @@ def test_rs_mean_replay_keeps_the_floor() -> None:
     ref = rare()
     truths = np.zeros((2, 400))
     truths[1, :3] = 1.0
-    means, vars_ = rs_mean.replay(ref, truths, 0)
+    means, vars_ = RSMean.replay(ref, truths, 0)
     one = RSMean(ref, seed=0)
     for _ in range(60):
         item = one.select()

@@ -18,7 +18,7 @@ from activeeval.exceptions import (
     SessionStateError,
     UnknownItemError,
 )
-from activeeval.methods.baselines.rs_mean import eq9_variance
+from activeeval.methods.baselines._common import eq9_variance
 from activeeval.methods.estimate import Estimate
 from activeeval.methods.registry import make_method
 from activeeval.stopping import default_rule, stop_reason

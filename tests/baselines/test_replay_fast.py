@@ -25,7 +25,7 @@ from activeeval.irt_baseline import (
     posterior_R_rows,
 )
 from activeeval.methods.base import random_order
-from activeeval.methods.baselines import irt, proeval, rs_mean, seq_apw
+from activeeval.methods.baselines import IRTBaseline, ProEval, RSMean, proeval
 from activeeval.methods.baselines.irt import fit_item_params
 from activeeval.methods.baselines.seq_apw import (
     SeqAPW,
@@ -36,7 +36,7 @@ from activeeval.methods.baselines.seq_apw import (
 )
 from activeeval.methods.registry import make_method
 
-REPLAYS = {"rs-mean": rs_mean.replay, "proeval": proeval.replay, "seq-apw": seq_apw.replay, "irt": irt.replay}
+REPLAYS = {"rs-mean": RSMean.replay, "proeval": ProEval.replay, "seq-apw": SeqAPW.replay, "irt": IRTBaseline.replay}
 SEEDS = [0, 1, 5]
 RTOL, ATOL = 1e-9, 1e-12  # the interface's tolerance: the two paths differ by round-off only
 
@@ -87,8 +87,8 @@ def test_replay_passes_the_method_options(name: str, options: dict, binary_data)
 
 def test_replay_accepts_the_stopping_options_and_ignores_them(binary_data) -> None:  # noqa: ANN001
     reference, truths = binary_data
-    plain = rs_mean.replay(reference, truths, 0)
-    stopped = rs_mean.replay(reference, truths, 0, epsilon1=0.01, window=10, n_max=20)
+    plain = RSMean.replay(reference, truths, 0)
+    stopped = RSMean.replay(reference, truths, 0, epsilon1=0.01, window=10, n_max=20)
     np.testing.assert_array_equal(plain[0], stopped[0])  # a replay always runs to n = N
     np.testing.assert_array_equal(plain[1], stopped[1])
 
@@ -99,14 +99,14 @@ def test_replay_applies_the_missing_score_policy(binary_data) -> None:  # noqa: 
     scores[3, 7] = np.nan  # model 3 is dropped (missing="models") or item 7 is (missing="items")
     holey = ScoreMatrix(scores, reference.model_ids, reference.item_ids, kind="binary")
     with pytest.warns(MissingScoresWarning):
-        means, variances = seq_apw.replay(holey, truths, 0)
+        means, variances = SeqAPW.replay(holey, truths, 0)
     with pytest.warns(MissingScoresWarning):
         seq_means, seq_vars, _ = step_by_step("seq-apw", holey, truths[0], 0)
     np.testing.assert_allclose(means[0], seq_means, rtol=RTOL, atol=ATOL)
     np.testing.assert_allclose(variances[0], seq_vars, rtol=RTOL, atol=ATOL)
     kept = np.delete(truths, 7, axis=1)  # with missing="items" the targets' rows lose item 7 too
     with pytest.warns(MissingScoresWarning):
-        means, _ = rs_mean.replay(holey, kept, 0, missing="items")
+        means, _ = RSMean.replay(holey, kept, 0, missing="items")
     assert means.shape == (3, 79)
 
 
@@ -116,7 +116,7 @@ def test_rs_mean_plays_random_order(seed: int, binary_data) -> None:  # noqa: AN
     reference, truths = binary_data
     _, _, items = step_by_step("rs-mean", reference, truths[0], seed)
     np.testing.assert_array_equal(items, random_order(seed, reference.n_items))
-    means, _ = rs_mean.replay(reference, truths, seed)
+    means, _ = RSMean.replay(reference, truths, seed)
     ordered = truths[:, random_order(seed, reference.n_items)]
     np.testing.assert_allclose(means[:, 9], ordered[:, :10].mean(axis=1), rtol=1e-15)  # mean of the first 10
 
@@ -203,26 +203,26 @@ def test_unknown_option_is_a_type_error(name: str, binary_data) -> None:  # noqa
 def test_bad_method_options_raise_as_the_class_does(binary_data) -> None:  # noqa: ANN001
     reference, truths = binary_data
     with pytest.raises(ConfigurationError, match=r"noise_var must be a positive number, got -1.0; try 0.3"):
-        proeval.replay(reference, truths, 0, noise_var=-1.0)
+        ProEval.replay(reference, truths, 0, noise_var=-1.0)
     with pytest.raises(ConfigurationError, match=r"grid_points must be an integer >= 11, got 3"):
-        irt.replay(reference, truths, 0, grid_points=3)
+        IRTBaseline.replay(reference, truths, 0, grid_points=3)
     with pytest.raises(ConfigurationError, match=r"model must be 'auto', '2pl' or 'beta', got 'rasch'"):
-        irt.replay(reference, truths, 0, model="rasch")
+        IRTBaseline.replay(reference, truths, 0, model="rasch")
 
 
 def test_bad_inputs_are_rejected(binary_data) -> None:  # noqa: ANN001
     reference, truths = binary_data
     with pytest.raises(InvalidScoresError, match=r"truths must have shape \(targets, 80\).*got \(80,\)"):
-        rs_mean.replay(reference, truths[0], 0)
+        RSMean.replay(reference, truths[0], 0)
     bad = truths.copy()
     bad[1, 5] = np.nan
     with pytest.raises(InvalidScoresError, match=r"target 1 has a missing or infinite score"):
-        seq_apw.replay(reference, bad, 0)
+        SeqAPW.replay(reference, bad, 0)
     bad[1, 5] = 0.5
     with pytest.raises(ScoreOutOfRangeError, match=r"target 1 scores 0.5 .* but the reference is binary"):
-        proeval.replay(reference, bad, 0)
+        ProEval.replay(reference, bad, 0)
     with pytest.raises(ConfigurationError, match=r"fixed non-negative int seed"):
-        irt.replay(reference, truths, None)
+        IRTBaseline.replay(reference, truths, None)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a complete reference: no warning
-        rs_mean.replay(reference, truths, 0)
+        RSMean.replay(reference, truths, 0)

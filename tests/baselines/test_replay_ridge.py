@@ -15,11 +15,11 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.datasets import load
 from activeeval.exceptions import ConfigurationError, InvalidScoresError, MissingScoresWarning
 from activeeval.methods.base import random_order
-from activeeval.methods.baselines import _ridge, bayes_aipw, bayes_rs_learn
+from activeeval.methods.baselines import BayesAIPW, BayesRSLearn, _ridge
 from activeeval.methods.baselines._common import worst_case_var
-from activeeval.methods.registry import make_method, resolve_replay
+from activeeval.methods.registry import METHODS, make_method, resolve_replay
 
-REPLAYS = {"bayes-aipw": bayes_aipw.replay, "bayes-rs-learn": bayes_rs_learn.replay}
+REPLAYS = {"bayes-aipw": BayesAIPW.replay, "bayes-rs-learn": BayesRSLearn.replay}
 SEEDS = [0, 1, 5]
 RTOL, ATOL = 1e-9, 1e-12  # the interface's tolerance: the two paths differ by round-off only
 
@@ -84,10 +84,22 @@ def test_registry_finds_the_replays() -> None:
         assert resolve_replay(name) is replay
 
 
+class _Variant(BayesAIPW):
+    """A subclass may play differently: it has no fast path until it declares its own."""
+
+
+def test_a_replay_is_the_classs_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert resolve_replay("bayesame") is None and resolve_replay("no-such-method") is None
+    monkeypatch.setitem(METHODS, "variant", f"{__name__}:_Variant")
+    assert resolve_replay("variant") is None  # not inherited
+    monkeypatch.setitem(METHODS, "bayes-aipw", BayesAIPW)  # re-registered at run time: played step by step
+    assert resolve_replay("bayes-aipw") is None
+
+
 # -------------------------------------------------------------- properties
 def test_bayes_aipw_replay_special_cases(binary_data) -> None:  # noqa: ANN001
     reference, truths = binary_data
-    means, variances = bayes_aipw.replay(reference, truths, 0)
+    means, variances = BayesAIPW.replay(reference, truths, 0)
     order = random_order(0, reference.n_items)
     np.testing.assert_array_equal(means[:, 0], truths[:, order[0]])  # n = 1: the single score ...
     np.testing.assert_array_equal(variances[:, 0], worst_case_var(reference))  # ... with the worst case
@@ -98,7 +110,7 @@ def test_bayes_aipw_replay_special_cases(binary_data) -> None:  # noqa: ANN001
 
 def test_bayes_rs_learn_replay_is_not_exact_at_full_coverage(binary_data) -> None:  # noqa: ANN001
     reference, truths = binary_data
-    means, variances = bayes_rs_learn.replay(reference, truths, 0)
+    means, variances = BayesRSLearn.replay(reference, truths, 0)
     assert np.all(variances > 0) and np.all(np.isfinite(means))
     assert np.abs(means[:, -1] - truths.mean(axis=1)).max() > 1e-6  # a regression, not R*
 

@@ -176,7 +176,7 @@ def run_task(
 
     With ``config.shared_order`` (the default) every target of the seed gets
     the same method seed, and a method with a fast replay
-    (:data:`~activeeval.methods.registry.REPLAYS`) plays all of them at once;
+    (:func:`~activeeval.methods.registry.resolve_replay`) plays all of them at once;
     otherwise each target is played step by step. Returns ``None`` arrays
     for BayesAME-RS when it would repeat BayesAME exactly (the caller copies
     BayesAME's trajectories).

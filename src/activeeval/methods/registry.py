@@ -2,7 +2,9 @@
 
 Each name maps to ``"module:attribute"`` (imported on first use, so a session
 with BayesAME does not import every baseline's dependencies) or to a factory
-``f(reference, **kwargs) -> BaseMethod`` registered at run time.
+``f(reference, **kwargs) -> BaseMethod`` registered at run time. A method's
+fast backtest replay, if it has one, is part of its class
+(:func:`resolve_replay`): adding a method is its module plus one line here.
 
 A *method spec* is a name with optional constructor options in brackets,
 ``"bayesame-paper[noise=learned,refit_every=25]"``: what the backtest CLI accepts
@@ -25,7 +27,6 @@ from activeeval.methods.base import BaseMethod
 
 __all__ = [
     "METHODS",
-    "REPLAYS",
     "make_method",
     "sharing_factory",
     "method_names",
@@ -55,26 +56,24 @@ METHODS: dict[str, str | MethodFactory] = {
 }
 
 
-# Fast backtest replays: ``replay(reference, truths (T, N), seed, **options) -> (means, vars)``,
-# each (T, N), equal to playing the method with that seed on each target to n = N (tested per
-# method). They share every target-independent computation across the targets of a seed.
-REPLAYS: dict[str, str] = {
-    "rs-mean": "activeeval.methods.baselines.rs_mean:replay",
-    "seq-apw": "activeeval.methods.baselines.seq_apw:replay",
-    "bayes-aipw": "activeeval.methods.baselines.bayes_aipw:replay",
-    "bayes-rs-learn": "activeeval.methods.baselines.bayes_rs_learn:replay",
-    "proeval": "activeeval.methods.baselines.proeval:replay",
-    "irt": "activeeval.methods.baselines.irt:replay",
-}
-
-
 def resolve_replay(name: str) -> Callable[..., tuple[Any, Any]] | None:
-    """The fast replay of method ``name``, or None if it has none (the runner then plays it step by step)."""
-    spec = REPLAYS.get(name)
-    if spec is None or METHODS.get(name) is None or not isinstance(METHODS[name], str):
-        return None  # a method re-registered at run time keeps no fast path
-    module, _, attr = spec.partition(":")
-    return getattr(importlib.import_module(module), attr, None)
+    """The fast backtest replay of method ``name``, or None if it has none (the runner then plays it step by step).
+
+    A method's replay is its class's own ``replay`` static method,
+    ``Cls.replay(reference, truths (T, N), seed, **options) -> (means, vars)``,
+    each (T, N), equal to playing the class with that seed on each target to
+    n = N (see :func:`activeeval.methods.baselines._common.fast_replay`). It
+    is looked up on the class itself, not inherited: a subclass plays
+    differently until it declares its own. A method registered at run time
+    (:func:`register`) has none.
+    """
+    spec = METHODS.get(name)
+    if not isinstance(spec, str):
+        return None
+    cls = resolve_factory(name)
+    if not inspect.isclass(cls) or "replay" not in vars(cls):
+        return None
+    return cls.replay
 
 
 def register(name: str, factory: MethodFactory) -> None:

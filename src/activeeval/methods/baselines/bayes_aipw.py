@@ -13,25 +13,22 @@ covariance (α XᵀX + λ I)⁻¹, which scikit-learn ≥ 1.7 also uses; older
 scikit-learn versions dropped most of the null space of X when n ≤ M (see
 :mod:`._ridge`).
 
-:func:`replay` plays every target of a backtest at once: the targets share
-the item order, hence the design matrix, so one eigendecomposition per n
-serves them all.
+:meth:`BayesAIPW.replay` plays every target of a backtest at once: the
+targets share the item order, hence the design matrix, so one
+eigendecomposition per n serves them all.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.methods.base import BaseMethod, random_order
-from activeeval.methods.baselines._common import prior_estimate, worst_case_var
-from activeeval.methods.baselines._ridge import GramEigen, GramTracker, RidgeFit, fit_eigen, fit_many
-from activeeval.methods.baselines.rs_mean import replay_inputs
+from activeeval.methods.baselines._common import fast_replay, prior_estimate, worst_case_var
+from activeeval.methods.baselines._ridge import GramEigen, RidgeFit, eigens_adding_rows, fit_eigen, fit_in_blocks
 from activeeval.methods.estimate import Estimate
 
-__all__ = ["BayesAIPW", "bayes_aipw_estimate", "replay"]
+__all__ = ["BayesAIPW", "bayes_aipw_estimate"]
 
 _BLOCK = 24  # replay: fits whose EM rounds run together (bounds the designs held at once)
 
@@ -83,72 +80,6 @@ def _aipw(
     return s_mean + frac * gap, np.maximum(var, 0.0)
 
 
-def replay(
-    reference: ScoreMatrix, truths: np.ndarray, seed: int, *, missing: str = "models", **options: Any
-) -> tuple[np.ndarray, np.ndarray]:
-    """Bayes-AIPW trajectories of every target played with method seed ``seed``.
-
-    Equal (to round-off) to running :class:`BayesAIPW` with ``seed`` on each
-    target for n = 1..N items. All targets see the items in the order
-    :func:`~activeeval.methods.base.random_order` gives, so at each n they
-    share the design φ_C: one eigendecomposition of its centred Gram matrix
-    (the n × n one while n ≤ M; then the M × M one, kept current by a
-    rank-one update per item, see :class:`._ridge.GramTracker`) serves every
-    target, each with its own α, λ and number of rounds; the rounds of
-    several n run as one vectorised loop (:func:`._ridge.fit_many`).
-
-    Parameters
-    ----------
-    reference : ScoreMatrix
-    truths : ndarray of shape (T, N)
-        Each target's full score row, items as in the reference.
-    seed : int
-    missing : {"models", "items", "auto"}
-        Missing-score policy, as for the class.
-    **options
-        The class's stopping options (ignored: a replay runs to n = N).
-
-    Returns
-    -------
-    means, vars : ndarrays of shape (T, N)
-        R̂ and Var_R after n = 1..N observed items (column n − 1).
-    """
-    reference, truths = replay_inputs(reference, truths, seed, options, missing=missing, caller="replay")
-    n_items, n_models = reference.n_items, reference.n_models
-    order = random_order(int(seed), n_items)
-    phi = reference.scores.T[order]  # items in play order
-    y = truths[:, order]
-    means = np.empty(y.shape)
-    var = np.empty(y.shape)
-    means[:, 0], var[:, 0] = y[:, 0], worst_case_var(reference)  # n = 1, as the class
-    means[:, -1], var[:, -1] = y.mean(axis=1), 0.0  # n = N: R* exactly
-    total = phi.sum(axis=0)
-    tracker: GramTracker | None = None
-    prev_offset = phi[0]  # x̄ of the items observed before the current one
-    pending: list[tuple[int, GramEigen, np.ndarray]] = []
-    for n in range(2, n_items):
-        x = phi[:n]
-        x_offset = x.mean(axis=0)
-        xc = x - x_offset
-        if n <= n_models:
-            eigen = GramEigen.from_gram(xc, x_offset, xc @ xc.T, dual=True)
-        else:
-            if tracker is None:  # the first primal n from scratch, then one rank-one update per item
-                tracker = GramTracker(xc.T @ xc)
-            else:  # Welford: X_cᵀX_c gains ((n − 1)/n) δδᵀ, δ = x_n − x̄_{n−1}
-                tracker.add(x[-1] - prev_offset, (n - 1) / n)
-            eigen = GramEigen.from_eigen(xc, x_offset, tracker.values, tracker.vectors, dual=False)
-        prev_offset = x_offset
-        d = (total - x_offset * n) / (n_items - n) - x_offset  # φ̄_U − φ̄_C
-        pending.append((n, eigen, d))
-        if len(pending) == _BLOCK or n == n_items - 1:
-            fits = fit_many([p[1] for p in pending], [y[:, : p[0]] for p in pending])
-            for (m, _, dm), fit in zip(pending, fits, strict=True):
-                means[:, m - 1], var[:, m - 1] = _aipw(fit, dm, fit.y_offset, m, n_items)
-            pending.clear()
-    return means, var
-
-
 class BayesAIPW(BaseMethod):
     """Bayes-AIPW: random items, AIPW estimator with a Bayesian-ridge outcome model.
 
@@ -173,3 +104,31 @@ class BayesAIPW(BaseMethod):
             self.reference.scores.T, np.asarray(self._items), np.asarray(self._scores)
         )
         return Estimate(mean, var, n, self.n_items, self._bounds())
+
+    @fast_replay
+    def replay(reference: ScoreMatrix, truths: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """Bayes-AIPW trajectories of every target played with method seed ``seed``; see :func:`.fast_replay`.
+
+        All targets see the items in the order
+        :func:`~activeeval.methods.base.random_order` gives, so at each n they
+        share the design φ_C: one eigendecomposition of its centred Gram
+        matrix (:func:`._ridge.eigens_adding_rows`: the n × n one while n ≤ M,
+        then the M × M one kept current by rank-one updates) serves every
+        target, each with its own α, λ and number of rounds; the rounds of
+        several n run as one vectorised loop (:func:`._ridge.fit_in_blocks`).
+        """
+        n_items = reference.n_items
+        order = random_order(seed, n_items)
+        phi = reference.scores.T[order]  # items in play order
+        y = truths[:, order]
+        means = np.empty(y.shape)
+        var = np.empty(y.shape)
+        means[:, 0], var[:, 0] = y[:, 0], worst_case_var(reference)  # n = 1, as the class
+        means[:, -1], var[:, -1] = y.mean(axis=1), 0.0  # n = N: R* exactly
+        total = phi.sum(axis=0)
+        eigens = eigens_adding_rows(phi, range(2, n_items))
+        for fit in fit_in_blocks(eigens, lambda eigen: y[:, : eigen.n_samples], _BLOCK):
+            n, x_offset = fit.eigen.n_samples, fit.eigen.x_offset
+            d = (total - x_offset * n) / (n_items - n) - x_offset  # φ̄_U − φ̄_C
+            means[:, n - 1], var[:, n - 1] = _aipw(fit, d, fit.y_offset, n, n_items)
+        return means, var

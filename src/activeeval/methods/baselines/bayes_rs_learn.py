@@ -13,25 +13,22 @@ needed at run time). Σ_β is the proper posterior covariance
 (α XᵀX + λ I)⁻¹, which scikit-learn ≥ 1.7 also uses; older scikit-learn
 versions dropped most of the null space of X when K ≤ n (see :mod:`._ridge`).
 
-:func:`replay` plays every target of a backtest at once: with the shared
-item order the regression does not depend on the target at all, so one fit
-per n serves every target; only the prediction differs.
+:meth:`BayesRSLearn.replay` plays every target of a backtest at once: with
+the shared item order the regression does not depend on the target at all,
+so one fit per n serves every target; only the prediction differs.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.methods.base import BaseMethod, random_order
-from activeeval.methods.baselines._common import prior_estimate
-from activeeval.methods.baselines._ridge import GramEigen, GramTracker, fit_bayesian_ridge, fit_many
-from activeeval.methods.baselines.rs_mean import replay_inputs
+from activeeval.methods.baselines._common import fast_replay, prior_estimate
+from activeeval.methods.baselines._ridge import eigens_adding_columns, fit_bayesian_ridge, fit_in_blocks
 from activeeval.methods.estimate import Estimate
 
-__all__ = ["BayesRSLearn", "bayes_rs_learn_estimate", "replay"]
+__all__ = ["BayesRSLearn", "bayes_rs_learn_estimate"]
 
 _BLOCK = 32  # replay: fits whose EM rounds run together (bounds the designs held at once)
 
@@ -59,68 +56,6 @@ def bayes_rs_learn_estimate(
     return float(mean[0, 0]), float(var[0, 0])
 
 
-def replay(
-    reference: ScoreMatrix, truths: np.ndarray, seed: int, *, missing: str = "models", **options: Any
-) -> tuple[np.ndarray, np.ndarray]:
-    """Bayes-RS-Learn trajectories of every target played with method seed ``seed``.
-
-    Equal (to round-off) to running :class:`BayesRSLearn` with ``seed`` on
-    each target for n = 1..N items. All targets see the items in the order
-    :func:`~activeeval.methods.base.random_order` gives, so at each n the
-    regression (reference models' coreset scores → full scores) is the same
-    for all of them: one fit per n (on the n × n Gram matrix while n < K;
-    then on the K × K one, kept current by a rank-one update per item, see
-    :class:`._ridge.GramTracker`), and one prediction per target.
-
-    Parameters
-    ----------
-    reference : ScoreMatrix
-    truths : ndarray of shape (T, N)
-        Each target's full score row, items as in the reference.
-    seed : int
-    missing : {"models", "items", "auto"}
-        Missing-score policy, as for the class.
-    **options
-        The class's stopping options (ignored: a replay runs to n = N).
-
-    Returns
-    -------
-    means, vars : ndarrays of shape (T, N)
-        R̂ and Var_R after n = 1..N observed items (column n − 1).
-    """
-    reference, truths = replay_inputs(reference, truths, seed, options, missing=missing, caller="replay")
-    n_items, n_models = reference.n_items, reference.n_models
-    order = random_order(int(seed), n_items)
-    full = reference.scores.mean(axis=1)[None, :]
-    x_all = reference.scores[:, order]  # items in play order
-    y = truths[:, order]
-    means = np.empty(y.shape)
-    var = np.empty(y.shape)
-    tracker: GramTracker | None = None
-    pending: list[GramEigen] = []
-    for n in range(1, n_items + 1):
-        x = x_all[:, :n]
-        x_offset = x.mean(axis=0)
-        xc = x - x_offset
-        if n_models > n:
-            eigen = GramEigen.from_gram(xc, x_offset, xc.T @ xc, dual=False)
-        else:
-            if tracker is None:  # the first dual n from scratch, then one rank-one update per item
-                tracker = GramTracker(xc @ xc.T)
-            else:  # a new feature adds its centred column's outer product to X_c X_cᵀ
-                tracker.add(xc[:, -1])
-            eigen = GramEigen.from_eigen(xc, x_offset, tracker.values, tracker.vectors, dual=True)
-        pending.append(eigen)
-        if len(pending) == _BLOCK or n == n_items:
-            fits = fit_many(pending, [full] * len(pending))
-            for ev, fit in zip(pending, fits, strict=True):
-                m = ev.n_features
-                mean, v = fit.predict(y[:, :m])
-                means[:, m - 1], var[:, m - 1] = mean[0], v[0]
-            pending.clear()
-    return means, var
-
-
 class BayesRSLearn(BaseMethod):
     """Bayes-RS-Learn: random items, Bayesian ridge across reference models.
 
@@ -139,3 +74,27 @@ class BayesRSLearn(BaseMethod):
             return Estimate(mean, var, 0, self.n_items, self._bounds())
         mean, var = bayes_rs_learn_estimate(self.reference.scores, np.asarray(self._items), np.asarray(self._scores))
         return Estimate(mean, var, len(self._items), self.n_items, self._bounds())
+
+    @fast_replay
+    def replay(reference: ScoreMatrix, truths: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """Bayes-RS-Learn trajectories of every target played with method seed ``seed``; see :func:`.fast_replay`.
+
+        All targets see the items in the order
+        :func:`~activeeval.methods.base.random_order` gives, so at each n the
+        regression (reference models' coreset scores → full scores) is the
+        same for all of them: one fit per n (:func:`._ridge.eigens_adding_columns`:
+        on the n × n Gram matrix while n < K, then on the K × K one kept
+        current by rank-one updates), and one prediction per target.
+        """
+        n_items = reference.n_items
+        order = random_order(seed, n_items)
+        full = reference.scores.mean(axis=1)[None, :]
+        y = truths[:, order]
+        means = np.empty(y.shape)
+        var = np.empty(y.shape)
+        eigens = eigens_adding_columns(reference.scores[:, order], range(1, n_items + 1))  # items in play order
+        for fit in fit_in_blocks(eigens, lambda eigen: full, _BLOCK):
+            m = fit.eigen.n_features
+            mean, v = fit.predict(y[:, :m])
+            means[:, m - 1], var[:, m - 1] = mean[0], v[0]
+        return means, var

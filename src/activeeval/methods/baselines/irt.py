@@ -6,13 +6,11 @@ quadrature on a grid, updated after every observation (the paper used MCMC
 refreshed every 50 evaluations). Items are selected at random. R̂ is Eq. 5
 with w = 1/N using the predicted item means, so R̂ = R* and Var_R = 0 at n = N.
 
-:func:`replay` plays every target of a backtest at once (one item fit, the
-posterior after every n from cumulative sums).
+:meth:`IRTBaseline.replay` plays every target of a backtest at once (one item
+fit, the posterior after every n from cumulative sums).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
@@ -31,10 +29,10 @@ from activeeval.irt_baseline import (
     posterior_R_rows,
 )
 from activeeval.methods.base import BaseMethod, random_order
-from activeeval.methods.baselines.rs_mean import replay_inputs
+from activeeval.methods.baselines._common import fast_replay
 from activeeval.methods.estimate import Estimate
 
-__all__ = ["IRTBaseline", "fit_item_params", "replay"]
+__all__ = ["IRTBaseline", "fit_item_params"]
 
 _CACHE: dict[str, ItemParams] = {}
 
@@ -67,73 +65,6 @@ def _check_grid_points(grid_points: int) -> int:
     if int(grid_points) != grid_points or grid_points < 11:
         raise ConfigurationError(f"grid_points must be an integer >= 11, got {grid_points}")
     return int(grid_points)
-
-
-def replay(
-    reference: ScoreMatrix,
-    truths: np.ndarray,
-    seed: int,
-    *,
-    model: str = "auto",
-    grid_points: int = 401,
-    missing: str = "models",
-    **options: Any,
-) -> tuple[np.ndarray, np.ndarray]:
-    """IRT-baseline trajectories of every target played with method seed ``seed``.
-
-    Equal (to round-off) to running :class:`IRTBaseline` with ``seed``,
-    ``model`` and ``grid_points`` on each target for n = 1..N items. The item
-    parameters are fitted once (cached as for the class); all targets see
-    the items in the order :func:`~activeeval.methods.base.random_order`
-    gives. For each target the grid log-posterior after every n is a
-    cumulative sum of the ordered items' grid log-likelihoods, and the
-    unobserved items' Σ μ_i(θ_g), Σ Var(s_i | θ_g) after every n (shared by
-    the targets) are the same running differences the class keeps; then
-    :func:`~activeeval.irt_baseline.posterior_R_rows` gives every n at once.
-    At n = N the estimate is exact (Σ s / N, variance 0), as in the class.
-
-    Parameters
-    ----------
-    reference : ScoreMatrix
-    truths : ndarray of shape (T, N)
-        Each target's full score row, items as in the reference.
-    seed : int
-    model : {"auto", "2pl", "beta"}
-    grid_points : int
-        As for the class.
-    missing : {"models", "items", "auto"}
-        Missing-score policy, as for the class.
-    **options
-        The class's stopping options (ignored: a replay runs to n = N).
-
-    Returns
-    -------
-    means, vars : ndarrays of shape (T, N)
-        R̂ and Var_R after n = 1..N observed items (column n − 1).
-    """
-    reference, truths = replay_inputs(reference, truths, seed, options, missing=missing, caller="replay")
-    grid_points = _check_grid_points(grid_points)
-    params = fit_item_params(reference, model)
-    n_items = reference.n_items
-    order = random_order(int(seed), n_items)
-    grid, log_prior = ability_grid(grid_points)
-    mu, var = item_moments(params, grid)
-    # after n items (row n − 1): Σ_U over the items not yet observed, as the class's running differences
-    u_mean = np.cumsum(np.vstack([mu.sum(axis=1), -mu[:, order].T]), axis=0)[1:-1]
-    u_var = np.cumsum(np.vstack([var.sum(axis=1), -var[:, order].T]), axis=0)[1:-1]
-    terms = grid_loglik_terms(params, grid)  # the score-independent part, shared by the targets
-    means = np.empty_like(truths)
-    variances = np.zeros_like(truths)
-    for t, truth in enumerate(truths):
-        observed = truth[order]
-        observed_sum = np.cumsum(observed)
-        log_lik = grid_loglik_all(params, grid, truth, terms)[:, order].T
-        log_post = np.cumsum(np.vstack([log_prior, log_lik[:-1]]), axis=0)[1:]
-        means[t, :-1], variances[t, :-1] = posterior_R_rows(
-            log_post, observed_sum[:-1], u_mean, u_var, n_items
-        )
-        means[t, -1] = observed_sum[-1] / n_items  # n = N: exact, as in the class
-    return means, variances
 
 
 class IRTBaseline(BaseMethod):
@@ -171,3 +102,42 @@ class IRTBaseline(BaseMethod):
             return Estimate(self._observed_sum / self.n_items, 0.0, n, self.n_items, self._bounds())
         mean, var = posterior_R(self._log_post, self._observed_sum, self._u_mean, self._u_var, self.n_items)
         return Estimate(mean, var, n, self.n_items, self._bounds())
+
+    @fast_replay
+    def replay(
+        reference: ScoreMatrix, truths: np.ndarray, seed: int, *, model: str = "auto", grid_points: int = 401
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """IRT-baseline trajectories of every target played with method seed ``seed``; see :func:`.fast_replay`.
+
+        The item parameters are fitted once (cached as for the class); all
+        targets see the items in the order
+        :func:`~activeeval.methods.base.random_order` gives. For each target
+        the grid log-posterior after every n is a cumulative sum of the
+        ordered items' grid log-likelihoods, and the unobserved items'
+        Σ μ_i(θ_g), Σ Var(s_i | θ_g) after every n (shared by the targets)
+        are the same running differences the class keeps; then
+        :func:`~activeeval.irt_baseline.posterior_R_rows` gives every n at
+        once. At n = N the estimate is exact (Σ s / N, variance 0), as in the class.
+        """
+        grid_points = _check_grid_points(grid_points)
+        params = fit_item_params(reference, model)
+        n_items = reference.n_items
+        order = random_order(seed, n_items)
+        grid, log_prior = ability_grid(grid_points)
+        mu, var = item_moments(params, grid)
+        # after n items (row n − 1): Σ_U over the items not yet observed, as the class's running differences
+        u_mean = np.cumsum(np.vstack([mu.sum(axis=1), -mu[:, order].T]), axis=0)[1:-1]
+        u_var = np.cumsum(np.vstack([var.sum(axis=1), -var[:, order].T]), axis=0)[1:-1]
+        terms = grid_loglik_terms(params, grid)  # the score-independent part, shared by the targets
+        means = np.empty_like(truths)
+        variances = np.zeros_like(truths)
+        for t, truth in enumerate(truths):
+            observed = truth[order]
+            observed_sum = np.cumsum(observed)
+            log_lik = grid_loglik_all(params, grid, truth, terms)[:, order].T
+            log_post = np.cumsum(np.vstack([log_prior, log_lik[:-1]]), axis=0)[1:]
+            means[t, :-1], variances[t, :-1] = posterior_R_rows(
+                log_post, observed_sum[:-1], u_mean, u_var, n_items
+            )
+            means[t, -1] = observed_sum[-1] / n_items  # n = N: exact, as in the class
+        return means, variances

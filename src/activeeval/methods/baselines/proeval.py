@@ -19,12 +19,10 @@ R̂ = m̄ + (1/N) 1ᵀ Σ_{·C} (Σ_CC + σ² I)⁻¹ (s_C − m_C) (tested), at
 observation and O(K³) per estimate. Because R is the mean of θ, not of s,
 R̂ ≠ R* and Var_R > 0 even at n = N.
 
-:func:`replay` plays every target of a backtest at once: see its notes.
+:meth:`ProEval.replay` plays every target of a backtest at once (:func:`proeval_path`).
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 from scipy.linalg import LinAlgError, cho_factor, cho_solve, cholesky, solve_triangular
@@ -32,10 +30,10 @@ from scipy.linalg import LinAlgError, cho_factor, cho_solve, cholesky, solve_tri
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, NumericalError
 from activeeval.methods.base import BaseMethod, random_order
-from activeeval.methods.baselines.rs_mean import replay_inputs
+from activeeval.methods.baselines._common import fast_replay
 from activeeval.methods.estimate import Estimate
 
-__all__ = ["ProEval", "proeval_factor", "proeval_posterior", "proeval_path", "replay"]
+__all__ = ["ProEval", "proeval_factor", "proeval_posterior", "proeval_path"]
 
 
 def proeval_factor(reference_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -141,47 +139,6 @@ def proeval_path(
     return means, np.maximum(var_full + tail, 0.0)
 
 
-def replay(
-    reference: ScoreMatrix,
-    truths: np.ndarray,
-    seed: int,
-    *,
-    noise_var: float = 0.3,
-    missing: str = "models",
-    **options: Any,
-) -> tuple[np.ndarray, np.ndarray]:
-    """ProEval trajectories of every target played with method seed ``seed``.
-
-    Equal (to round-off) to running :class:`ProEval` with ``seed`` and
-    ``noise_var`` on each target for n = 1..N items. All targets see the
-    items in the order :func:`~activeeval.methods.base.random_order` gives,
-    so one factorisation serves them all (:func:`proeval_path`).
-
-    Parameters
-    ----------
-    reference : ScoreMatrix
-    truths : ndarray of shape (T, N)
-        Each target's full score row, items as in the reference.
-    seed : int
-    noise_var : float
-        σ², as for the class.
-    missing : {"models", "items", "auto"}
-        Missing-score policy, as for the class.
-    **options
-        The class's stopping options (ignored: a replay runs to n = N).
-
-    Returns
-    -------
-    means, vars : ndarrays of shape (T, N)
-        R̂ and Var_R after n = 1..N observed items (column n − 1).
-    """
-    reference, truths = replay_inputs(reference, truths, seed, options, missing=missing, caller="replay")
-    noise_var = _check_noise_var(noise_var)
-    m, a = proeval_factor(reference.scores)
-    means, var = proeval_path(m, a, random_order(int(seed), reference.n_items), truths, noise_var)
-    return means, np.broadcast_to(var, means.shape).copy()
-
-
 class ProEval(BaseMethod):
     """ProEval baseline: empirical-covariance Gaussian prior over item abilities.
 
@@ -212,3 +169,18 @@ class ProEval(BaseMethod):
             self._m, self._a, np.asarray(self._items, dtype=int), np.asarray(self._scores), self.noise_var
         )
         return Estimate(mean, var, len(self._items), self.n_items, self._bounds())
+
+    @fast_replay
+    def replay(
+        reference: ScoreMatrix, truths: np.ndarray, seed: int, *, noise_var: float = 0.3
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """ProEval trajectories of every target played with method seed ``seed``; see :func:`.fast_replay`.
+
+        All targets see the items in the order
+        :func:`~activeeval.methods.base.random_order` gives, so one
+        factorisation serves them all (:func:`proeval_path`).
+        """
+        noise_var = _check_noise_var(noise_var)
+        m, a = proeval_factor(reference.scores)
+        means, var = proeval_path(m, a, random_order(seed, reference.n_items), truths, noise_var)
+        return means, np.broadcast_to(var, means.shape).copy()

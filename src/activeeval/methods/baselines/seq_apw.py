@@ -12,22 +12,26 @@ Greedy covering is the facility-location rule: the next anchor j maximises
 possible correlation, while C is empty). The choice depends on the reference
 scores only, so Seq-APW is deterministic up to ties (broken at random).
 
-Because of that, :func:`replay` plays every target of a backtest at once: the
-anchor order (:func:`covering_order`) and the weights after every n
+Because of that, :meth:`SeqAPW.replay` plays every target of a backtest at
+once: the anchor order (:func:`covering_order`) and the weights after every n
 (:func:`anchor_weight_path`) are computed once per seed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.methods.base import BaseMethod
-from activeeval.methods.baselines._common import prior_estimate, worst_case_var
-from activeeval.methods.baselines.rs_mean import eq9_variance, replay_inputs, running_mean_var
+from activeeval.methods.baselines._common import (
+    eq9_variance,
+    fast_replay,
+    prior_estimate,
+    running_mean_var,
+    worst_case_var,
+)
 from activeeval.methods.estimate import Estimate
 
 __all__ = [
@@ -37,7 +41,6 @@ __all__ = [
     "anchor_weights",
     "covering_order",
     "anchor_weight_path",
-    "replay",
 ]
 
 _TIE_RTOL = 1e-9  # gains within this relative distance of the best one count as ties
@@ -194,51 +197,6 @@ def anchor_weight_path(sim: np.ndarray, order: Sequence[int]) -> Iterator[np.nda
         yield counts[: n + 1] / n_items
 
 
-def replay(
-    reference: ScoreMatrix, truths: np.ndarray, seed: int, *, missing: str = "models", **options: Any
-) -> tuple[np.ndarray, np.ndarray]:
-    """Seq-APW trajectories of every target played with method seed ``seed``.
-
-    Equal (to round-off) to running :class:`SeqAPW` with ``seed`` on each
-    target for n = 1..N items. The selection depends on the references and
-    the seed only, so the anchor order and the weights after each n are
-    computed once and serve every target.
-
-    Parameters
-    ----------
-    reference : ScoreMatrix
-    truths : ndarray of shape (T, N)
-        Each target's full score row, items as in the reference.
-    seed : int
-    missing : {"models", "items", "auto"}
-        Missing-score policy, as for the class.
-    **options
-        The class's stopping options (ignored: a replay runs to n = N).
-
-    Returns
-    -------
-    means, vars : ndarrays of shape (T, N)
-        R̂ and Var_R (Eq. 9) after n = 1..N observed items (column n − 1).
-    """
-    reference, truths = replay_inputs(reference, truths, seed, options, missing=missing, caller="replay")
-    n_items = reference.n_items
-    sim = item_similarity(reference.scores.T)
-    order = covering_order(sim, int(seed))
-    observed = truths[:, order]
-    means = np.empty_like(observed)
-    sum_w = np.empty(n_items)
-    sum_w2 = np.empty(n_items)
-    for n, weights in enumerate(anchor_weight_path(sim, order)):
-        means[:, n] = observed[:, : n + 1] @ weights
-        sum_w[n] = weights.sum()
-        sum_w2[n] = weights @ weights
-    _, s2 = running_mean_var(observed)
-    s2[:, 0] = worst_case_var(reference)  # Eq. 9's stand-in while s is undefined, as in the class
-    n_eff = sum_w**2 / sum_w2
-    var = np.maximum(s2 * sum_w2 * (n_items - n_eff) / n_items, 0.0)
-    return means, var
-
-
 class SeqAPW(BaseMethod):
     """Seq-APW: greedy covering selection, cluster-size weights, Eq. 9 variance.
 
@@ -283,3 +241,28 @@ class SeqAPW(BaseMethod):
         weights = anchor_weights(self._sim, self._items)
         var = eq9_variance(scores, weights, self.n_items, worst_case_var(self.reference))
         return Estimate(float(weights @ scores), var, scores.size, self.n_items, self._bounds())
+
+    @fast_replay
+    def replay(reference: ScoreMatrix, truths: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+        """Seq-APW trajectories of every target played with method seed ``seed``; see :func:`.fast_replay`.
+
+        The selection depends on the references and the seed only, so the
+        anchor order and the weights after each n are computed once and serve
+        every target; Var_R is Eq. 9.
+        """
+        n_items = reference.n_items
+        sim = item_similarity(reference.scores.T)
+        order = covering_order(sim, seed)
+        observed = truths[:, order]
+        means = np.empty_like(observed)
+        sum_w = np.empty(n_items)
+        sum_w2 = np.empty(n_items)
+        for n, weights in enumerate(anchor_weight_path(sim, order)):
+            means[:, n] = observed[:, : n + 1] @ weights
+            sum_w[n] = weights.sum()
+            sum_w2[n] = weights @ weights
+        _, s2 = running_mean_var(observed)
+        s2[:, 0] = worst_case_var(reference)  # Eq. 9's stand-in while s is undefined, as in the class
+        n_eff = sum_w**2 / sum_w2
+        var = np.maximum(s2 * sum_w2 * (n_items - n_eff) / n_items, 0.0)
+        return means, var
