@@ -85,12 +85,12 @@ def test_replay_passes_the_method_options(name: str, options: dict, binary_data)
     assert np.abs(means - default_means).max() > 1e-11
 
 
-def test_replay_accepts_the_stopping_options_and_ignores_them(binary_data) -> None:  # noqa: ANN001
+def test_replay_takes_no_stopping_option_like_its_class(binary_data) -> None:  # noqa: ANN001
     reference, truths = binary_data
-    plain = RSMean.replay(reference, truths, 0)
-    stopped = RSMean.replay(reference, truths, 0, epsilon1=0.01, window=10, n_max=20)
-    np.testing.assert_array_equal(plain[0], stopped[0])  # a replay always runs to n = N
-    np.testing.assert_array_equal(plain[1], stopped[1])
+    with pytest.raises(TypeError, match="epsilon1"):  # stopping is the driver's (stopping.py), not a method's
+        RSMean.replay(reference, truths, 0, epsilon1=0.01, window=10, n_max=20)
+    with pytest.raises(TypeError, match="window"):
+        make_method("rs-mean", reference, seed=0, window=10)  # as the class
 
 
 def test_replay_applies_the_missing_score_policy(binary_data) -> None:  # noqa: ANN001

@@ -32,10 +32,8 @@ import numpy as np
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, InvalidScoresError, ScoreOutOfRangeError
 from activeeval.methods.base import prepare_reference
-from activeeval.stopping import default_rule
 
 __all__ = [
-    "STOPPING_OPTIONS",
     "eq9_variance",
     "fast_replay",
     "prior_estimate",
@@ -44,8 +42,6 @@ __all__ = [
     "worst_case_var",
 ]
 
-#: BaseMethod options that only steer the stopping rule: a replay of fixed length ignores them.
-STOPPING_OPTIONS = ("epsilon1", "epsilon2", "window", "n_max", "stopping")
 
 Replay = Callable[..., tuple[np.ndarray, np.ndarray]]
 
@@ -114,9 +110,8 @@ def fast_replay(compute: Replay) -> staticmethod:
     missing : {"models", "items", "auto"}
         Missing-score policy, as for the class.
     **options
-        The method's options, as for the class; the class's stopping options
-        (:data:`STOPPING_OPTIONS`) are checked as the class checks them and
-        ignored (a replay runs to n = N).
+        The method's own options, as for the class (a replay runs to n = N;
+        neither it nor the class takes a stopping option).
 
     Returns
     -------
@@ -165,8 +160,8 @@ def replay_inputs(
     reference, _ = prepare_reference(reference, missing=missing)
     try:
         values = np.array(truths, dtype=float)
-    except (TypeError, ValueError):
-        raise InvalidScoresError("truths must be a numeric array of shape (targets, items)") from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidScoresError("truths must be a numeric array of shape (targets, items)") from exc
     if values.ndim != 2 or values.shape[1] != reference.n_items:
         raise InvalidScoresError(
             f"truths must have shape (targets, {reference.n_items}) (one full score row per target, "
@@ -177,13 +172,9 @@ def replay_inputs(
 
 
 def _check_options(options: Mapping[str, Any], caller: str) -> None:
-    """Only stopping options, and valid ones (the class builds, and so checks, the same rule)."""
-    unknown = sorted(set(options) - set(STOPPING_OPTIONS))
-    if unknown:
-        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
-    rule_args = {k: v for k, v in options.items() if k != "stopping"}
-    if options.get("stopping") is None and rule_args:
-        default_rule(**rule_args)
+    """Anything the wrapped computation does not take is refused as the class constructor refuses it."""
+    if options:
+        raise TypeError(f"{caller}() got an unexpected keyword argument {sorted(options)[0]!r}")
 
 
 def _check_truths(reference: ScoreMatrix, values: np.ndarray) -> None:
