@@ -19,8 +19,6 @@ Differences from DESIGN.md, and why:
 
 from __future__ import annotations
 
-import functools
-
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
@@ -28,6 +26,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from activeeval._cache import ReferenceCache
 from activeeval.data.matrix import DropReport, ScoreMatrix
 from activeeval.exceptions import (
     ConfigurationError,
@@ -105,9 +104,15 @@ def random_order(seed: int, n_items: int) -> np.ndarray:
     return _random_order(int(seed), int(n_items)).copy()
 
 
-@functools.lru_cache(maxsize=16)
+_ORDERS: ReferenceCache[np.ndarray] = ReferenceCache("random item orders", 16)
+
+
 def _random_order(seed: int, n_items: int) -> np.ndarray:
     # cached: in a backtest every random-selection method of a seed asks for the same order
+    return _ORDERS.get_or_compute((seed, n_items), lambda: _draw_order(seed, n_items))
+
+
+def _draw_order(seed: int, n_items: int) -> np.ndarray:
     order = np.empty(n_items, dtype=np.intp)
     remaining = list(range(n_items))
     for n in range(n_items):

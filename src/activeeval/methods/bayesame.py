@@ -37,6 +37,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from activeeval._cache import ReferenceCache
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.design import Prequential, sampling_var_floor
 from activeeval.exceptions import ConfigurationError
@@ -99,8 +100,7 @@ class ReferenceFit:
         return cls(**_checked_fields(cls, data, "reference-fit"))
 
 
-_FIT_CACHE: dict[tuple, ReferenceFit] = {}
-_FIT_CACHE_SIZE = 16
+_FITS: ReferenceCache[ReferenceFit] = ReferenceCache("BayesAME reference fits", 16)
 
 
 def _checked_fields(cls: type, data: Mapping[str, Any], what: str) -> dict[str, Any]:
@@ -152,8 +152,12 @@ def fit_hyperparameters(
     if np.isnan(scores).any():
         raise ConfigurationError("fit_hyperparameters needs complete reference scores; drop missing ones first")
     key = (reference.fingerprint(), int(n_pseudo), int(n_items), int(seed), bool(level_prior), bool(linear), start)
-    if key in _FIT_CACHE:
-        return _FIT_CACHE[key]
+    return _FITS.get_or_compute(
+        key, lambda: _fit_hyperparameters(reference, scores, n_pseudo, n_items, seed, level_prior, linear, start))
+
+
+def _fit_hyperparameters(reference: ScoreMatrix, scores: np.ndarray, n_pseudo: int, n_items: int, seed: int,
+                         level_prior: bool, linear: bool, start: ReferenceFit | None) -> ReferenceFit:
     k_refs, n_all = scores.shape
     width = _range_width(reference)
     tau = width * width if level_prior else 0.0
@@ -186,15 +190,11 @@ def fit_hyperparameters(
     best_nlml = float(min(result.fun, min(grid_values)) if np.isfinite(result.fun) else min(grid_values))
     alpha, beta, sigma2 = (float(v) for v in values[:3])
     gamma = float(values[3]) if linear else 0.0
-    fit = ReferenceFit(
+    return ReferenceFit(
         alpha=alpha, beta=beta, sigma2=sigma2, tau0=tau, tau1=tau, gamma=gamma, n_pseudo=int(pseudo.size),
         n_items=int(sub.size), nlml=best_nlml, converged=bool(result.success),
         seed=int(seed),
     )
-    if len(_FIT_CACHE) >= _FIT_CACHE_SIZE:
-        _FIT_CACHE.pop(next(iter(_FIT_CACHE)))
-    _FIT_CACHE[key] = fit
-    return fit
 
 
 def _range_width(reference: ScoreMatrix) -> float:
@@ -288,6 +288,8 @@ class BayesAME(BaseMethod):
         cache_mb: float = 256.0,
     ) -> None:
         super().__init__(reference, seed=seed, missing=missing)
+        # settings as given; resolved or learned values carry a trailing underscore
+        self.switch_until, self.tolerance, self.controls = switch_until, tolerance, controls
         if selection not in ("auto", "active", "random"):
             raise ConfigurationError(f"selection must be 'auto', 'active' or 'random', got {selection!r}")
         if extrapolation not in ("auto", "off"):
@@ -337,12 +339,12 @@ class BayesAME(BaseMethod):
         self.calibration_ = cal
         self.selection = selection
         self.extrapolation = extrapolation
-        self.switch_until = int(switch_until) if switch_until is not None else max(50, self.n_items // 10)
+        self.switch_until_ = int(switch_until) if switch_until is not None else max(50, self.n_items // 10)
         self.scale_prior = float(scale_prior)
         if tolerance is None:
             tolerance = 0.0 if ref.kind == "binary" else 1e-3 * width
-        self.tolerance = float(tolerance)
-        self.buckets = bucketize(ref.scores.T, self.tolerance)
+        self.tolerance_ = float(tolerance)
+        self.buckets = bucketize(ref.scores.T, self.tolerance_)
         phi = self.buckets.phi
         counts = self.buckets.counts
         self._n_refs = ref.n_models
@@ -358,14 +360,14 @@ class BayesAME(BaseMethod):
         self._phi_c = phi @ centre
         self._cc = float(centre @ centre)
         self.kernel = LevelKernel(fit.alpha, fit.beta, fit.gamma, fit.tau0, fit.tau1)
-        self.sigma2 = float(fit.sigma2)
+        self.sigma2_ = float(fit.sigma2)
         self.posterior = BucketPosterior(
             mu,
             self._prior_col,
             self.kernel.diag(self._psi, self._m),
             self.kernel.matvec(phi, self._psi, self._m, counts, self._d2_full),
             counts,
-            np.full(n_buckets, self.sigma2),
+            np.full(n_buckets, self.sigma2_),
         )
         full = ref.mean_scores()
         self.reference_range = (float(full.min()), float(full.max()))
@@ -374,13 +376,13 @@ class BayesAME(BaseMethod):
         self.switch_reason: str | None = None
         known = ("model", "near")
         parts = ["none"] if controls is None else [c.strip() for c in str(controls).split("+")]
-        self.controls = () if parts == ["none"] else tuple(parts)
-        if any(c not in known for c in self.controls) or len(set(self.controls)) != len(self.controls):
+        self.controls_ = () if parts == ["none"] else tuple(parts)
+        if any(c not in known for c in self.controls_) or len(set(self.controls_)) != len(self.controls_):
             raise ConfigurationError(
                 f"controls must be 'none' or some of {', '.join(known)} joined by '+', e.g. 'model+near'; "
                 f"got {controls!r}"
             )
-        self._design = Prequential(self.n_items, n_controls=len(self.controls))
+        self._design = Prequential(self.n_items, n_controls=len(self.controls_))
         self._order: np.ndarray | None = None
         self._ref_full = full
         self._n_near = max(3, int(round(0.1 * ref.n_models)))
@@ -524,7 +526,7 @@ class BayesAME(BaseMethod):
     def _control_predictions(self) -> list[np.ndarray]:
         """Each control variate's prediction for every item (N,), fixed before the next draw."""
         out = []
-        for name in self.controls:
+        for name in self.controls_:
             if name == "model":
                 pred = self.posterior.mean[self.buckets.of_item]
                 if self.reference.score_range is not None:
@@ -547,7 +549,7 @@ class BayesAME(BaseMethod):
     def _after_observe(self) -> None:
         if self.mode != "model" or self.extrapolation == "off" or self.selection == "active":
             return
-        if self.n_observed > self.switch_until or self.n_observed >= self.n_items:
+        if self.n_observed > self.switch_until_ or self.n_observed >= self.n_items:
             return
         mean, var = self._model_estimate()
         lo, hi = self.reference_range
@@ -808,7 +810,7 @@ def _model_based_errors(
         scale = (method.scale_prior + z2) / (method.scale_prior + max(n - SCALE_SKIP, 0))
         mean = (total + post.remaining @ post.mean) / n_items
         sd = np.sqrt(scale * post.var_r_scaled() / n_items**2)
-        if n < n_items and n <= method.switch_until:
+        if n < n_items and n <= method.switch_until_:
             outside = (mean - Z95 * sd > hi) | (mean + Z95 * sd < lo)
             misfit = (n >= 2 * SCALE_SKIP) & (scale > SCALE_SWITCH)
             if n >= 2 * SCALE_SKIP:  # the paired comparison with every reference, as a run makes it
@@ -820,16 +822,11 @@ def _model_based_errors(
     return out
 
 
-_CAL_CACHE: dict[tuple, Calibration] = {}
+_CALIBRATIONS: ReferenceCache[Calibration] = ReferenceCache("BayesAME calibrations", 16)
 
 
 def _cached_calibration(reference: ScoreMatrix, fit: ReferenceFit) -> Calibration:
-    key = (reference.fingerprint(), fit)
-    if key not in _CAL_CACHE:
-        if len(_CAL_CACHE) >= _FIT_CACHE_SIZE:
-            _CAL_CACHE.pop(next(iter(_CAL_CACHE)))
-        _CAL_CACHE[key] = calibrate(reference, fit)
-    return _CAL_CACHE[key]
+    return _CALIBRATIONS.get_or_compute((reference.fingerprint(), fit), lambda: calibrate(reference, fit))
 
 
 def beyond_every_reference(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from activeeval._cache import ReferenceCache
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.irt_baseline import (
@@ -34,7 +35,7 @@ from activeeval.methods.estimate import Estimate
 
 __all__ = ["IRTBaseline", "fit_item_params"]
 
-_CACHE: dict[str, ItemParams] = {}
+_ITEM_PARAMS: ReferenceCache[ItemParams] = ReferenceCache("IRT baseline item parameters", 8)
 
 
 def fit_item_params(reference: ScoreMatrix, model: str = "auto") -> ItemParams:
@@ -52,13 +53,9 @@ def fit_item_params(reference: ScoreMatrix, model: str = "auto") -> ItemParams:
             f"Beta IRT needs scores in [0, 1], the reference's score_range is {reference.score_range}; "
             "rescale the scores to [0, 1] first"
         )
-    key = f"{model}:{reference.fingerprint()}"
-    if key not in _CACHE:
-        if len(_CACHE) >= 8:  # a backtest uses one reference set per seed; keep memory bounded
-            _CACHE.pop(next(iter(_CACHE)))
-        scores = np.asarray(reference.scores, dtype=float)
-        _CACHE[key] = fit_2pl(scores) if model == "2pl" else fit_beta_irt(scores)
-    return _CACHE[key]
+    scores = np.asarray(reference.scores, dtype=float)  # a backtest uses one reference set per seed: 8 kept
+    return _ITEM_PARAMS.get_or_compute(f"{model}:{reference.fingerprint()}",
+                                       lambda: fit_2pl(scores) if model == "2pl" else fit_beta_irt(scores))
 
 
 def _check_grid_points(grid_points: int) -> int:
