@@ -57,3 +57,17 @@ def test_bad_shared_data_env_is_a_one_line_error(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert result.stderr.startswith("error: ACTIVEEVAL_SHARED_DATA=") and "has no catalog.json" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_data_dir_flag_names_the_shared_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(SHARED_DATA_ENV, raising=False)  # restored after the test: the flag sets it for the process
+    entry = {"name": "toy", "file": "toy.csv", "models": 2, "items": 2, "score": "continuous", "min": 0.0,
+             "max": 1.0, "missing": 0, "description": "a toy", "source": "a test"}
+    (tmp_path / "catalog.json").write_text(json.dumps([entry]))
+    (tmp_path / "toy.csv").write_text("model,a,b\nm1,0.1,0.2\nm2,0.3,0.4\n")
+    result = runner.invoke(app, ["--data-dir", str(tmp_path), "datasets", "--all", "--json"])
+    assert result.exit_code == 0, result.output
+    assert [e["name"] for e in json.loads(result.stdout)][-1] == "toy"
+    bad = runner.invoke(app, ["--data-dir", str(tmp_path / "nowhere"), "datasets"])
+    assert bad.exit_code == 2
+    assert bad.stderr.startswith("error: --data-dir ") and "has no catalog.json" in bad.stderr

@@ -41,8 +41,23 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    data_dir: Optional[str] = typer.Option(
+        None, "--data-dir", metavar="DIR",
+        help="Shared data folder (with catalog.json) for datasets not bundled, e.g. WMT21; as "
+             "ACTIVEEVAL_SHARED_DATA. [default: beside the installed package, if any]"),
 ) -> None:
     """Efficient, trustworthy LLM evaluation on a few actively chosen items."""
+    if data_dir is not None:
+        import os
+
+        from activeeval.data.datasets import SHARED_DATA_ENV, shared_data_dir
+
+        try:
+            shared_data_dir(data_dir)
+        except ActiveEvalError as exc:
+            typer.echo(f"error: {str(exc).replace('data_dir=', '--data-dir ')}", err=True)
+            raise typer.Exit(2) from exc
+        os.environ[SHARED_DATA_ENV] = data_dir  # what every command's dataset lookup reads
 
 
 @contextlib.contextmanager
