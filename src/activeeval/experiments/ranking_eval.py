@@ -317,6 +317,33 @@ def simulate_ranking(
     costs = check_costs(costs, models)
     if not (budget_per_model > 0):
         raise ConfigurationError(f"budget_per_model must be > 0 (items per model), got {budget_per_model}")
+    if local_error is not None and method != "cat":
+        raise ConfigurationError("--local-error/--no-local-error (local_error=) applies to --method cat only")
+    reference = _complete_reference(matrix, reference, models)
+    score = _oracle(matrix, reference)
+    cal = None
+    if method == "cat":
+        from activeeval.methods.cat import fit_calibration
+
+        cal = fit_calibration(reference.scores, method=calibration, response=response)
+    cat_opts = {} if local_error is None else {"local_error": local_error}
+
+    def make(seed_: int):  # noqa: ANN202 - a method factory for the ranker
+        return method_factory(method, reference, calibration=cal, seed=seed_, **cat_opts)
+
+    budget = budget_per_model * sum(costs.values())
+    adaptive = AdaptiveRanker(models, make(seed), score, costs=costs, gamma=gamma, min_items=min_items,
+                              budget=budget, pairing=pairing).run()
+    full = np.stack([matrix.scores[matrix.model_index(m), [matrix.item_index(i) for i in reference.item_ids]]
+                     for m in models])
+    rec = _adaptive_record(models, adaptive, full, reference.n_items, n_boot, seed)
+    if baselines:
+        _add_baselines(rec, make, score, reference, cal, costs, gamma, seed)
+    return rec
+
+
+def _complete_reference(matrix: ScoreMatrix, reference: ScoreMatrix | None, models: Sequence[str]) -> ScoreMatrix:
+    """The given reference, or every model of ``matrix`` but the held-out ones; incomplete models dropped."""
     if reference is None:
         reference = matrix.drop_models(models)
     reference, _ = reference.dropna("models")
@@ -325,48 +352,40 @@ def simulate_ranking(
             f"only {reference.n_models} complete reference model(s) remain after holding out {len(models)}; "
             "hold out fewer models"
         )
-    score = _oracle(matrix, reference)
-    cal = None
-    if method == "cat":
-        from activeeval.methods.cat import fit_calibration
+    return reference
 
-        cal = fit_calibration(reference.scores, method=calibration, response=response)
-    if local_error is not None and method != "cat":
-        raise ConfigurationError("--local-error/--no-local-error (local_error=) applies to --method cat only")
-    cat_opts = {} if local_error is None else {"local_error": local_error}
-    make = method_factory(method, reference, calibration=cal, seed=seed, **cat_opts)
-    budget = budget_per_model * sum(costs.values())
-    adaptive = AdaptiveRanker(models, make, score, costs=costs, gamma=gamma, min_items=min_items,
-                              budget=budget, pairing=pairing).run()
-    full = np.stack([matrix.scores[matrix.model_index(m), [matrix.item_index(i) for i in reference.item_ids]]
-                     for m in models])
+
+def _adaptive_record(models: Sequence[str], adaptive: RankResult, full: np.ndarray, n_items: int, n_boot: int,
+                     seed: int) -> RunRecord:
+    """The metrics of the adaptive run against the full scores ``full`` (models × items); baselines not yet run."""
     truth = {m: float(full[j].mean()) for j, m in enumerate(models)}
-    a_tau = kendall_tau(adaptive.means, truth)
     n_used = adaptive.n_items_used
-    pct = 100.0 * n_used / (len(models) * reference.n_items)
     gt_ties = bootstrap_ties(full, models, n_boot=n_boot, seed=seed)
     pred_ties = adaptive.uncertain_pairs()
     tp, tr, tf = tie_prf(pred_ties, gt_ties)
     n_pairs = len(models) * (len(models) - 1) // 2
     n_right, n_conf = confident_counts(adaptive, truth)
-    acc = n_right / n_conf if n_conf else float("nan")
     all_pairs = {frozenset((a, b)) for i, a in enumerate(models) for b in models[i + 1:]}
     distinct = all_pairs - gt_ties
-    rec = RunRecord(
-        models=tuple(models), adaptive=adaptive, truth=truth, adaptive_tau=a_tau,
+    return RunRecord(
+        models=tuple(models), adaptive=adaptive, truth=truth, adaptive_tau=kendall_tau(adaptive.means, truth),
         random_tau=float("nan"), static_tau=float("nan"), fixed_tau=float("nan"),
-        items_adaptive=n_used, items_random=0, items_static=0, items_fixed=0, pct_used=pct,
+        items_adaptive=n_used, items_random=0, items_static=0, items_fixed=0,
+        pct_used=100.0 * n_used / (len(models) * n_items),
         cost_adaptive=adaptive.cost_spent, cost_fixed=float("nan"),
         tie_precision=tp, tie_recall=tr, tie_f1=tf, adapt_tie_frac=len(pred_ties) / n_pairs,
-        gt_tie_frac=len(gt_ties) / n_pairs, confident_accuracy=acc, n_confident=n_conf, n_pairs=n_pairs,
-        n_correct_confident=n_right, n_distinct=len(distinct),
+        gt_tie_frac=len(gt_ties) / n_pairs, confident_accuracy=n_right / n_conf if n_conf else float("nan"),
+        n_confident=n_conf, n_pairs=n_pairs, n_correct_confident=n_right, n_distinct=len(distinct),
         n_false_ties=len(pred_ties & distinct), expected_wrong=expected_wrong(adaptive),
     )
-    if not baselines:
-        return rec
-    # Random at the adaptive ranker's spend.
-    rand_make = method_factory(method, reference, calibration=cal, seed=seed + 7919, **cat_opts)
-    rnd = rank_random(models, rand_make, score, budget=max(adaptive.cost_spent, min(costs.values())),
+
+
+def _add_baselines(rec: RunRecord, make: Callable[[int], Callable[[str], Any]], score: Callable[[str, int], float],
+                   reference: ScoreMatrix, cal: Calibration | None, costs: Mapping[str, float], gamma: float,
+                   seed: int) -> None:
+    """Random items, the static subset and fixed-length CAT at the adaptive ranker's spend, into ``rec``."""
+    models, adaptive, truth = list(rec.models), rec.adaptive, rec.truth
+    rnd = rank_random(models, make(seed + 7919), score, budget=max(adaptive.cost_spent, min(costs.values())),
                       costs=costs, gamma=gamma, seed=np.random.default_rng([seed, 1]))
     rec.random_tau = kendall_tau(rnd.means, truth)
     rec.items_random = rnd.n_items_used
@@ -380,14 +399,11 @@ def simulate_ranking(
     rec.static_tau = kendall_tau(st.means, truth)
     rec.items_static = len(subset) * len(models)
     # Fixed-length CAT: everyone gets the busiest model's count.
-    n_fixed = max(adaptive.items_per_model.values())
-    fixed = rank_fixed_length(models, method_factory(method, reference, calibration=cal, seed=seed, **cat_opts),
-                              score,
-                              n_items=n_fixed, costs=costs, gamma=gamma)
+    fixed = rank_fixed_length(models, make(seed), score, n_items=max(adaptive.items_per_model.values()),
+                              costs=costs, gamma=gamma)
     rec.fixed_tau = kendall_tau(fixed.means, truth)
     rec.items_fixed = fixed.n_items_used
     rec.cost_fixed = fixed.cost_spent
-    return rec
 
 
 def backtest_folds(matrix: ScoreMatrix, *, folds: int, holdout: int, seed: int) -> list[list[str]]:
