@@ -65,7 +65,7 @@ def bench(n_items: int, n_models: int, steps: int, response: str, local_error: b
     bf = []
     for _ in range(50):
         a = time.perf_counter()
-        int(np.argmax(fisher_information(cat.theta, cat.calibration.b, cat.k)))
+        int(np.argmax(fisher_information(cat.theta, cat.calibration_.b, cat.noise_factor_)))
         bf.append(time.perf_counter() - a)
     ms = 1e3
     return {

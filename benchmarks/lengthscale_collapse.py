@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
                     var = max(method.estimate().var, 0.0)
                     mse = var + (bayes - cv) ** 2  # == method.posterior_mse()
                     r_star = float(truth.mean())
-                    sigma2.append(method.sigma2)
+                    sigma2.append(method.sigma2_)
                     rows.append((collapsed, bayes - r_star, abs(bayes - r_star) <= Z * math.sqrt(var),
                                  cv - r_star, abs(cv - r_star) <= Z * math.sqrt(mse)))
         table = np.array(rows, dtype=float)

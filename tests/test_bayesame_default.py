@@ -70,7 +70,7 @@ def dense_posterior(method: BayesAME) -> tuple[np.ndarray, np.ndarray]:
     if items.size == 0:
         return mu, sigma
     b = method.buckets.of_item[items]
-    gram = sigma[np.ix_(b, b)] + method.sigma2 * np.eye(items.size)
+    gram = sigma[np.ix_(b, b)] + method.sigma2_ * np.eye(items.size)
     gain = np.linalg.solve(gram, sigma[b]).T  # (B, n)
     mean = mu + gain @ (np.array(method.observed_scores) - mu[b])
     cov = sigma - gain @ sigma[b]
@@ -82,7 +82,7 @@ def unscaled_var_r(method: BayesAME, cov: np.ndarray) -> float:
     counts = method.buckets.counts
     n_b = np.bincount(method.buckets.of_item[list(method.observed_items)], minlength=counts.size)
     u = counts - n_b
-    return float((u @ cov @ u + method.sigma2 * u.sum()) / method.n_items**2)
+    return float((u @ cov @ u + method.sigma2_ * u.sum()) / method.n_items**2)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -171,8 +171,8 @@ def test_information_gain_is_nonnegative_and_matches_brute_force(seed: int, n_ob
     var_r = unscaled_var_r(method, cov)
     for b in np.flatnonzero(u > 0):
         # observing one more item of bucket b: condition the joint Gaussian of (R, s) by brute force
-        cov_rs = (cov[b] @ u + method.sigma2) / method.n_items
-        var_s = cov[b, b] + method.sigma2
+        cov_rs = (cov[b] @ u + method.sigma2_) / method.n_items
+        var_s = cov[b, b] + method.sigma2_
         var_after = var_r - cov_rs**2 / var_s
         assert ig[b] == pytest.approx(0.5 * np.log(var_r / var_after), rel=1e-6, abs=1e-10)
 
@@ -280,7 +280,7 @@ def test_a_target_above_every_reference_switches_to_the_design_based_estimate() 
     method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None)
     run_fixed(method, truth, 60)
     assert method.mode == "design" and method.switch_reason == "outside"
-    assert 1 <= method.switched_at <= method.switch_until
+    assert 1 <= method.switched_at <= method.switch_until_
     est = method.estimate()
     assert any(note.startswith("design-based: the target is outside") for note in est.notes)
     lo, hi = est.ci()

@@ -55,11 +55,11 @@ def brute_force(method: BayesAMEPaper):
     if items.size == 0:
         item_form = (mu, sigma)
     else:
-        item_form = posterior_item_form(mu, sigma, b_of, scores, method.sigma2 * counts[b_of])
+        item_form = posterior_item_form(mu, sigma, b_of, scores, method.sigma2_ * counts[b_of])
     n_b = np.bincount(b_of, minlength=counts.size).astype(float)
     sums = np.bincount(b_of, weights=scores, minlength=counts.size).astype(float)
     sbar = np.divide(sums, n_b, out=np.zeros_like(sums), where=n_b > 0)
-    bucket_form = posterior_bucket_form(mu, sigma, sbar, n_b, counts, method.sigma2)
+    bucket_form = posterior_bucket_form(mu, sigma, sbar, n_b, counts, method.sigma2_)
     return item_form, bucket_form, n_b
 
 
@@ -69,7 +69,7 @@ def brute_force_var_r(method: BayesAMEPaper) -> float:
     counts = method.buckets.counts
     n_b = brute_force(method)[2]
     u = counts - n_b
-    return (method.sigma2 * u @ counts + u @ cov @ u) / method.n_items**2
+    return (method.sigma2_ * u @ counts + u @ cov @ u) / method.n_items**2
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -105,8 +105,8 @@ def test_rebuild_after_refit_matches_batch(refit_every: int | None, noise: str) 
         method.observe(i, target[i])
     if refit_every:
         assert len(method.refits) == 4
-        assert (method.alpha, method.beta) != (1.0, 1.0)
-        assert (method.sigma2 != 1e-4) == (noise == "learned")
+        assert (method.alpha_, method.beta_) != (1.0, 1.0)
+        assert (method.sigma2_ != 1e-4) == (noise == "learned")
     (m7, c7), _, _ = brute_force(method)
     np.testing.assert_allclose(method.posterior()[0], m7, atol=ATOL)
     np.testing.assert_allclose(method.posterior_cov(), c7, atol=ATOL)
@@ -144,10 +144,10 @@ def test_information_gain_is_nonnegative_and_matches_definition(seed: int, n_obs
     _, cov = brute_force(method)[1]
     counts = method.buckets.counts
     u = counts - brute_force(method)[2]
-    var_before = method.sigma2 * u @ counts + u @ cov @ u
+    var_before = method.sigma2_ * u @ counts + u @ cov @ u
     for b in np.flatnonzero(u > 0)[:5]:
-        c = cov[b] @ u + method.sigma2 * counts[b]
-        v = cov[b, b] + method.sigma2 * counts[b]
+        c = cov[b] @ u + method.sigma2_ * counts[b]
+        v = cov[b, b] + method.sigma2_ * counts[b]
         var_after = var_before - c * c / v
         assert ig[b] == pytest.approx(0.5 * np.log(var_before / var_after), rel=1e-6, abs=1e-12)
 
@@ -201,7 +201,7 @@ def test_nlml_matches_item_form_up_to_constant() -> None:
 
     def item_form(alpha: float, beta: float) -> float:
         sigma = se_kernel(d2, alpha, beta, 4)
-        gram = sigma[np.ix_(b_of, b_of)] + np.diag(method.sigma2 * method.buckets.counts[b_of])
+        gram = sigma[np.ix_(b_of, b_of)] + np.diag(method.sigma2_ * method.buckets.counts[b_of])
         r = scores - method.prior()[0][b_of]
         sign, logdet = np.linalg.slogdet(gram)
         return 0.5 * r @ np.linalg.solve(gram, r) + 0.5 * logdet + 0.5 * r.size * np.log(2 * np.pi)
@@ -232,10 +232,10 @@ def test_regime_switch() -> None:
     dup = ScoreMatrix(np.repeat(base, 4, axis=1), kind="binary")
     m = BayesAMEPaper(dup, seed=0)
     assert m.n_buckets == 5 and m.regime == "non-unique"
-    assert m.sigma2 == 1e-1 and not m.active and m.estimator == "cv"
+    assert m.sigma2_ == 1e-1 and not m.active and m.estimator_ == "cv"
     # With N0 = 15, B = 5 >= N - N0 = 5: unique regime.
     m = BayesAMEPaper(dup, seed=0, n0=15)
-    assert m.regime == "unique" and m.sigma2 == 1e-4 and m.active and m.estimator == "bayes"
+    assert m.regime == "unique" and m.sigma2_ == 1e-4 and m.active and m.estimator_ == "bayes"
     # Continuous scores that agree to the tolerance are not unique.
     cont = continuous_reference(4, 30, 0)
     near = ScoreMatrix(np.repeat(cont.scores[:, :10], 3, axis=1) + 1e-6 * np.arange(30), kind="continuous")

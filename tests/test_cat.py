@@ -39,9 +39,9 @@ def play(cat, truth, n):
 def test_calibration_is_the_irt_one(ref):
     cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0)
     cal = irt.calibrate(ref.drop_models(["m0"]).scores, response="2pl")
-    np.testing.assert_array_equal(cat.calibration.b, cal.b)
-    np.testing.assert_array_equal(cat.calibration.slopes, cal.slopes)
-    assert cat.k == cal.k
+    np.testing.assert_array_equal(cat.calibration_.b, cal.b)
+    np.testing.assert_array_equal(cat.calibration_.slopes, cal.slopes)
+    assert cat.noise_factor_ == cal.k
 
 
 @pytest.mark.parametrize("likelihood", ["quasi", "normal"])
@@ -52,7 +52,7 @@ def test_sequential_posterior_equals_brute_force_grid(ref, likelihood):
     items = np.array(cat.observed_items)
     # Brute force: the batch posterior on a 10x finer grid, built independently from the formulas.
     fine = np.linspace(-12, 12, 9601)
-    w = irt.grid_posterior(fine, cat.prior_mean, cat.prior_sd, cat.calibration.b[items], truth[items], cat.k,
+    w = irt.grid_posterior(fine, cat.prior_mean_, cat.prior_sd_, cat.calibration_.b[items], truth[items], cat.noise_factor_,
                            likelihood)
     mean, var = irt.posterior_moments(fine, w)
     # Grid spacing 0.025 vs 0.0025: discretisation error of the moments is far below 1e-4 here.
@@ -70,7 +70,7 @@ def test_quasi_posterior_is_close_to_the_gaussian_fisher_se(ref):
 def test_selection_is_argmax_information_over_unused_pool(ref):
     cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0)
     truth = ref.model_scores("m0")
-    pool = cat.calibration.pool
+    pool = cat.calibration_.pool
     for _ in range(40):
         info = cat.item_information()
         info[~pool] = -np.inf
@@ -83,11 +83,11 @@ def test_selection_is_argmax_information_over_unused_pool(ref):
 def test_full_information_selection_below_sqrt2_takes_the_tails():
     ref = synthetic(seed=1, binary=True)  # Bernoulli scores: k ≈ 1, so a < √2
     cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, information="full", response="rasch")
-    assert cat.calibration.a < np.sqrt(2)
+    assert cat.calibration_.a < np.sqrt(2)
     truth = ref.model_scores("m0")
     for _ in range(10):
         info = cat.item_information()
-        info[~cat.calibration.pool] = -np.inf
+        info[~cat.calibration_.pool] = -np.inf
         info[list(cat.observed_items)] = -np.inf
         i = cat.select()
         assert info[i] == pytest.approx(info.max(), rel=1e-12)  # round-off only
@@ -100,7 +100,7 @@ def test_tilde_and_full_administer_identical_items_above_sqrt2(ref):
     runs = []
     for information in ("tilde", "full"):
         cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, information=information, response="rasch")
-        assert cat.calibration.a > np.sqrt(2)
+        assert cat.calibration_.a > np.sqrt(2)
         play(cat, truth, 40)
         runs.append((cat.observed_items, cat.theta))
     assert runs[0] == runs[1]
@@ -144,7 +144,7 @@ def test_all_zero_one_items_and_binary_scores():
     y[:, 1] = 1.0
     ref = ScoreMatrix(y, ref.model_ids, ref.item_ids)
     cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0)
-    assert np.all(np.isfinite(cat.calibration.b))
+    assert np.all(np.isfinite(cat.calibration_.b))
     play(cat, ref.model_scores("m0"), 30)
     assert np.isfinite(cat.theta) and np.isfinite(cat.estimate().mean)
 
@@ -162,7 +162,7 @@ def test_minmax_scaled_metric_round_trip():
     ref = synthetic(seed=4)
     raw = ScoreMatrix(ref.scores * 40 + 10, ref.model_ids, ref.item_ids, score_range=None)
     cat = ContinuousCAT(raw.drop_models(["m0"]), seed=0)
-    assert cat.calibration.scaled
+    assert cat.calibration_.scaled
     truth = raw.model_scores("m0")
     play(cat, truth, 30)
     e = cat.estimate()
@@ -238,14 +238,14 @@ def test_default_is_the_consistent_calibration_with_a_learned_error_model(ref):
 
     r = ref.drop_models(["m0"])
     cat = ContinuousCAT(r, seed=0)
-    cal = cat.calibration
+    cal = cat.calibration_
     assert cal.method == "consistent"
     c, tau2, _ = learn_error_model(r.scores)
     assert (cal.error_scale, cal.error_floor) == (c, tau2)
     # the paper's calibration, unchanged: its formulas, no error model
     paper = ContinuousCAT(r, calibration="paper", seed=0)
-    assert paper.k == irt.calibrate(r.scores, method="paper").k
-    assert (paper.calibration.error_scale, paper.calibration.error_floor) == (1.0, 0.0)
+    assert paper.noise_factor_ == irt.calibrate(r.scores, method="paper").k
+    assert (paper.calibration_.error_scale, paper.calibration_.error_floor) == (1.0, 0.0)
 
 
 def test_ability_variance_follows_the_error_model(ref):
@@ -325,8 +325,8 @@ def test_frozen_error_model_rebuilds_the_same_method(ref):
     frozen = learned.frozen_options()
     assert set(frozen) == {"error_scale", "error_floor"}
     again = ContinuousCAT(r, seed=0, **frozen)  # given: not learned again
-    assert again.calibration.error_scale == learned.calibration.error_scale
-    assert again.calibration.error_floor == learned.calibration.error_floor
+    assert again.calibration_.error_scale == learned.calibration_.error_scale
+    assert again.calibration_.error_floor == learned.calibration_.error_floor
     play(learned, ref.model_scores("m0"), 12)
     again.observe_many(learned.observed_items, learned.observed_scores)
     assert again.ability() == learned.ability() and again.estimate() == learned.estimate()
@@ -336,13 +336,13 @@ def test_frozen_error_model_rebuilds_the_same_method(ref):
 # ------------------------------------------------------------ 2PL items (default)
 def test_2pl_sequential_posterior_equals_brute_force(ref):
     cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, error_model=False)
-    cal = cat.calibration
+    cal = cat.calibration_
     assert cal.response == "2pl"
     truth = ref.model_scores("m0")
     play(cat, truth, 25)
     items = np.array(cat.observed_items)
     fine = np.linspace(-12, 12, 9601)
-    logp = -0.5 * ((fine - cat.prior_mean) / cat.prior_sd) ** 2
+    logp = -0.5 * ((fine - cat.prior_mean_) / cat.prior_sd_) ** 2
     for i in items:  # Gaussian likelihood with the item's own mean curve and noise, written out
         mu = 1.0 / (1.0 + np.exp(-cal.slopes[i] * (fine - cal.b[i])))
         logp += -0.5 * (truth[i] - mu) ** 2 / cal.noise[i]
@@ -356,7 +356,7 @@ def test_2pl_sequential_posterior_equals_brute_force(ref):
 def test_2pl_selection_is_argmax_information_over_unused_pool(ref):
     cat = ContinuousCAT(ref.drop_models(["m0"]), seed=0, error_model=False)
     truth = ref.model_scores("m0")
-    pool = cat.calibration.pool
+    pool = cat.calibration_.pool
     for _ in range(30):
         info = cat.item_information()
         info[~pool] = -np.inf
@@ -386,12 +386,12 @@ def test_local_error_runs_every_reference_through_the_targets_posterior(ref):
 
     r = ref.drop_models(["m0"])
     cat = ContinuousCAT(r, seed=0, error_model=False)
-    assert cat.local_error is True  # the default with the consistent calibration
+    assert cat.local_error_ is True  # the default with the consistent calibration
     play(cat, ref.model_scores("m0"), 12)
-    cal = cat.calibration
+    cal = cat.calibration_
     est = cat._local.estimates()
     for j in (0, 7, 28):
-        post = AbilityPosterior(cal, cat.prior_mean, cat.prior_sd)
+        post = AbilityPosterior(cal, cat.prior_mean_, cat.prior_sd_)
         for i in cat.observed_items:
             post.update(i, float(cal.scale(r.scores[j, i], i)))
         assert est[j] == pytest.approx(post.mean, abs=1e-9)
@@ -423,7 +423,7 @@ def test_local_error_is_the_shrunk_weighted_mse_and_never_lowers_the_variance(re
         assert on.ability().var >= v and on.theta == off.theta  # the estimate itself is unchanged
         raised += on.ability().var > v
     assert raised > 0  # the check can bite
-    assert ContinuousCAT(r, calibration="paper", seed=0).local_error is False
+    assert ContinuousCAT(r, calibration="paper", seed=0).local_error_ is False
     with pytest.raises(ConfigurationError, match="local_error must be True, False or None"):
         ContinuousCAT(r, seed=0, error_model=False, local_error="yes")
 
@@ -453,11 +453,11 @@ def test_local_error_catches_musr_near_chance_models_whose_items_misled_them():
     r = m.drop_models(held)
     opts = dict(error_scale=1.0, error_floor=0.0586, seed=0)  # the error model learned on these references
     on = ContinuousCAT(r, **opts)
-    off = ContinuousCAT(r, calibration=on.calibration, local_error=False, **opts)
+    off = ContinuousCAT(r, calibration=on.calibration_, local_error=False, **opts)
     row = m.scores[m.model_index(held[0])]
     play(on, row, 20)
     off.observe_many(on.observed_items, on.observed_scores)
-    truth = float(np.ravel(on.calibration.true_ability(on.calibration.scale(row[None])))[0])
+    truth = float(np.ravel(on.calibration_.true_ability(on.calibration_.scale(row[None])))[0])
     z_off = (on.theta - truth) / np.sqrt(off.ability().var)
     z_on = (on.theta - truth) / np.sqrt(on.ability().var)
     assert abs(z_off) > 3 and abs(z_on) < 2.5 and on.ability().var > 2.5 * off.ability().var

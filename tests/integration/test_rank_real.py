@@ -45,7 +45,7 @@ def test_binary_dataset_quasi_likelihood_is_finite():
         i = cat.select()
         cat.observe(i, truth[i])
     # Binary data: k near 1 (Bernoulli variance), finite θ and estimate.
-    assert 0.3 < cat.k < 2.0
+    assert 0.3 < cat.noise_factor_ < 2.0
     assert np.isfinite(cat.theta) and abs(cat.estimate().mean - truth.mean()) < 4 * cat.estimate().std + 0.05
 
 

@@ -133,6 +133,9 @@ class BayesAMEPaper(BaseMethod):
         cache_mb: float = 256.0,
     ) -> None:
         super().__init__(reference, seed=seed, missing=missing)
+        # settings as given; what the method resolves (estimator, noise, tolerance) or learns (alpha, beta and,
+        # with noise="learned", sigma2: refitted every refit_every items) carries a trailing underscore
+        self.alpha, self.beta, self.sigma2, self.estimator, self.tolerance = alpha, beta, sigma2, estimator, tolerance
         if selection not in ("auto", "active", "random"):
             raise ConfigurationError(f"selection must be 'auto', 'active' or 'random', got {selection!r}")
         if estimator not in ("auto", "bayes", "cv"):
@@ -164,22 +167,22 @@ class BayesAMEPaper(BaseMethod):
             w = None
         if tolerance is None:
             tolerance = 0.0 if self.reference.kind == "binary" else 1e-3
-        self.tolerance = float(tolerance)
-        self.buckets = bucketize(phi_items, self.tolerance)
+        self.tolerance_ = float(tolerance)
+        self.buckets = bucketize(phi_items, self.tolerance_)
         n_buckets = self.buckets.n_buckets
         self.n0 = int(n0)
         self.unique_regime = n_buckets >= self.n_items - self.n0
-        self.sigma2 = float(sigma2) if sigma2 is not None else (
+        self.sigma2_ = float(sigma2) if sigma2 is not None else (
             SIGMA2_UNIQUE if self.unique_regime else SIGMA2_NON_UNIQUE
         )
         self.active = selection == "active" or (selection == "auto" and self.unique_regime)
         self.selection = selection
         use_bayes = estimator == "bayes" or (estimator == "auto" and self.unique_regime)
-        self.estimator = "bayes" if use_bayes else "cv"
+        self.estimator_ = "bayes" if use_bayes else "cv"
         self.refit_every = int(refit_every) if refit_every else 0
         self.noise = noise
-        self.alpha = float(alpha)
-        self.beta = float(beta)
+        self.alpha_ = float(alpha)
+        self.beta_ = float(beta)
         self.refits: list[RefitRecord] = []
         #: (n, estimate before, after, half-width after) of every refit that moved the estimate by more than
         #: the half-width of its new 95 % interval: the fit is unstable, and ``Estimate.notes`` says so.
@@ -203,7 +206,7 @@ class BayesAMEPaper(BaseMethod):
         self._sum_obs = 0.0
         self._post = BucketPosterior(
             self._mu_prior, self._prior_col, self.kernel.diag(n_buckets),
-            self.kernel.matvec(self._feat, self._counts, self._d2_full), self._counts, self.sigma2 * self._counts,
+            self.kernel.matvec(self._feat, self._counts, self._d2_full), self._counts, self.sigma2_ * self._counts,
             capacity=max(self.refit_every, 64), auto_compress=False,  # a refit may rebuild first: _after_observe
         )
 
@@ -220,7 +223,7 @@ class BayesAMEPaper(BaseMethod):
     def kernel(self) -> SquaredExponential:
         """The Eq. 1 kernel at the current (α, β), with the bounds of the refit."""
         bounds = (HYPER_LOWER, HYPER_UPPER)
-        return SquaredExponential(self.alpha, self.beta, self._n_refs, alpha_bounds=bounds, beta_bounds=bounds)
+        return SquaredExponential(self.alpha_, self.beta_, self._n_refs, alpha_bounds=bounds, beta_bounds=bounds)
 
     def posterior(self) -> tuple[np.ndarray, np.ndarray]:
         """Posterior mean μ|C (B,) and variances diag(Σ|C) (B,) of the bucket abilities."""
@@ -261,7 +264,7 @@ class BayesAMEPaper(BaseMethod):
         self._post.rebuild(
             prior_diag=kernel.diag(self.n_buckets),
             prior_cov_counts=kernel.matvec(self._feat, self._counts, self._d2_full),
-            noise=self.sigma2 * self._counts,
+            noise=self.sigma2_ * self._counts,
         )
 
     def _update(self, item: int, score: float) -> None:
@@ -299,9 +302,9 @@ class BayesAMEPaper(BaseMethod):
         """Eq. 11 (bucket form over the observed buckets) and its gradient in (α, β, σ²)."""
         params = np.array(
             [
-                self.alpha if alpha is None else alpha,
-                self.beta if beta is None else beta,
-                self.sigma2 if sigma2 is None else sigma2,
+                self.alpha_ if alpha is None else alpha,
+                self.beta_ if beta is None else beta,
+                self.sigma2_ if sigma2 is None else sigma2,
             ]
         )
         return nlml_bucket_form(params, *self._nlml_data(), self._n_refs)
@@ -317,13 +320,13 @@ class BayesAMEPaper(BaseMethod):
             return False
         nlml = BucketNLML(*self._nlml_data(), self._n_refs)
         learn = self.noise == "learned"
-        x0 = np.array([self.alpha, self.beta, self.sigma2] if learn else [self.alpha, self.beta])
+        x0 = np.array([self.alpha_, self.beta_, self.sigma2_] if learn else [self.alpha_, self.beta_])
         cache: dict[bytes, tuple[float, np.ndarray]] = {}
 
         def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
             key = x.tobytes()
             if key not in cache:
-                full = x if learn else np.array([x[0], x[1], self.sigma2])
+                full = x if learn else np.array([x[0], x[1], self.sigma2_])
                 value, grad = nlml(full)
                 cache[key] = (value, grad if learn else grad[:2])
             return cache[key]
@@ -342,30 +345,30 @@ class BayesAMEPaper(BaseMethod):
         final = new if ok else x0
         self.refits.append(
             RefitRecord(
-                self.n_observed, self.alpha, self.beta, float(final[0]), float(final[1]),
-                float(final[2]) if learn else self.sigma2,
+                self.n_observed, self.alpha_, self.beta_, float(final[0]), float(final[1]),
+                float(final[2]) if learn else self.sigma2_,
                 float(result.fun), bool(result.success), str(result.message),
             )
         )
         if not ok or np.allclose(new, x0, rtol=1e-12, atol=0.0):
             return False
-        self.alpha, self.beta = float(new[0]), float(new[1])
+        self.alpha_, self.beta_ = float(new[0]), float(new[1])
         if learn:
-            self.sigma2 = float(new[2])
+            self.sigma2_ = float(new[2])
         return True
 
     # ------------------------------------------------------------ selection
     def information_gains(self) -> np.ndarray:
         """Eq. 6 for one unevaluated item of each bucket, shape (B,) (0 where none is left)."""
         post = self._post
-        ig = information_gain(post.cov_u, post.diag, self._counts, self.sigma2, self._scaled_var())
+        ig = information_gain(post.cov_u, post.diag, self._counts, self.sigma2_, self._scaled_var())
         ig[post.remaining <= 0] = 0.0
         return ig
 
     def _scaled_var(self, remaining: np.ndarray | None = None, cov_u: np.ndarray | None = None) -> float:
         rem = self._post.remaining if remaining is None else remaining
         cu = self._post.cov_u if cov_u is None else cov_u
-        return self.n_items**2 * var_r(rem, self._counts, cu, self.sigma2, self.n_items)
+        return self.n_items**2 * var_r(rem, self._counts, cu, self.sigma2_, self.n_items)
 
     def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
         if not self.active:
@@ -384,7 +387,7 @@ class BayesAMEPaper(BaseMethod):
         chosen: list[int] = []
         for _ in range(k):
             scaled_var = self._scaled_var(fantasy.remaining, fantasy.cov_u)
-            ig = information_gain(fantasy.cov_u, fantasy.diag, self._counts, self.sigma2, scaled_var)
+            ig = information_gain(fantasy.cov_u, fantasy.diag, self._counts, self.sigma2_, scaled_var)
             ig[avail_per_bucket <= 0] = -np.inf
             best = float(ig.max())
             if not np.isfinite(best) or best <= 0.0:
@@ -419,8 +422,8 @@ class BayesAMEPaper(BaseMethod):
 
     def _current_estimate(self) -> Estimate:
         bayes, cv = self._estimators()
-        mean = bayes if self.estimator == "bayes" else cv
-        var = var_r(self._post.remaining, self._counts, self._post.cov_u, self.sigma2, self.n_items)
+        mean = bayes if self.estimator_ == "bayes" else cv
+        var = var_r(self._post.remaining, self._counts, self._post.cov_u, self.sigma2_, self.n_items)
         notes: tuple[str, ...] = ()
         if getattr(self, "refit_jumps", None):
             n, old_mean, new_mean, half = max(self.refit_jumps, key=lambda j: abs(j[2] - j[1]) / max(j[3], 1e-300))

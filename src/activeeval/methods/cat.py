@@ -559,6 +559,10 @@ class ContinuousCAT(BaseMethod):
         missing: str = "models",
     ) -> None:
         super().__init__(reference, seed=seed, missing=missing)
+        # settings as given; fitted or resolved values carry a trailing underscore (calibration_, noise_factor_:
+        # the paper's k, prior_mean_, prior_sd_, local_error_)
+        self.calibration, self.prior_mean, self.prior_sd, self.local_error = (calibration, prior_mean, prior_sd,
+                                                                              local_error)
         if information not in ("tilde", "full"):
             raise ConfigurationError(f"information must be 'tilde' or 'full', got {information!r}")
         if likelihood not in ("quasi", "normal"):
@@ -590,19 +594,19 @@ class ContinuousCAT(BaseMethod):
             calibration = calibration.with_error_model(
                 calibration.error_scale if error_scale is None else error_scale,
                 calibration.error_floor if error_floor is None else error_floor)
-        self.calibration = calibration
-        self.k = float(calibration.k)
+        self.calibration_ = calibration
+        self.noise_factor_ = float(calibration.k)
         self.information = information
         self.likelihood = likelihood
-        self.prior_mean, self.prior_sd = default_prior(calibration, prior_mean, prior_sd)
-        self._ability = AbilityPosterior(calibration, self.prior_mean, self.prior_sd, information=information,
+        self.prior_mean_, self.prior_sd_ = default_prior(calibration, prior_mean, prior_sd)
+        self._ability = AbilityPosterior(calibration, self.prior_mean_, self.prior_sd_, information=information,
                                          likelihood=likelihood, grid_points=grid_points)
         self.grid = self._ability.grid
         if local_error is not None and not isinstance(local_error, (bool, np.bool_)):
             raise ConfigurationError(f"local_error must be True, False or None, got {local_error!r}")
-        self.local_error = calibration.method == "consistent" if local_error is None else bool(local_error)
-        self._local = (LocalError(calibration, self.reference.scores, self.grid, self.prior_mean, self.prior_sd,
-                                  likelihood) if self.local_error else None)
+        self.local_error_ = calibration.method == "consistent" if local_error is None else bool(local_error)
+        self._local = (LocalError(calibration, self.reference.scores, self.grid, self.prior_mean_, self.prior_sd_,
+                                  likelihood) if self.local_error_ else None)
         self._var_cache: tuple[int, float] | None = None
 
         # Score-scale prediction: raw s_i = low_i + width_i·y_i; sums over all items at each grid θ.
@@ -622,7 +626,7 @@ class ContinuousCAT(BaseMethod):
 
     # ---------------------------------------------------------------- maths
     def _update(self, item: int, score: float) -> None:
-        cal = self.calibration
+        cal = self.calibration_
         self._ability.update(item, float(cal.scale(score, item)))
         if self._local is not None:
             self._local.update(item)
@@ -661,7 +665,7 @@ class ContinuousCAT(BaseMethod):
 
     def frozen_options(self) -> dict:
         """The learned error model, so that a session reopens without the pseudo-target runs."""
-        cal = self.calibration
+        cal = self.calibration_
         return {"error_scale": cal.error_scale, "error_floor": cal.error_floor}
 
     # -------------------------------------------------------------- public
@@ -680,7 +684,7 @@ class ContinuousCAT(BaseMethod):
         to the references' local error on these items with ``local_error`` (:class:`LocalError`)."""
         if self._var_cache is not None and self._var_cache[0] == self.n_observed:
             return self._var_cache[1]
-        cal = self.calibration
+        cal = self.calibration_
         var = cal.error_scale * self._ability.var + cal.error_floor * (self.n_items - self.n_observed) / self.n_items
         if self._local is not None and self.n_observed > 0:
             var = self._local.variance(self._ability.mean, var)
@@ -705,12 +709,12 @@ class ContinuousCAT(BaseMethod):
         """Paper §3 SE = 1/√(1/σ0² + Σ_i I_i(θ̂)) over the observed items (information as configured)."""
         items = np.asarray(self._items, dtype=int)
         info = self.item_information()[items]
-        return float(1.0 / np.sqrt(1.0 / self.prior_sd**2 + float(np.sum(info))))
+        return float(1.0 / np.sqrt(1.0 / self.prior_sd_**2 + float(np.sum(info))))
 
     def item_information(self, theta: float | None = None) -> np.ndarray:
         """Information of every item at θ (default θ̂), ndarray of shape (n_items,)."""
         t = self._ability.mean if theta is None else theta
         if self._ability.two_pl:
             return self._ability.information(t)
-        return fisher_information(t, self.calibration.b, self.k, self.information == "full")
+        return fisher_information(t, self.calibration_.b, self.noise_factor_, self.information == "full")
 
