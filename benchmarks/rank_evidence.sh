@@ -15,6 +15,7 @@ done
 runs+=("wmt21_en-zh_chrf|cat --pairing partner" "wmt21_zh-en_chrf|cat --pairing partner")
 runs+=("musr|cat" "musr|cat --no-local-error" "musr|bayesame")   # MuSR CAT: about 30 min each
 runs+=("musr|cat --gamma 0.99" "musr|cat --budget-per-model 40")  # does a higher γ or budget reach 0.98 on MuSR?
+runs+=("musr|cat --budget-per-model 80")  # about 58 min
 runs+=("mmlu|bayesame")   # BayesAME's one set under 0.98 at 5 seeds
 for run in "${runs[@]}"; do
   d=${run%%|*}; m=${run#*|}
