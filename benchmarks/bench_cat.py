@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.irt import fisher_information
+from activeeval.irt.continuous import fisher_information
 from activeeval.methods.cat import ContinuousCAT
 
 

@@ -96,7 +96,7 @@ from scipy.special import expit
 from activeeval.datasets import load
 from activeeval.experiments.metrics import ew_irmse, rmse_curve
 from activeeval.experiments.protocol import make_split, method_seed, sample_references
-from activeeval.irt_baseline import (
+from activeeval.irt.baseline import (
     ItemParams,
     ability_grid,
     grid_loglik_all,
@@ -127,8 +127,8 @@ KMED_STEP = 10
 
 # ------------------------------------------------------------------------ IRT
 def fit_2pl_prior(y: np.ndarray, a_mean: float = 1.0, a_sd: float = 1.0, b_sd: float = 3.0) -> ItemParams:
-    """Joint MAP 2-PL fit as :func:`activeeval.irt_baseline.fit_2pl`, with configurable item priors."""
-    from activeeval.irt_baseline import _init  # same start as the package
+    """Joint MAP 2-PL fit as :func:`activeeval.irt.baseline.fit_2pl`, with configurable item priors."""
+    from activeeval.irt.baseline import _init  # same start as the package
 
     k, n = y.shape
     theta, a, b = _init(y)

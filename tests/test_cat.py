@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from activeeval import irt
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, MissingScoresWarning
+from activeeval.irt import continuous as irt
 from activeeval.methods.cat import ContinuousCAT
 from activeeval.methods.registry import make_method
 

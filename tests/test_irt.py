@@ -1,4 +1,4 @@
-"""Continuous IRT maths (activeeval.irt) against hand-computed values and brute force."""
+"""Continuous IRT maths (activeeval.irt.continuous) against hand-computed values and brute force."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from activeeval import irt
 from activeeval.exceptions import ConfigurationError, InvalidScoresError
+from activeeval.irt import continuous as irt
 
 # A 3-model x 4-item matrix small enough to calibrate by hand.
 Y = np.array(

@@ -10,7 +10,7 @@ from scipy.optimize import check_grad
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
-from activeeval.irt_baseline import (
+from activeeval.irt.baseline import (
     ItemParams,
     _beta_terms,
     _neg_log_post_2pl,

@@ -15,7 +15,7 @@ from replay_support import step_by_step
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, InvalidScoresError, MissingScoresWarning, ScoreOutOfRangeError
-from activeeval.irt_baseline import (
+from activeeval.irt.baseline import (
     ability_grid,
     grid_loglik,
     grid_loglik_all,

@@ -47,7 +47,7 @@ def _calibration(method: str, calibration: Optional[str], response: Optional[str
                  local_error: Optional[bool] = None) -> dict[str, Any]:
     """``--calibration`` / ``--response`` / ``--[no-]local-error`` as keywords for CAT (only those given);
     refused for other methods."""
-    from activeeval.irt import CALIBRATION_METHODS, RESPONSES
+    from activeeval.irt.continuous import CALIBRATION_METHODS, RESPONSES
 
     out: dict[str, Any] = {}
     if calibration is not None:

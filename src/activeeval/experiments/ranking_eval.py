@@ -33,7 +33,13 @@ import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, InvalidScoresError
-from activeeval.irt import CALIBRATION_METHODS, RESPONSES, Calibration, calibrate, corrected_item_total_correlation
+from activeeval.irt.continuous import (
+    CALIBRATION_METHODS,
+    RESPONSES,
+    Calibration,
+    calibrate,
+    corrected_item_total_correlation,
+)
 from activeeval.methods.base import Method
 from activeeval.ranking import (
     AdaptiveRanker,

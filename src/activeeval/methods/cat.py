@@ -1,11 +1,11 @@
 """Continuous computerised adaptive testing for one model (continuous-CAT paper §4, §5).
 
-A thin :class:`~activeeval.methods.base.BaseMethod` over :mod:`activeeval.irt`:
+A thin :class:`~activeeval.methods.base.BaseMethod` over :mod:`activeeval.irt.continuous`:
 
 * calibration (b, k, the negative-discrimination filter, min–max scaling) is
   fitted once on the reference models, or passed in (the ranker shares one);
 * the posterior of θ is kept exactly on a fixed grid (prior N(θ0, σ0²) times
-  the per-item likelihoods, see :func:`activeeval.irt.log_likelihood`), so an
+  the per-item likelihoods, see :func:`activeeval.irt.continuous.log_likelihood`), so an
   update costs O(G) for G grid points, independent of N;
 * selection maximises Fisher information at θ̂ over the unused pool items.
   Ĩ = μ(1−μ)/k peaks at the item whose b is closest to θ̂, so the pool is
@@ -35,7 +35,7 @@ from scipy.special import log_expit
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
-from activeeval.irt import (
+from activeeval.irt.continuous import (
     CALIBRATION_METHODS,
     DEFAULT_CLIP,
     RESPONSES,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
 from statistics import NormalDist
 
 from activeeval.exceptions import ConfigurationError

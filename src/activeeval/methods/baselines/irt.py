@@ -1,7 +1,7 @@
 """IRT baseline (BayesAME paper §5.1, baseline 7): 2-PL for binary, Beta IRT for continuous scores.
 
 Item parameters come from a joint MAP fit on the reference models (see
-:mod:`activeeval.irt_baseline`); the target's ability posterior is exact 1-D
+:mod:`activeeval.irt.baseline`); the target's ability posterior is exact 1-D
 quadrature on a grid, updated after every observation (the paper used MCMC
 refreshed every 50 evaluations). Items are selected at random. R̂ is Eq. 5
 with w = 1/N using the predicted item means, so R̂ = R* and Var_R = 0 at n = N.
@@ -17,7 +17,7 @@ import numpy as np
 from activeeval._cache import ReferenceCache
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
-from activeeval.irt_baseline import (
+from activeeval.irt.baseline import (
     ItemParams,
     ability_grid,
     fit_2pl,
@@ -113,7 +113,7 @@ class IRTBaseline(BaseMethod):
         ordered items' grid log-likelihoods, and the unobserved items'
         Σ μ_i(θ_g), Σ Var(s_i | θ_g) after every n (shared by the targets)
         are the same running differences the class keeps; then
-        :func:`~activeeval.irt_baseline.posterior_R_rows` gives every n at
+        :func:`~activeeval.irt.baseline.posterior_R_rows` gives every n at
         once. At n = N the estimate is exact (Σ s / N, variance 0), as in the class.
         """
         grid_points = _check_grid_points(grid_points)

@@ -1,6 +1,6 @@
 """Pure maths of the IRT baseline: 2-PL (binary) and Beta IRT (continuous).
 
-Not the continuous-CAT model of :mod:`activeeval.irt`: this is the paper's
+Not the continuous-CAT model of :mod:`activeeval.irt.continuous`: this is the paper's
 IRT baseline (BayesAME §5.1, baseline 7).
 
 Response models, for model j with ability θ_j and item i with discrimination
