@@ -60,7 +60,8 @@ def test_bad_shared_data_env_is_a_one_line_error(tmp_path: Path) -> None:
 
 
 def test_data_dir_flag_names_the_shared_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(SHARED_DATA_ENV, raising=False)  # restored after the test: the flag sets it for the process
+    # the flag sets the variable for the process: setenv records the value before, so teardown restores it
+    monkeypatch.setenv(SHARED_DATA_ENV, "")
     entry = {"name": "toy", "file": "toy.csv", "models": 2, "items": 2, "score": "continuous", "min": 0.0,
              "max": 1.0, "missing": 0, "description": "a toy", "source": "a test"}
     (tmp_path / "catalog.json").write_text(json.dumps([entry]))
