@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from activeeval.data.adapters._common import ScoreFormat
 from activeeval.data.adapters.alpaca_eval import read_alpaca_eval_annotations, reference_from_alpaca_eval
 from activeeval.data.adapters.helm import read_helm_per_instance_stats, reference_from_helm
 from activeeval.data.adapters.lm_eval import read_lm_eval_samples, reference_from_lm_eval
@@ -36,25 +37,26 @@ __all__ = [
     "read_item_scores",
 ]
 
-FORMATS = ("lm-eval", "helm", "alpaca-eval", "plain")
+# The adapters, in the order detection tries them (plain matches anything): adding a format is its module,
+# with a FORMAT, plus its line here.
+_ADAPTERS = ("helm", "lm_eval", "alpaca_eval", "plain")
+
+
+def _formats() -> dict[str, ScoreFormat]:
+    import importlib
+
+    found = [importlib.import_module(f"activeeval.data.adapters.{m}").FORMAT for m in _ADAPTERS]
+    return {f.name: f for f in found}
+
+
+FORMATS = tuple(_formats())  # their names, as --format takes them
 
 
 def detect_format(path: str | os.PathLike[str]) -> str:
     """Format of a score file from its name: samples_*.jsonl → lm-eval, per_instance_stats.json →
     helm, annotations.json → alpaca-eval, anything else → plain."""
     p = Path(path)
-    name = p.name.lower()
-    if p.is_dir():
-        if (p / "per_instance_stats.json").is_file():
-            return "helm"
-        return "lm-eval"
-    if name.startswith("samples_") and ".jsonl" in name:
-        return "lm-eval"
-    if name == "per_instance_stats.json":
-        return "helm"
-    if name == "annotations.json":
-        return "alpaca-eval"
-    return "plain"
+    return next(f.name for f in _formats().values() if f.matches(p))
 
 
 def read_scores_any(path: str | os.PathLike[str], format: str | None = None, **options: Any) -> dict[str, float]:  # noqa: A002
@@ -67,16 +69,12 @@ def read_scores_any(path: str | os.PathLike[str], format: str | None = None, **o
     """
     fmt = format or detect_format(path)
     opts = {k: v for k, v in options.items() if v is not None}
-    readers = {
-        "lm-eval": (read_lm_eval_samples, {"metric", "task", "filter", "id_format"}),
-        "helm": (read_helm_per_instance_stats, {"metric", "split"}),
-        "alpaca-eval": (read_alpaca_eval_annotations, {"generator", "id_by"}),
-        "plain": (read_item_scores, {"item_column", "score_column"}),
-    }
-    if fmt not in readers:
+    formats = _formats()
+    if fmt not in formats:
         raise ConfigurationError(f"unknown score file format {fmt!r}; choose one of: {', '.join(FORMATS)}")
-    reader, allowed = readers[fmt]
-    extra = sorted(set(opts) - allowed)
+    chosen = formats[fmt]
+    extra = sorted(set(opts) - chosen.options)
     if extra:
-        raise ConfigurationError(f"option(s) {extra} do not apply to format {fmt!r} (it takes {sorted(allowed)})")
-    return reader(path, **opts)
+        raise ConfigurationError(
+            f"option(s) {extra} do not apply to format {fmt!r} (it takes {sorted(chosen.options)})")
+    return chosen.read(path, **opts)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,22 @@ import numpy as np
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import DataFormatError, DuplicateIdError, InvalidScoresError
 
-__all__ = ["iter_jsonl", "read_json", "to_score", "matrix_from_rows", "require_file"]
+__all__ = ["ScoreFormat", "iter_jsonl", "read_json", "to_score", "matrix_from_rows", "require_file"]
+
+
+@dataclass(frozen=True)
+class ScoreFormat:
+    """One harness output format, as an adapter module declares it (its ``FORMAT``).
+
+    ``read(path, **options)`` gives one model's ``{item_id: score}``;
+    ``options`` are the keyword options it takes; ``matches(path)`` says
+    whether a file (or folder) looks like this format, for detection.
+    """
+
+    name: str
+    read: Callable[..., dict[str, float]]
+    options: frozenset[str]
+    matches: Callable[[Path], bool]
 
 
 def require_file(path: str | Path, what: str) -> Path:

@@ -27,7 +27,7 @@ import os
 from collections.abc import Iterable
 from typing import Any, Literal
 
-from activeeval.data.adapters._common import matrix_from_rows, read_json, require_file, to_score
+from activeeval.data.adapters._common import ScoreFormat, matrix_from_rows, read_json, require_file, to_score
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError, InvalidScoresError
 
@@ -113,3 +113,7 @@ def reference_from_alpaca_eval(
     if not rows:
         raise ConfigurationError("reference_from_alpaca_eval needs at least one annotations file")
     return matrix_from_rows(rows, name=name or "alpaca_eval", score_range=(0.0, 1.0), kind="continuous")
+
+
+FORMAT = ScoreFormat("alpaca-eval", read_alpaca_eval_annotations, frozenset({"generator", "id_by"}),
+                     lambda p: p.name.lower() == "annotations.json")

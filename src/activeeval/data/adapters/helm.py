@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from activeeval.data.adapters._common import matrix_from_rows, read_json, require_file, to_score
+from activeeval.data.adapters._common import ScoreFormat, matrix_from_rows, read_json, require_file, to_score
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DataFormatError
 
@@ -132,3 +132,8 @@ def reference_from_helm(
     if not rows:
         raise ConfigurationError("reference_from_helm needs at least one run folder")
     return matrix_from_rows(rows, name=name, score_range=score_range)
+
+
+FORMAT = ScoreFormat("helm", read_helm_per_instance_stats, frozenset({"metric", "split"}),
+                     lambda p: (p.is_dir() and (p / "per_instance_stats.json").is_file())
+                     or p.name.lower() == "per_instance_stats.json")

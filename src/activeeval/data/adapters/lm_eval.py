@@ -28,7 +28,14 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from activeeval.data.adapters._common import iter_jsonl, matrix_from_rows, read_json, require_file, to_score
+from activeeval.data.adapters._common import (
+    ScoreFormat,
+    iter_jsonl,
+    matrix_from_rows,
+    read_json,
+    require_file,
+    to_score,
+)
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError
 
@@ -244,3 +251,7 @@ def reference_from_lm_eval(
     if not rows:
         raise ConfigurationError("reference_from_lm_eval needs at least one output folder")
     return matrix_from_rows(rows, name=name or task, score_range=score_range)
+
+
+FORMAT = ScoreFormat("lm-eval", read_lm_eval_samples, frozenset({"metric", "task", "filter", "id_format"}),
+                     lambda p: p.is_dir() or (p.name.lower().startswith("samples_") and ".jsonl" in p.name.lower()))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from activeeval.data.adapters._common import require_file, to_score
+from activeeval.data.adapters._common import ScoreFormat, require_file, to_score
 from activeeval.data.io import ITEM_ALIASES, SCORE_ALIASES
 from activeeval.exceptions import DataFormatError, DuplicateIdError
 
@@ -83,3 +83,6 @@ def _is_lines(path: Path) -> bool:
     with open(path, "rb") as fh:
         head = fh.read(64).lstrip()
     return not head.startswith(b"[")
+
+
+FORMAT = ScoreFormat("plain", read_item_scores, frozenset({"item_column", "score_column"}), lambda p: True)
