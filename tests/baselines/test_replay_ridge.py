@@ -17,7 +17,7 @@ from activeeval.exceptions import ConfigurationError, InvalidScoresError, Missin
 from activeeval.methods.base import random_order
 from activeeval.methods.baselines import BayesAIPW, BayesRSLearn, _ridge
 from activeeval.methods.baselines._common import worst_case_var
-from activeeval.methods.registry import METHODS, make_method, resolve_replay
+from activeeval.methods.registry import METHODS, make_method, register, resolve_replay, unregister
 
 REPLAYS = {"bayes-aipw": BayesAIPW.replay, "bayes-rs-learn": BayesRSLearn.replay}
 SEEDS = [0, 1, 5]
@@ -88,12 +88,19 @@ class _Variant(BayesAIPW):
     """A subclass may play differently: it has no fast path until it declares its own."""
 
 
-def test_a_replay_is_the_classs_own(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_replay_is_the_classs_own() -> None:
     assert resolve_replay("bayesame") is None and resolve_replay("no-such-method") is None
-    monkeypatch.setitem(METHODS, "variant", f"{__name__}:_Variant")
-    assert resolve_replay("variant") is None  # not inherited
-    monkeypatch.setitem(METHODS, "bayes-aipw", BayesAIPW)  # re-registered at run time: played step by step
-    assert resolve_replay("bayes-aipw") is None
+    register("variant", _Variant)
+    try:
+        assert METHODS["variant"] is _Variant
+        assert resolve_replay("variant") is None  # not inherited: played step by step
+    finally:
+        unregister("variant")
+    assert "variant" not in METHODS
+    with pytest.raises(ConfigurationError, match="'bayes-aipw' is a built-in method; register yours under another"):
+        register("bayes-aipw", BayesAIPW)  # nothing replaces a built-in behind the replay's back
+    with pytest.raises(TypeError):
+        METHODS["bayes-aipw"] = BayesAIPW  # type: ignore[index]  # read-only
 
 
 # -------------------------------------------------------------- properties

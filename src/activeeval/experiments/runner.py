@@ -152,8 +152,6 @@ def _bayesame_source(config: BacktestConfig, label: str) -> str | None:
     name, options = method_and_options(config, label)
     if name != "bayesame-paper-rs" or not config.shared_order:
         return None
-    if not (isinstance(METHODS.get("bayesame-paper"), str) and isinstance(METHODS.get("bayesame-paper-rs"), str)):
-        return None  # re-registered at run time: no guarantee that the two play the same items
     for other in config.methods:
         if method_and_options(config, other) == ("bayesame-paper", options):
             return other

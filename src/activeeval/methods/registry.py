@@ -18,7 +18,9 @@ import difflib
 import importlib
 import inspect
 import re
+from collections import ChainMap
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from activeeval.data.matrix import ScoreMatrix
@@ -34,6 +36,7 @@ __all__ = [
     "method_spec",
     "parse_method_spec",
     "register",
+    "unregister",
     "resolve_factory",
     "resolve_replay",
     "split_method_list",
@@ -41,7 +44,7 @@ __all__ = [
 
 MethodFactory = Callable[..., BaseMethod]
 
-METHODS: dict[str, str | MethodFactory] = {
+_BUILTIN: Mapping[str, str | MethodFactory] = MappingProxyType({
     "bayesame": "activeeval.methods.bayesame:BayesAME",
     "bayesame-rs": "activeeval.methods.bayesame:BayesAMERS",
     "bayesame-paper": "activeeval.methods.bayesame_paper:BayesAMEPaper",
@@ -53,7 +56,11 @@ METHODS: dict[str, str | MethodFactory] = {
     "proeval": "activeeval.methods.baselines.proeval:ProEval",
     "irt": "activeeval.methods.baselines.irt:IRTBaseline",
     "cat": "activeeval.methods.cat:ContinuousCAT",
-}
+})
+_REGISTERED: dict[str, MethodFactory] = {}
+#: Every method by name: the built-ins (``"module:Class"``, imported on first use) and those added with
+#: :func:`register`. Read-only: nothing can replace a built-in behind the back of code that relies on it.
+METHODS: Mapping[str, str | MethodFactory] = MappingProxyType(ChainMap(_BUILTIN, _REGISTERED))
 
 
 def resolve_replay(name: str) -> Callable[..., tuple[Any, Any]] | None:
@@ -67,8 +74,7 @@ def resolve_replay(name: str) -> Callable[..., tuple[Any, Any]] | None:
     differently until it declares its own. A method registered at run time
     (:func:`register`) has none.
     """
-    spec = METHODS.get(name)
-    if not isinstance(spec, str):
+    if not isinstance(_BUILTIN.get(name), str):
         return None
     cls = resolve_factory(name)
     if not inspect.isclass(cls) or "replay" not in vars(cls):
@@ -77,8 +83,26 @@ def resolve_replay(name: str) -> Callable[..., tuple[Any, Any]] | None:
 
 
 def register(name: str, factory: MethodFactory) -> None:
-    """Make ``factory(reference, **kwargs)`` available as ``name``."""
-    METHODS[name] = factory
+    """Make ``factory(reference, **kwargs) -> BaseMethod`` available as ``name`` (in this process).
+
+    A built-in name cannot be taken (its class's fast replay and the
+    backtest's shortcuts rely on it being that class); registering a name
+    again replaces what :func:`register` put there.
+    """
+    if not isinstance(name, str) or not _SPEC.match(name) or "[" in name:
+        raise ConfigurationError(f"a method name is letters, digits and . _ -, got {name!r}")
+    if name in _BUILTIN:
+        raise ConfigurationError(f"{name!r} is a built-in method; register yours under another name")
+    if not callable(factory):
+        raise ConfigurationError(f"the factory for {name!r} must be callable (reference, **options) -> method")
+    _REGISTERED[name] = factory
+
+
+def unregister(name: str) -> None:
+    """Remove a method added with :func:`register` (built-ins stay)."""
+    if name in _BUILTIN:
+        raise ConfigurationError(f"{name!r} is a built-in method and cannot be removed")
+    _REGISTERED.pop(name, None)
 
 
 def method_names() -> list[str]:
