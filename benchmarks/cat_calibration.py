@@ -41,7 +41,8 @@ import numpy as np
 from scipy.special import expit
 from scipy.stats import kendalltau
 
-from activeeval import datasets, irt
+from activeeval import datasets
+from activeeval.irt import continuous as irt
 from activeeval.methods.cat import AbilityPosterior, default_prior, learn_error_model
 
 ALL = ("alpacaeval2", "wmt21_en-zh_chrf", "wmt21_zh-en_chrf", "mmlu", "arc_challenge", "musr", "gsm",

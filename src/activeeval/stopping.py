@@ -3,9 +3,9 @@
 A rule looks at the trajectory of estimates (one :class:`Estimate` after each
 observation, oldest first) and says why to stop, or ``None`` to go on. Rules
 hold no state, so a method rebuilt by replaying its history stops at exactly
-the same point. Methods know nothing of them: the session, the ranker, the
-backtest and :func:`~activeeval.experiments.simulate.run_until_stop` hold a
-rule and ask :func:`stop_reason` (which adds "exhausted" once every item is
+the same point. Methods know nothing of them: the session, the backtest and
+:func:`~activeeval.experiments.simulate.run_until_stop` hold a rule and ask
+:func:`stop_reason` (which adds "exhausted" once every item is
 observed). The budget is spelled ``max_items`` everywhere.
 """
 

@@ -44,8 +44,8 @@ def demo(
     """
     # Imported here so that other commands do not pay for them at start-up.
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.markup import escape
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
     from activeeval.experiments.simulate import hold_out, run_fixed, run_until_stop
@@ -55,8 +55,8 @@ def demo(
     name, options, spec = resolve_method(method, {})
     matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models))
     split = hold_out(matrix, target, seed)
+    rule = check_stopping(epsilon1, epsilon2, 30, max_items)  # before the method's fit: a bad flag fails at once
     est_method = make_method(name, split.reference, seed=seed, **options)
-    rule = check_stopping(epsilon1, epsilon2, 30, max_items)
     n_items = est_method.n_items
     console = Console(stderr=True) if json_out else Console()
 

@@ -333,6 +333,10 @@ def run_backtest(
         workers = os.cpu_count() or 1
     if int(workers) != workers or workers < 1:
         raise ConfigurationError(f"workers must be a positive integer, got {workers}")
+    if progress is not None and not callable(progress):
+        raise ConfigurationError(
+            f"progress must be a callable (done, total) or None, got {progress!r}; the CLI's bar is "
+            "activeeval.cli.common.progress_bar")
     methods = check_methods(config.methods)
     if methods != tuple(config.methods):
         config = dataclasses.replace(config, methods=methods)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import InvalidScoresError
+from activeeval.exceptions import ConfigurationError, InvalidScoresError
 from activeeval.methods.base import BaseMethod
 from activeeval.methods.estimate import Estimate
 from activeeval.stopping import StoppingRule, default_rule, stop_reason
@@ -69,6 +69,7 @@ def run_until_stop(
     method: BaseMethod,
     truth: np.ndarray,
     rule: StoppingRule | None = None,
+    *,
     rng: np.random.Generator | None = None,
     on_step: Callable[[BaseMethod, int, float], None] | None = None,
 ) -> str:
@@ -77,6 +78,11 @@ def run_until_stop(
     Returns the stop reason ("precision", "budget" or "exhausted").
     """
     rule = default_rule() if rule is None else rule
+    if not callable(getattr(rule, "check", None)):
+        raise ConfigurationError(
+            f"rule must be a stopping rule (activeeval.stopping, e.g. default_rule(epsilon2=0.03)), got "
+            f"{type(rule).__name__}; pass a generator as rng="
+        )
     while (reason := stop_reason(rule, method)) is None:
         item = method.select(rng)
         method.observe(item, float(truth[item]))

@@ -127,10 +127,11 @@ class BaseMethod(ABC):
 
     Subclasses implement ``_update(item, score)`` and ``_current_estimate()``,
     and optionally ``_select(rng, k, exclude)`` (default: uniform random).
-    A method does not decide when to stop: its driver holds a
-    :class:`~activeeval.stopping.StoppingRule` and asks
-    :func:`~activeeval.stopping.stop_reason` (the session, the ranker, the
-    backtest, :func:`~activeeval.experiments.simulate.run_until_stop`).
+    A method does not decide when to stop: its driver does — the session,
+    the backtest and :func:`~activeeval.experiments.simulate.run_until_stop`
+    hold a :class:`~activeeval.stopping.StoppingRule` and ask
+    :func:`~activeeval.stopping.stop_reason`; the ranker stops on its
+    pairwise confidence and budget (:mod:`activeeval.ranking`).
 
     Parameters
     ----------

@@ -60,7 +60,7 @@ _BUILTIN: Mapping[str, str | MethodFactory] = MappingProxyType({
 _REGISTERED: dict[str, MethodFactory] = {}
 #: Every method by name: the built-ins (``"module:Class"``, imported on first use) and those added with
 #: :func:`register`. Read-only: nothing can replace a built-in behind the back of code that relies on it.
-METHODS: Mapping[str, str | MethodFactory] = MappingProxyType(ChainMap(_BUILTIN, _REGISTERED))
+METHODS: Mapping[str, str | MethodFactory] = MappingProxyType(ChainMap(_REGISTERED, _BUILTIN))  # built-ins listed first
 
 
 def resolve_replay(name: str) -> Callable[..., tuple[Any, Any]] | None:

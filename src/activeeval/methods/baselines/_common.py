@@ -146,10 +146,9 @@ def replay_inputs(
     """Checks shared by the baselines' replays: (prepared reference, truths as (T, N) floats).
 
     Applies :func:`~activeeval.methods.base.prepare_reference` exactly as
-    :class:`BaseMethod` does, checks the stopping options the methods accept
-    (``epsilon1``, ``epsilon2``, ``window``, ``n_max``, ``stopping``; they do
-    not change a replay, which always runs to n = N) and rejects any other
-    option with a ``TypeError`` as the class constructor would. Every target
+    :class:`BaseMethod` does, and rejects any option the computation does not
+    take with a ``TypeError``, as the class constructor would (stopping options
+    included: neither takes one; a replay always runs to n = N). Every target
     score is validated as :meth:`ScoreMatrix.check_score` validates one.
     """
     _check_options(options, caller)
