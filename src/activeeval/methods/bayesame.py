@@ -290,53 +290,14 @@ class BayesAME(BaseMethod):
         super().__init__(reference, seed=seed, missing=missing)
         # settings as given; resolved or learned values carry a trailing underscore
         self.switch_until, self.tolerance, self.controls = switch_until, tolerance, controls
-        if selection not in ("auto", "active", "random"):
-            raise ConfigurationError(f"selection must be 'auto', 'active' or 'random', got {selection!r}")
-        if extrapolation not in ("auto", "off"):
-            raise ConfigurationError(f"extrapolation must be 'auto' or 'off', got {extrapolation!r}")
-        for label, value, low in (("n_pseudo", n_pseudo, 1), ("fit_items", fit_items, 2), ("fit_seed", fit_seed, 0)):
-            if int(value) != value or value < low:
-                raise ConfigurationError(f"{label} must be an integer >= {low}, got {value}")
-        if int(warmup) != warmup or warmup < 0:
-            raise ConfigurationError(f"warmup must be a non-negative integer, got {warmup}")
+        _check_options(selection, extrapolation, n_pseudo, fit_items, fit_seed, warmup, switch_until, scale_prior,
+                       tolerance)
         self.warmup = int(warmup)
-        if switch_until is not None and (int(switch_until) != switch_until or switch_until < 0):
-            raise ConfigurationError(f"switch_until must be a non-negative integer, got {switch_until}")
-        if not (np.isfinite(scale_prior) and scale_prior > 0):
-            raise ConfigurationError(f"scale_prior must be a positive number, got {scale_prior}")
-        if tolerance is not None and not (np.isfinite(tolerance) and tolerance >= 0):
-            raise ConfigurationError(f"tolerance must be >= 0 (0 compares scores exactly), got {tolerance}")
-
         ref = self.reference
         width = _range_width(ref)
-        if hyperparameters is None:
-            fit = fit_hyperparameters(
-                ref, n_pseudo=n_pseudo, n_items=fit_items, seed=fit_seed, level_prior=level_prior, linear=linear
-            )
-        elif isinstance(hyperparameters, ReferenceFit):
-            fit = hyperparameters
-        else:
-            fit = ReferenceFit.from_dict(hyperparameters)
-        for label in ("alpha", "beta", "sigma2"):
-            value = getattr(fit, label)
-            if not (np.isfinite(value) and value > 0):
-                raise ConfigurationError(f"hyperparameters: {label} must be a positive number, got {value}")
+        fit = _resolve_fit(ref, hyperparameters, n_pseudo, fit_items, fit_seed, level_prior, linear)
         self.fit_ = fit
-        if isinstance(calibration, str) and calibration == "auto":
-            cal = _cached_calibration(ref, fit)
-        elif calibration is None:
-            cal = Calibration(factor=1.0)
-        elif isinstance(calibration, Calibration):
-            cal = calibration
-        elif isinstance(calibration, Mapping):
-            cal = Calibration.from_dict(calibration)
-        else:
-            raise ConfigurationError(
-                f"calibration must be 'auto', None, a Calibration or its dict, got {calibration!r}"
-            )
-        if not (np.isfinite(cal.factor) and cal.factor > 0):
-            raise ConfigurationError(f"calibration factor must be a positive number, got {cal.factor}")
-        self.calibration_ = cal
+        self.calibration_ = _resolve_calibration(ref, fit, calibration)
         self.selection = selection
         self.extrapolation = extrapolation
         self.switch_until_ = int(switch_until) if switch_until is not None else max(50, self.n_items // 10)
@@ -374,14 +335,7 @@ class BayesAME(BaseMethod):
         self.mode = "model"
         self.switched_at: int | None = None
         self.switch_reason: str | None = None
-        known = ("model", "near")
-        parts = ["none"] if controls is None else [c.strip() for c in str(controls).split("+")]
-        self.controls_ = () if parts == ["none"] else tuple(parts)
-        if any(c not in known for c in self.controls_) or len(set(self.controls_)) != len(self.controls_):
-            raise ConfigurationError(
-                f"controls must be 'none' or some of {', '.join(known)} joined by '+', e.g. 'model+near'; "
-                f"got {controls!r}"
-            )
+        self.controls_ = _parse_controls(controls)
         self._design = Prequential(self.n_items, n_controls=len(self.controls_))
         self._order: np.ndarray | None = None
         self._ref_full = full
@@ -660,6 +614,77 @@ class BayesAME(BaseMethod):
         lo, hi = score_range
         unseen = self.n_items - self.n_observed
         return (self._sum_obs + lo * unseen) / self.n_items, (self._sum_obs + hi * unseen) / self.n_items
+
+
+def _check_options(selection: str, extrapolation: str, n_pseudo: int, fit_items: int, fit_seed: int, warmup: int,
+                   switch_until: int | None, scale_prior: float, tolerance: float | None) -> None:
+    """BayesAME's option values, each refused with what it must be."""
+    if selection not in ("auto", "active", "random"):
+        raise ConfigurationError(f"selection must be 'auto', 'active' or 'random', got {selection!r}")
+    if extrapolation not in ("auto", "off"):
+        raise ConfigurationError(f"extrapolation must be 'auto' or 'off', got {extrapolation!r}")
+    for label, value, low in (("n_pseudo", n_pseudo, 1), ("fit_items", fit_items, 2), ("fit_seed", fit_seed, 0)):
+        if int(value) != value or value < low:
+            raise ConfigurationError(f"{label} must be an integer >= {low}, got {value}")
+    if int(warmup) != warmup or warmup < 0:
+        raise ConfigurationError(f"warmup must be a non-negative integer, got {warmup}")
+    if switch_until is not None and (int(switch_until) != switch_until or switch_until < 0):
+        raise ConfigurationError(f"switch_until must be a non-negative integer, got {switch_until}")
+    if not (np.isfinite(scale_prior) and scale_prior > 0):
+        raise ConfigurationError(f"scale_prior must be a positive number, got {scale_prior}")
+    if tolerance is not None and not (np.isfinite(tolerance) and tolerance >= 0):
+        raise ConfigurationError(f"tolerance must be >= 0 (0 compares scores exactly), got {tolerance}")
+
+
+def _resolve_fit(ref: ScoreMatrix, hyperparameters: ReferenceFit | Mapping[str, Any] | None, n_pseudo: int,
+                 fit_items: int, fit_seed: int, level_prior: bool, linear: bool) -> ReferenceFit:
+    """The given hyperparameters (a ReferenceFit or its dict), or the fit on ``ref``; checked positive."""
+    if hyperparameters is None:
+        fit = fit_hyperparameters(
+            ref, n_pseudo=n_pseudo, n_items=fit_items, seed=fit_seed, level_prior=level_prior, linear=linear
+        )
+    elif isinstance(hyperparameters, ReferenceFit):
+        fit = hyperparameters
+    else:
+        fit = ReferenceFit.from_dict(hyperparameters)
+    for label in ("alpha", "beta", "sigma2"):
+        value = getattr(fit, label)
+        if not (np.isfinite(value) and value > 0):
+            raise ConfigurationError(f"hyperparameters: {label} must be a positive number, got {value}")
+    return fit
+
+
+def _resolve_calibration(ref: ScoreMatrix, fit: ReferenceFit,
+                         calibration: Calibration | Mapping[str, Any] | str | None) -> Calibration:
+    """"auto": measured on ``ref``'s pseudo-targets (cached); None: factor 1; else the given one (or its dict)."""
+    if isinstance(calibration, str) and calibration == "auto":
+        cal = _cached_calibration(ref, fit)
+    elif calibration is None:
+        cal = Calibration(factor=1.0)
+    elif isinstance(calibration, Calibration):
+        cal = calibration
+    elif isinstance(calibration, Mapping):
+        cal = Calibration.from_dict(calibration)
+    else:
+        raise ConfigurationError(
+            f"calibration must be 'auto', None, a Calibration or its dict, got {calibration!r}"
+        )
+    if not (np.isfinite(cal.factor) and cal.factor > 0):
+        raise ConfigurationError(f"calibration factor must be a positive number, got {cal.factor}")
+    return cal
+
+
+def _parse_controls(controls: str | None) -> tuple[str, ...]:
+    """``"model+near"`` → ("model", "near"); "none" or None → ()."""
+    known = ("model", "near")
+    parts = ["none"] if controls is None else [c.strip() for c in str(controls).split("+")]
+    out = () if parts == ["none"] else tuple(parts)
+    if any(c not in known for c in out) or len(set(out)) != len(out):
+        raise ConfigurationError(
+            f"controls must be 'none' or some of {', '.join(known)} joined by '+', e.g. 'model+near'; "
+            f"got {controls!r}"
+        )
+    return out
 
 
 class BayesAMERS(BayesAME):
