@@ -39,11 +39,11 @@ from activeeval.exceptions import ConfigurationError
 from activeeval.experiments.protocol import BacktestConfig, Split, make_split, method_seed, sample_references
 from activeeval.experiments.simulate import run_fixed
 from activeeval.methods.registry import (
-    METHODS,
+    check_method_spec,
     make_method,
-    method_parameters,
     method_spec,
     parse_method_spec,
+    resolve_factory,
     resolve_replay,
     sharing_factory,
 )
@@ -94,29 +94,11 @@ def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
     method does not have (with its options listed) or one the protocol sets.
     Option *values* are checked by :func:`check_method_options`.
     """
-    import difflib
-
+    reserved = dict.fromkeys(PROTOCOL_OPTIONS, "the backtest protocol (seeds come from --seeds; stops are computed "
+                                               "for the whole ε2 sweep, see --epsilon2); remove it")
     out = []
     for spec in methods:
-        name, options = parse_method_spec(spec)
-        if name not in METHODS:
-            close = difflib.get_close_matches(name, METHODS, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise ConfigurationError(f"unknown method {name!r}{hint}; choose from: {', '.join(METHODS)}")
-        if options:
-            known = [p for p in method_parameters(name) if p not in PROTOCOL_OPTIONS]
-            for key in options:
-                if key in PROTOCOL_OPTIONS:
-                    raise ConfigurationError(
-                        f"method {spec!r}: {key!r} is set by the backtest protocol (seeds come from --seeds; "
-                        "stops are computed for the whole ε2 sweep, see --epsilon2); remove it"
-                    )
-                if key not in known:
-                    close = difflib.get_close_matches(key, known, n=1)
-                    hint = f" (did you mean {close[0]!r}?)" if close else ""
-                    raise ConfigurationError(
-                        f"method {spec!r}: {name} has no option {key!r}{hint}; its options are: {', '.join(known)}"
-                    )
+        name, options = check_method_spec(spec, reserved)
         label = method_spec(name, options)
         if label not in out:
             out.append(label)
@@ -141,30 +123,28 @@ def check_method_options(config: BacktestConfig, reference: ScoreMatrix) -> None
             raise ConfigurationError(f"method {label!r}: {exc}") from exc
 
 
-def _bayesame_source(config: BacktestConfig, label: str) -> str | None:
-    """The paper-BayesAME label whose runs ``label`` would repeat where it selects at random, if any.
+def _copy_source(config: BacktestConfig, label: str) -> str | None:
+    """The label whose runs ``label`` may repeat (its class's ``same_runs_as``, with the same options), if any.
 
-    When B < N − N0 the paper's BayesAME selects at random (paper §3.1), and
-    with the same seed and options it then plays the same items with the same
-    model as its BayesAME-RS (tested). Only with the shared item order, where
-    both get the same seed.
+    Only with the shared item order, where both get the same seed; whether it
+    does repeat them on a reference sample is the class's ``repeats``.
     """
     name, options = method_and_options(config, label)
-    if name != "bayesame-paper-rs" or not config.shared_order:
+    source = getattr(resolve_factory(name), "same_runs_as", None)
+    if source is None or not config.shared_order:
         return None
     for other in config.methods:
-        if method_and_options(config, other) == ("bayesame-paper", options):
+        if method_and_options(config, other) == (source, options):
             return other
     return None
 
 
-def _same_as_bayesame(config: BacktestConfig, method: str, reference: ScoreMatrix) -> bool:
-    """Whether ``method`` (a paper BayesAME-RS label) would replay the paper's BayesAME exactly here (see above)."""
-    source = _bayesame_source(config, method)
-    if source is None:
+def _repeats_source(config: BacktestConfig, label: str, reference: ScoreMatrix) -> bool:
+    """Whether ``label`` would replay its copy source exactly on ``reference`` (see :func:`_copy_source`)."""
+    if _copy_source(config, label) is None:
         return False
-    name, options = method_and_options(config, source)
-    return not make_method(name, reference, seed=0, **options).active
+    name, options = method_and_options(config, label)
+    return bool(resolve_factory(name).repeats(reference, **options))
 
 
 def run_task(
@@ -185,7 +165,7 @@ def run_task(
     n_t = len(split.targets)
     name, options = method_and_options(config, method)
     truths = np.stack([np.asarray(matrix.model_scores(t), dtype=float) for t in split.targets])
-    if _same_as_bayesame(config, method, reference):
+    if _repeats_source(config, method, reference):
         return method, seed_index, None, None
     seeds = [method_seed(config.root_seed, seed_index, 0 if config.shared_order else t) for t in range(n_t)]
     replay = resolve_replay(name) if config.shared_order else None
@@ -372,7 +352,7 @@ def run_backtest(
     else:
         _run_dask(matrix, config, split, tasks, int(workers), on_done, address)
     for label, s in copies:
-        source = _bayesame_source(config, label)
+        source = _copy_source(config, label)
         means[label][:, s, :] = means[source][:, s, :]
         vars_[label][:, s, :] = vars_[source][:, s, :]
     truth = np.array([float(np.mean(matrix.model_scores(t))) for t in split.targets])

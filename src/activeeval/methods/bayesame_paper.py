@@ -445,9 +445,18 @@ class BayesAMEPaperRS(BayesAMEPaper):
     """The paper's BayesAME-RS: its posterior and estimator with uniformly random items (paper §5.1)."""
 
     name = "bayesame-paper-rs"
+    #: The method whose runs this one repeats where :meth:`repeats` says so: a backtest with both, the same
+    #: options and the shared item order copies those runs instead of playing them twice.
+    same_runs_as = "bayesame-paper"
 
     def __init__(self, reference: ScoreMatrix, **kwargs: object) -> None:
         if kwargs.get("selection", "random") != "random":
             raise ConfigurationError("BayesAME-RS selects items at random; do not pass selection=")
         kwargs["selection"] = "random"
         super().__init__(reference, **kwargs)  # type: ignore[arg-type]
+
+    @staticmethod
+    def repeats(reference: ScoreMatrix, **options: object) -> bool:
+        """Whether the paper's BayesAME with ``options`` selects at random on ``reference`` (B < N − N0, paper
+        §3.1): then, with the same seed, it plays the same items with the same model as this class (tested)."""
+        return not BayesAMEPaper(reference, seed=0, **options).active  # type: ignore[arg-type]

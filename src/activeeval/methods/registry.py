@@ -29,6 +29,7 @@ from activeeval.methods.base import BaseMethod
 
 __all__ = [
     "METHODS",
+    "check_method_spec",
     "make_method",
     "sharing_factory",
     "method_names",
@@ -202,7 +203,7 @@ def parse_method_spec(spec: str) -> tuple[str, dict[str, Any]]:
 
     Values are read as bool (true/false), None (none), int, float, or else kept as strings.
     The name and keys are not checked against the registry here
-    (:func:`activeeval.experiments.runner.check_methods` does that).
+    (:func:`check_method_spec` does that).
     """
     match = _SPEC.match(spec)
     if match is None:
@@ -232,6 +233,42 @@ def method_spec(name: str, options: Mapping[str, Any] | None = None) -> str:
     if not options:
         return name
     return f"{name}[{','.join(f'{k}={v}' for k, v in options.items())}]"
+
+
+def check_method_spec(spec: str, reserved: Mapping[str, str], extra: Mapping[str, Any] | None = None
+                      ) -> tuple[str, dict[str, Any]]:
+    """Read and check a method spec: (registry name, options); the one check the session and the backtest share.
+
+    ``reserved`` maps the options the caller sets itself to the end of the
+    sentence refusing them ("the session; use --seed (seed=) instead");
+    ``extra`` are options given as keywords (each key once, in brackets or
+    here). Raises :class:`ConfigurationError` for an unknown method (the
+    closest name suggested), a reserved option, or an option the method does
+    not have (its options listed). Option *values* are checked when the
+    method is built.
+    """
+    name, options = parse_method_spec(spec)
+    if name not in METHODS:
+        close = difflib.get_close_matches(name, METHODS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigurationError(f"unknown method {name!r}{hint}; choose one of: {', '.join(METHODS)}")
+    for key, value in (extra or {}).items():
+        if key in options and options[key] != value:
+            raise ConfigurationError(
+                f"method option {key!r} is given twice: {options[key]!r} in {spec!r} and {value!r}")
+        options[key] = value
+    if options:
+        known = method_parameters(name)
+        for key in options:
+            if key in reserved:
+                raise ConfigurationError(f"method {spec!r}: {key!r} is set by {reserved[key]}")
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                mine = [p for p in known if p not in reserved]
+                raise ConfigurationError(f"method {spec!r}: {name} has no option {key!r}{hint}; its options are: "
+                                         f"{', '.join(mine) or 'none'}")
+    return name, options
 
 
 def method_parameters(name: str) -> list[str]:

@@ -10,7 +10,6 @@ events written since it last looked.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import json
 import os
@@ -23,7 +22,7 @@ from typing import Any
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ActiveEvalError, ConfigurationError, StorageError
-from activeeval.methods.registry import METHODS, method_parameters, method_spec, parse_method_spec
+from activeeval.methods.registry import check_method_spec, method_spec
 from activeeval.session import snapshot as snap
 from activeeval.session.reference import apply_missing, load_reference, resolve_reference, source_stat
 from activeeval.session.storage import DEFAULT_TIMEOUT, CorruptedSessionError, Event, Journal, Transaction, now_iso
@@ -86,28 +85,8 @@ def resolve_method(spec: str, kwargs: Mapping[str, Any] | None = None) -> tuple[
     """
     if not isinstance(spec, str):
         raise ConfigurationError(f"--method (method=) must be a method name or spec string, got {spec!r}")
-    name, options = parse_method_spec(spec)
-    if name not in METHODS:
-        close = difflib.get_close_matches(name, METHODS, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise ConfigurationError(f"unknown method {name!r}{hint}; choose one of: {', '.join(METHODS)}")
-    for key, value in (kwargs or {}).items():
-        if key in options and options[key] != value:
-            raise ConfigurationError(
-                f"method option {key!r} is given twice: {options[key]!r} in {spec!r} and {value!r}")
-        options[key] = value
-    known = method_parameters(name)
-    for key in options:
-        if key in SESSION_OPTIONS:
-            raise ConfigurationError(
-                f"method {spec!r}: {key!r} is set by the session; use {SESSION_OPTIONS[key]} instead"
-            )
-        if key not in known:
-            close = difflib.get_close_matches(key, known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            mine = [p for p in known if p not in SESSION_OPTIONS]
-            raise ConfigurationError(f"method {spec!r}: {name} has no option {key!r}{hint}; its options are: "
-                                     f"{', '.join(mine) or 'none'}")
+    reserved = {key: f"the session; use {flag} instead" for key, flag in SESSION_OPTIONS.items()}
+    name, options = check_method_spec(spec, reserved, kwargs)
     try:
         json.dumps(options)
     except TypeError as exc:
