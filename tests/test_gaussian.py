@@ -237,3 +237,14 @@ def test_bucket_nlml_equals_the_dense_formula(seed: int, log_params: tuple[float
     ref_value, ref_grad = nlml_dense(theta, d2, resid, scale, 4)
     assert value == pytest.approx(ref_value, rel=1e-9, abs=1e-9)
     np.testing.assert_allclose(grad * params, ref_grad, rtol=1e-6, atol=1e-8)  # ∂/∂log p = p ∂/∂p
+
+
+def test_nlml_is_inf_where_the_gram_matrix_is_not_positive_definite_and_counts_it():
+    from activeeval.gaussian import BucketNLML
+
+    d2 = np.array([[0.0, 1.0], [1.0, 0.0]])
+    nlml = BucketNLML(d2, np.array([0.1, -0.2]), np.array([1.0, 1.0]), n_refs=2)
+    value, grad = nlml(np.array([1.0, 1.0, 0.1]))
+    assert np.isfinite(value) and nlml.failures == 0
+    value, grad = nlml(np.array([1.0, 1.0, -5.0]))  # a negative noise: K is indefinite
+    assert value == np.inf and np.all(grad == 0) and nlml.failures == 1

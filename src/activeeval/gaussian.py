@@ -211,6 +211,12 @@ class BucketNLML:
 
     (E = e^{−β d²/K}, K = αE + Δ, a = K⁻¹ r), so only the β-derivative needs
     the off-diagonal part of K⁻¹.
+
+    Where K is not numerically positive definite the value is +inf (gradient
+    0), which L-BFGS-B treats as a failed step and backs off from; that is
+    the optimiser's protocol, not a result: a refit whose optimum is not
+    finite keeps its previous hyperparameters (``BayesAMEPaper._refit``
+    checks), and ``failures`` counts such points.
     """
 
     def __init__(self, d2: np.ndarray, resid: np.ndarray, noise_scale: np.ndarray, n_refs: int) -> None:
@@ -219,6 +225,7 @@ class BucketNLML:
         self.m = self.resid.size
         # strictly lower triangle of d²/K (the diagonal is 0; the upper part 0 is never read by LAPACK)
         self.scaled = np.tril(np.asarray(d2, dtype=float) / n_refs, -1)
+        self.failures = 0  # points where K was not positive definite (the value there is +inf)
 
     def __call__(self, params: np.ndarray) -> tuple[float, np.ndarray]:
         from scipy.linalg import lapack
@@ -233,6 +240,7 @@ class BucketNLML:
         gram.flat[:: m + 1] = alpha + noise
         factor, info = lapack.dpotrf(gram, lower=1, clean=0, overwrite_a=1)
         if info != 0:
+            self.failures += 1
             return np.inf, np.zeros(3)
         a, info = lapack.dpotrs(factor, r, lower=1)
         if info != 0:  # pragma: no cover - dpotrs fails only on invalid arguments
@@ -601,6 +609,10 @@ class LeaveOneOutNLML:
         The fixed level and slope variances.
     linear : bool
         Include the γ term.
+
+    Where a Gram matrix is not numerically positive definite the value is +inf
+    (L-BFGS-B backs off; ``fit_hyperparameters`` keeps the best grid point when
+    the optimum is not finite); ``failures`` counts such points.
     """
 
     def __init__(
@@ -616,6 +628,7 @@ class LeaveOneOutNLML:
         col_means = np.asarray(col_means, dtype=float)
         m, k = x.shape
         self.m = m
+        self.failures = 0  # points where a pseudo-target's Gram matrix was not positive definite (+inf there)
         self.linear = bool(linear)
         d2_all = sq_dists(x, x)
         psi = x - col_means[None, :]
@@ -653,6 +666,7 @@ class LeaveOneOutNLML:
             gram.flat[:: m + 1] += sigma2
             factor, info = lapack.dpotrf(gram, lower=1, clean=1, overwrite_a=1)
             if info != 0:
+                self.failures += 1
                 return np.inf, np.zeros(self.n_params)
             a, _ = lapack.dpotrs(factor, y, lower=1)
             total += 0.5 * float(y @ a) + float(np.log(np.diagonal(factor)).sum())
