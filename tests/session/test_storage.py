@@ -279,8 +279,13 @@ def test_ctrl_c_exits_130_and_a_rerun_resumes(tmp_path, math_ref_file, math_spli
                 "--max-items", "6", "--seed", "5", "--jobs", "2",
                 "--scorer", f"{sys.executable} {tmp_path / 'score.py'} {tmp_path / 't.json'} {{item_id}} {delay}"]
 
-    proc = subprocess.Popen(cmd("0.4"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 60
+    # the child gets Ctrl-C's default handling as from a terminal, even when pytest itself runs as a background
+    # job (a shell's `cmd &` ignores SIGINT, and children inherit that: the run would then never be interrupted)
+    proc = subprocess.Popen(cmd("0.4"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    start = time.time()
+    deadline = start + 60
+    told = -1
     while time.time() < deadline:
         time.sleep(0.05)
         if f.exists():
@@ -296,9 +301,11 @@ def test_ctrl_c_exits_130_and_a_rerun_resumes(tmp_path, math_ref_file, math_spli
                 continue
             if told >= 2:
                 break
+    waited = time.time() - start
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == 130, (f"rc {proc.returncode} after SIGINT at {waited:.1f} s with {told} tells; "
+                                    f"stdout {out!r}; stderr {err!r}")
     with Session.open(f) as s:
         n = len(s.observations)
     assert err.splitlines()[-1] == f"interrupted: {n} scores recorded, re-run to resume"
