@@ -4,19 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_methods import small  # the small reference matrix the method tests use
 
-from activeeval import BayesAME, BayesAMEPaper, ScoreMatrix
+from activeeval import BayesAME, BayesAMEPaper
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.estimate import Estimate
 from activeeval.stopping import AnyOf, BudgetRule, WindowCIRule, conditions_of, default_rule, stop_reason
-
-
-def small(kind: str = "binary", n_models: int = 6, n_items: int = 20, seed: int = 0) -> ScoreMatrix:
-    rng = np.random.default_rng(seed)
-    scores = rng.random((n_models, n_items))
-    if kind == "binary":
-        scores = (scores < 0.5).astype(float)
-    return ScoreMatrix(scores, item_ids=[f"q{i}" for i in range(n_items)], kind=kind, name="small")
 
 
 @pytest.mark.parametrize(
