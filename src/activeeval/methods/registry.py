@@ -30,6 +30,7 @@ from activeeval.methods.base import BaseMethod
 __all__ = [
     "METHODS",
     "check_method_spec",
+    "is_multi_target",
     "make_method",
     "sharing_factory",
     "method_names",
@@ -58,6 +59,9 @@ _BUILTIN: Mapping[str, str | MethodFactory] = MappingProxyType({
     "irt": "activeeval.methods.baselines.irt:IRTBaseline",
     "cat": "activeeval.methods.cat:ContinuousCAT",
 })
+#: Methods that evaluate several targets jointly (:class:`~activeeval.methods.multi.MultiTargetMethod`):
+#: ``cls(reference, targets, **options)``; see :func:`is_multi_target`.
+_MULTI_TARGET = frozenset()
 _REGISTERED: dict[str, MethodFactory] = {}
 #: Every method by name: the built-ins (``"module:Class"``, imported on first use) and those added with
 #: :func:`register`. Read-only: nothing can replace a built-in behind the back of code that relies on it.
@@ -81,6 +85,11 @@ def resolve_replay(name: str) -> Callable[..., tuple[Any, Any]] | None:
     if not inspect.isclass(cls) or "replay" not in vars(cls):
         return None
     return cls.replay
+
+
+def is_multi_target(name: str) -> bool:
+    """Whether the method ``name`` evaluates several targets jointly (built as ``cls(reference, targets, ...)``)."""
+    return name in _MULTI_TARGET
 
 
 def register(name: str, factory: MethodFactory) -> None:
