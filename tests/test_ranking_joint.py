@@ -6,6 +6,7 @@ Real data: a small AlpacaEval 2 subset (4 models to rank, 25 references, 300 ite
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -30,6 +31,7 @@ from activeeval.ranking import (
     rank_random,
     ranking_posterior,
 )
+from activeeval.session.ranking import RankSession
 
 JOINT = "independent-joint"  # Independent registered as a joint method (bayesame-multi's stand-in)
 runner = CliRunner()
@@ -237,8 +239,6 @@ def test_cli_rank_and_rank_backtest_with_a_joint_method(alpaca, joint_name, tmp_
 # --------------------------------------------------------------- session
 def test_rank_session_with_a_joint_method_decides_like_the_ranker_and_survives_reopening(alpaca, joint_name,
                                                                                          tmp_path):
-    from activeeval.session.ranking import RankSession
-
     _, ref, models, truth = alpaca
     ref_file = write_scores(ref, tmp_path / "ref.csv")
     s = RankSession.create(tmp_path / "r.aeval", ref_file, models, method=f"{joint_name}[warm_start=0.02]", seed=5,
@@ -261,3 +261,31 @@ def test_rank_session_with_a_joint_method_decides_like_the_ranker_and_survives_r
     with pytest.raises(ConfigurationError, match=r"its targets are the models ranked \(--models\); drop targets="):
         RankSession.create(tmp_path / "bad.aeval", ref_file, models, method=f"{joint_name}[targets=2]")
     assert not (tmp_path / "bad.aeval").exists()
+
+
+SCORER = """\
+import json, sys
+print(json.load(open(sys.argv[1]))[sys.argv[2]][sys.argv[3]])
+"""
+
+
+def test_cli_rank_session_with_a_joint_method_then_status(alpaca, joint_name, tmp_path):
+    _, ref, models, truth = alpaca
+    ref_file = write_scores(ref, tmp_path / "ref.csv")
+    (tmp_path / "truth.json").write_text(json.dumps(
+        {m: dict(zip(ref.item_ids, map(float, truth[m]))) for m in models}))
+    (tmp_path / "score.py").write_text(SCORER)
+    scorer = f"{sys.executable} {tmp_path / 'score.py'} {tmp_path / 'truth.json'} {{model}} {{item_id}}"
+    f = tmp_path / "r.aeval"
+    r = runner.invoke(app, ["rank", "--session", str(f), "--reference", str(ref_file), "--models", ",".join(models),
+                            "--scorer", scorer, "--method", f"{joint_name}[warm_start=0.01]", "--budget-per-model",
+                            "3", "--min-items", "1", "--seed", "2"])
+    assert r.exit_code == 0, r.output
+    st = json.loads(runner.invoke(app, ["session", "status", str(f), "--json"]).stdout)
+    assert st["stop_reason"] == "budget" and sum(st["items_per_model"].values()) == 12
+    with RankSession.open(f) as s:
+        joint = s.methods[models[0]].joint
+        assert isinstance(joint, Independent) and joint.warm_start == 0.01 and joint.n_observed == 12
+        res = s.status().result
+    for p in st["adjacent_pairs"]:
+        assert p["confidence"] == pytest.approx(res.confidence(p["higher"], p["lower"]), rel=1e-12)
