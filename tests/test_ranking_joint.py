@@ -159,6 +159,11 @@ def test_warm_start_observations_are_the_rankers_and_count_in_the_budget(alpaca)
     warm = set(int(i) for i in joint.warm_items_)
     assert all(set(res.items[m]) <= warm for m in models)  # 40 < 4 x 15: the warm start is all it could do
     assert res.cost_spent == 40
+    # a joint method given with observations: they are the ranking's too, and count
+    again = Independent(ref, models, seed=1)
+    again.observe(models[0], 7, float(truth[models[0]][7]))
+    res = AdaptiveRanker(models, again, oracle(truth), budget=9, min_items=2).run()
+    assert res.items[models[0]][0] == 7 and res.n_items_used == 9 == again.n_observed
 
 
 def test_baselines_and_ranker_take_a_joint_method_and_refuse_a_wrong_one(alpaca):
