@@ -54,11 +54,18 @@ def _dense_prior(params, d2, n_refs):
                for l in range(params.n_latents))  # noqa: E741
 
 
-def test_joint_posterior_equals_dense_brute_force():
+@pytest.mark.parametrize("shared", [False, True])
+def test_joint_posterior_equals_dense_brute_force(shared):
     phi, counts, params, d2 = _toy()
     n_t, n_b = params.W.shape[0], phi.shape[0]
     mu = phi.mean(1)
-    post = LMCPosterior(params, counts, mu, lambda b: d2[b], phi.shape[1], n_t)
+    fixed = None
+    if shared:  # one "fixed" kernel for every latent (the default's model), per-item noise
+        a = np.random.default_rng(7).normal(size=(n_b, 3))
+        kmat = a @ a.T + 0.3 * np.eye(n_b)
+        params = LMCParams((1.5,) * 3, (1.0,) * 3, ("fixed",) * 3, params.weights, params.sigma2)
+        fixed = lambda b: kmat[b]  # noqa: E731
+    post = LMCPosterior(params, counts, mu, lambda b: d2[b], phi.shape[1], n_t, fixed_row=fixed)
     rng = np.random.default_rng(1)
     obs = [(int(rng.integers(n_t)), int(rng.integers(n_b)), float(rng.uniform())) for _ in range(9)]
     unobserved = np.repeat(counts[:, None], n_t, axis=1)
@@ -66,7 +73,10 @@ def test_joint_posterior_equals_dense_brute_force():
         post.observe(t, b, s)
         unobserved[b, t] -= 1
     assert (unobserved >= 0).all()
-    sigma = _dense_prior(params, d2, phi.shape[1])  # index t·B + b
+    if shared:
+        sigma = np.kron(params.W @ params.W.T, 1.5 * kmat)
+    else:
+        sigma = _dense_prior(params, d2, phi.shape[1])  # index t·B + b
     rows = [t * n_b + b for t, b, _ in obs]
     noise = np.diag([params.sigma2 * counts[b] for _, b, _ in obs])
     gram = sigma[np.ix_(rows, rows)] + noise

@@ -10,16 +10,17 @@ observation space (nothing of size (T·B)² is ever formed):
 
 * the Cholesky factor L of the Gram matrix G of the n observations grows by
   one row per observation (a triangular solve, O(n²));
-* V = L⁻¹ Cov(observations, θ) (n × T × B) grows by one row (O(n·T·B)); from it
-  the posterior variances of every (target, bucket), Σ|C = Σ − VᵀV, are kept
-  up to date by subtracting the new row's squares, and the information gain
-  of target t reads V_t once (O(n·B));
+* the new row of V = L⁻¹ Cov(observations, θ) (T × B) is found without storing
+  V, through the kernel rows of the B_obs buckets observed so far
+  (O(n² + L·B_obs·B)); the posterior variances of every (target, bucket),
+  Σ|C = Σ − VᵀV, are kept up to date by subtracting its squares, and the
+  information gain of target t costs the same;
 * Q = V U (each target's unobserved-count-weighted sum) and the whitened
   residuals y = L⁻¹ r give every target's R̂ and Var(R), and the T × T
   cross-covariance of the full-benchmark scores, in O(n·T²).
 
 After a change of hyperparameters the state is rebuilt from the observations
-(O(n²·T·B)): the refit schedule of :class:`~activeeval.methods.bayesame_multi.BayesAMEMulti`
+(O(n³ + T·B_obs²·B) with one shared kernel): the refit schedule of :class:`~activeeval.methods.bayesame_multi.BayesAMEMulti`
 keeps that rare.
 
 :func:`nlml` is the negative log marginal likelihood of the observations and
@@ -34,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -387,7 +388,7 @@ class _Grow:
 
     def append(self, row: np.ndarray) -> None:
         if self.n == self.data.shape[0]:
-            bigger = np.zeros((max(2 * self.n, 16),) + self.data.shape[1:])
+            bigger = np.zeros((max(2 * self.n, 16),) + self.data.shape[1:], dtype=self.data.dtype)
             bigger[: self.n] = self.data[: self.n]
             self.data = bigger
         self.data[self.n] = row
@@ -398,21 +399,68 @@ class _Grow:
         return self.data[: self.n]
 
 
+class _PackedCholesky:
+    """A lower-triangular Cholesky factor that grows by one row, stored packed row by row (BLAS tpsv solves it).
+
+    Row-major packed lower L is column-major packed upper Lᵀ, so the two
+    solves are ``dtpsv`` on the upper factor, transposed or not. A slice of a
+    preallocated square buffer would be copied by every LAPACK solve (20 times
+    slower at n = 5 000, measured); the packed buffer is contiguous.
+    """
+
+    def __init__(self, dense: np.ndarray | None = None) -> None:
+        self.n = 0
+        self.data = np.zeros(136)
+        if dense is not None:
+            packed = dense[np.tril_indices(dense.shape[0])]
+            self.data = np.zeros(max(2 * packed.size, 136))
+            self.data[: packed.size] = packed
+            self.n = dense.shape[0]
+
+    def append(self, row: np.ndarray) -> None:
+        size = self.n * (self.n + 1) // 2
+        need = size + row.size
+        if need > self.data.size:
+            bigger = np.zeros(max(2 * self.data.size, need))
+            bigger[:size] = self.data[:size]
+            self.data = bigger
+        self.data[size:need] = row
+        self.n += 1
+
+    def solve(self, rhs: np.ndarray, transposed: bool = False) -> np.ndarray:
+        """L⁻¹ rhs, or L⁻ᵀ rhs with ``transposed``."""
+        from scipy.linalg.blas import dtpsv
+
+        n = self.n
+        packed = self.data[: n * (n + 1) // 2]
+        return dtpsv(n, packed, x=np.array(rhs, dtype=float), lower=0, trans=0 if transposed else 1)
+
+
 @dataclass
 class LMCPosterior:
     """The exact LMC posterior over every target's bucket abilities, updated one observation at a time.
 
+    Nothing of size n × T × B is stored: a product with the whitened
+    cross-covariance, Vᵀg = Cov(θ, observations) G⁻¹-style, is computed as
+    Σ_l W[t, l] (c_l @ K_l[observed buckets, :]) with c_l the weights g·W[t_j, l]
+    summed per observed bucket — O(L · B_obs · B) — where B_obs ≤ B are the
+    distinct buckets observed so far (the warm start puts every target on the
+    same ones).
+
     Parameters
     ----------
     params : LMCParams
-    phi : ndarray (B, K)
-        Bucket reference vectors.
     counts : ndarray (B,)
         N_b.
     prior_mean : ndarray (B,)
         μ_b (shared by the targets).
     d2_row : callable b -> ndarray (B,)
         Squared distances of bucket b to every bucket (the caller caches them).
+    n_refs, n_targets : int
+    noise_unit : ndarray (B,), optional
+        An item of bucket b has noise variance σ² · noise_unit[b] (default N_b, the paper's).
+    fixed_row : callable b -> ndarray (B,), optional
+        Row b of the "fixed" kernel, for latents of that kind.
     """
 
     params: LMCParams
@@ -421,10 +469,8 @@ class LMCPosterior:
     d2_row: Any
     n_refs: int
     n_targets: int
-    cache_mb: float = 512.0
     noise_unit: np.ndarray | None = None
     fixed_row: Any = None
-    _rows: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.counts = np.asarray(self.counts, dtype=float)
@@ -435,29 +481,39 @@ class LMCPosterior:
         self.obs_b: list[int] = []
         self.obs_s: list[float] = []
         self.unobserved = np.repeat(self.counts[:, None], self.n_targets, axis=1)  # U (B, T)
-        self._max_rows = max(64, int(self.cache_mb * 2**20 / (8 * self.params.n_latents * self.n_buckets)))
         self._reset()
 
     # ---------------------------------------------------------------- building
-    def _kernel_rows(self, b: int) -> np.ndarray:
-        """K_l[b, :] for every latent l, shape (L, B) (cached per bucket, within ``cache_mb``, until the
-        parameters change)."""
-        rows = self._rows.get(b)
-        if rows is None:
-            rows = self._uncached_rows(b)
-            if len(self._rows) < self._max_rows:
-                self._rows[b] = rows
-        return rows
+    def _rows_of(self, b: int) -> np.ndarray:
+        """K_l[b, :] for every latent l, shape (L, B)."""
+        d2 = self.d2_row(b)
+        fixed = self.fixed_row(b) if "fixed" in self.params.kinds else None
+        return np.stack([kernel_values(self.params, l, d2, self.n_refs, fixed=fixed)
+                         for l in range(self.params.n_latents)])
+
+    def _observed_rows(self, b: int) -> tuple[int, np.ndarray]:
+        """(position of b among the observed buckets, its kernel rows), adding it if it is new."""
+        pos = self._pos.get(b)
+        if pos is None:
+            rows = self._rows_of(b)
+            pos = len(self._pos)
+            if pos == self._R.shape[1]:
+                bigger = np.zeros((self._R.shape[0], max(2 * pos, 16), self._R.shape[2]))
+                bigger[:, :pos] = self._R[:, :pos]
+                self._R = bigger
+            self._R[:, pos] = rows
+            self._pos[b] = pos
+        return pos, self._R[:, pos]
 
     def _reset(self) -> None:
         """The prior state at the current parameters (no observation folded in)."""
         p, t_n, b_n = self.params, self.n_targets, self.n_buckets
-        self._rows = {}
-        w = p.W
-        self._w = w
-        self.chol = _Grow(np.zeros((16, 16)))
+        self._w = w = p.W
+        self._pos: dict[int, int] = {}
+        self._R = np.zeros((p.n_latents, 16, b_n))  # kernel rows of the observed buckets
+        self._obs_pos = _Grow(np.zeros(16, dtype=np.intp))
+        self.chol = _PackedCholesky()
         self.y = _Grow(np.zeros(16))
-        self.V = _Grow(np.zeros((16, t_n, b_n)))
         self.Q = _Grow(np.zeros((16, t_n)))
         self.QN = _Grow(np.zeros((16, t_n)))
         # K_l @ U and K_l @ N and the diagonals K_l[b, b], per latent: one pass over the kernel rows
@@ -465,21 +521,15 @@ class LMCPosterior:
         self.KN = np.zeros((p.n_latents, b_n))
         kdiag = np.zeros((p.n_latents, b_n))
         for b in range(b_n):
-            rows = self._kernel_rows(b)
+            rows = self._rows_of(b)
             self.KU[:, b, :] = rows @ self.unobserved
             self.KN[:, b] = rows @ self.counts
             kdiag[:, b] = rows[:, b]
         self.prior_diag = (w * w) @ kdiag  # (T, B): Σ_l W_tl² K_l[b, b], the prior variance of θ^t_b
         self.diag = self.prior_diag.copy()  # (T, B) posterior variances
 
-    def _uncached_rows(self, b: int) -> np.ndarray:
-        d2 = self.d2_row(b)
-        fixed = self.fixed_row(b) if "fixed" in self.params.kinds else None
-        return np.stack([kernel_values(self.params, l, d2, self.n_refs, fixed=fixed)
-                         for l in range(self.params.n_latents)])
-
     def set_params(self, params: LMCParams) -> None:
-        """Change the hyperparameters and rebuild the posterior from the observations (O(n²·T·B))."""
+        """Change the hyperparameters and rebuild the posterior from the observations."""
         obs = list(zip(self.obs_t, self.obs_b, self.obs_s))
         self.params = params
         self.unobserved = np.repeat(self.counts[:, None], self.n_targets, axis=1)
@@ -492,85 +542,127 @@ class LMCPosterior:
         n = len(obs)
         if n == 0:
             return
-        t_obs = np.array([o[0] for o in obs])
-        b_obs = np.array([o[1] for o in obs])
+        t_obs = np.array([o[0] for o in obs], dtype=np.intp)
+        b_obs = np.array([o[1] for o in obs], dtype=np.intp)
         s_obs = np.array([o[2] for o in obs], dtype=float)
+        pos = np.array([self._observed_rows(int(b))[0] for b in b_obs], dtype=np.intp)
         w = self._w
-        # Cov(observation j, θ^t_·) = Σ_l W[t_j,l] W[t,l] K_l[b_j, ·]: (n, T, B)
-        cross = np.empty((n, self.n_targets, self.n_buckets))
-        for j in range(n):
-            rows = self._kernel_rows(int(b_obs[j]))
-            cross[j] = (w * w[t_obs[j]][None, :]) @ rows
-        gram = cross[np.arange(n)[:, None], t_obs[None, :], b_obs[None, :]]
+        wt = w[t_obs]  # (n, L)
+        gram = np.zeros((n, n))
+        for l in range(self.params.n_latents):  # noqa: E741
+            gram += np.outer(wt[:, l], wt[:, l]) * self._R[l][np.ix_(pos, b_obs)]
         gram[np.diag_indices(n)] += self.params.sigma2 * self.noise_unit[b_obs]
         chol = np.linalg.cholesky(gram)
-        vflat = solve_triangular(chol, cross.reshape(n, -1), lower=True, overwrite_b=True, check_finite=False)
-        v = vflat.reshape(n, self.n_targets, self.n_buckets)
         resid = s_obs - self.prior_mean[b_obs]
-        y = solve_triangular(chol, resid, lower=True, check_finite=False)
-        self.chol = _Grow(_padded_square(chol), n)
-        self.V = _Grow(_padded(v), n)
-        self.y = _Grow(_padded(y), n)
-        self.Q = _Grow(_padded(np.einsum("jtb,bt->jt", v, self.unobserved)), n)
-        self.QN = _Grow(_padded(v @ self.counts), n)
-        self.diag -= np.einsum("jtb,jtb->tb", v, v)
-        self.obs_t, self.obs_b, self.obs_s = list(t_obs.tolist()), list(b_obs.tolist()), list(s_obs.tolist())
+        # Cov(observation j, Σ_b u^t_b θ^t_b) = Σ_l W[t_j, l] W[t, l] (K_l U)[b_j, t], and with N for U
+        cov_u = np.einsum("jl,tl,ljt->jt", wt, w, self.KU[:, b_obs, :])
+        cov_n = np.einsum("jl,tl,lj->jt", wt, w, self.KN[:, b_obs])
+        self.chol = _PackedCholesky(chol)
+        self.y = _Grow(_padded(solve_triangular(chol, resid, lower=True, check_finite=False)), n)
+        self.Q = _Grow(_padded(solve_triangular(chol, cov_u, lower=True, check_finite=False)), n)
+        self.QN = _Grow(_padded(solve_triangular(chol, cov_n, lower=True, check_finite=False)), n)
+        self._obs_pos = _Grow(_padded(pos).astype(np.intp), n)
+        self.obs_t, self.obs_b, self.obs_s = t_obs.tolist(), b_obs.tolist(), s_obs.tolist()
+        self.diag = self.prior_diag - self._explained_variance(chol)
+
+    def _explained_variance(self, chol: np.ndarray) -> np.ndarray:
+        """diag(Cov(θ^t, obs) G⁻¹ Cov(obs, θ^t)) for every target and bucket (T, B), after a rebuild.
+
+        With Z_l = diag(W[t_obs, l]) P (P: observation → observed bucket) the
+        cross-covariance of target t is Σ_l W[t, l] Z_l K_l[obs buckets], so the
+        quadratic form is Σ_{l,l'} W_tl W_tl' colsum(K_l ∘ (M_ll' K_l')) with
+        M_ll' = Z_lᵀ G⁻¹ Z_l' (B_obs × B_obs): O(n³ + L² n² + L² B_obs² B), the
+        terms with W_tl W_tl' = 0 skipped (the "fixed" latents share one kernel).
+        """
+        n = chol.shape[0]
+        n_lat, b_obs_n = self.params.n_latents, len(self._pos)
+        ginv = cho_solve((chol, True), np.eye(n), check_finite=False)
+        pos = self._obs_pos.view
+        ind = np.zeros((n, b_obs_n))
+        ind[np.arange(n), pos] = 1.0
+        wt = self._w[np.asarray(self.obs_t, dtype=np.intp)]
+        r = self._R[:, :b_obs_n]
+        out = np.zeros((self.n_targets, self.n_buckets))
+        shared = all(k == "fixed" for k in self.params.kinds)
+        if shared:  # one kernel K: Cov(θ^t_b, obs_j) = B[t_j, t] K[b_j, b], B = WWᵀ
+            bmat = self._w @ self._w.T
+            k0 = r[0] / self.params.alpha[0]
+            for t in range(self.n_targets):
+                z = ind * bmat[np.asarray(self.obs_t), t][:, None] * self.params.alpha[0]
+                m = z.T @ ginv @ z
+                out[t] = np.einsum("ib,ib->b", k0, m @ k0)
+            return out
+        zs = [ind * wt[:, l][:, None] for l in range(n_lat)]  # noqa: E741
+        for l in range(n_lat):  # noqa: E741
+            gz = ginv @ zs[l]
+            for l2 in range(n_lat):
+                m = zs[l2].T @ gz  # Z_l2ᵀ G⁻¹ Z_l
+                q = np.einsum("ib,ib->b", r[l2], m @ r[l])
+                out += np.outer(self._w[:, l2] * self._w[:, l], q)
+        return out
+
+    def _cross_apply(self, g: np.ndarray, targets: Sequence[int] | None = None) -> np.ndarray:
+        """Σ_j g_j Cov(observation j, θ^t_b) for every target (or those given) and bucket: (T', B)."""
+        n_lat = self.params.n_latents
+        pos = self._obs_pos.view
+        b_obs_n = len(self._pos)
+        wt = self._w[np.asarray(self.obs_t, dtype=np.intp)]
+        y = np.empty((n_lat, self.n_buckets))
+        for l in range(n_lat):  # noqa: E741
+            c = np.bincount(pos, weights=g * wt[:, l], minlength=b_obs_n)
+            y[l] = c @ self._R[l, :b_obs_n]
+        w = self._w if targets is None else self._w[list(targets)]
+        return w @ y
 
     # ---------------------------------------------------------------- updates
     def observe(self, target: int, bucket: int, score: float) -> tuple[float, float]:
         """Fold in target ``target``'s score on an item of ``bucket``; returns (innovation, its variance)."""
         t, b = int(target), int(bucket)
         w = self._w
-        rows = self._kernel_rows(b)  # (L, B)
         n = self.chol.n
+        pos, rows = self._observed_rows(b)  # (L, B)
         cross_new = (w * w[t][None, :]) @ rows  # (T, B): Cov(new observation, θ^{t'}_{b'})
-        prior_var = float(cross_new[t, b]) + self.params.sigma2 * self.noise_unit[b]
+        noise = self.params.sigma2 * self.noise_unit[b]
+        prior_var = float(cross_new[t, b]) + noise
+        resid = score - float(self.prior_mean[b])
         if n:
-            t_obs = np.asarray(self.obs_t)
-            b_obs = np.asarray(self.obs_b)
-            k = cross_new[t_obs, b_obs]  # Cov(new, previous observations)
-            ell = solve_triangular(self.chol.data[:n, :n], k, lower=True, check_finite=False)
-            pivot2 = prior_var - float(ell @ ell)
+            k = cross_new[np.asarray(self.obs_t, dtype=np.intp), np.asarray(self.obs_b, dtype=np.intp)]
+            ell = self.chol.solve(k)
+            pivot = math.sqrt(max(prior_var - float(ell @ ell), 1e-12 * prior_var))
+            innovation = resid - float(ell @ self.y.view)
+            g = self.chol.solve(ell, transposed=True)
+            v_new = (cross_new - self._cross_apply(g)) / pivot
         else:
             ell = np.zeros(0)
-            pivot2 = prior_var
-        pivot = math.sqrt(max(pivot2, 1e-12 * prior_var))
-        resid = score - float(self.prior_mean[b])
-        mean_pred = float(ell @ self.y.view) if n else 0.0
-        innovation = resid - mean_pred
-        v_new = (cross_new - np.tensordot(ell, self.V.view, axes=(0, 0))) / pivot if n else cross_new / pivot
+            pivot = math.sqrt(prior_var)
+            innovation = resid
+            v_new = cross_new / pivot
         row = np.zeros(n + 1)
         row[:n] = ell
         row[n] = pivot
-        self._append_chol(row)
+        self.chol.append(row)
         self.y.append(innovation / pivot)
-        self.V.append(v_new)
         self.Q.append(np.einsum("tb,bt->t", v_new, self.unobserved))
         self.QN.append(v_new @ self.counts)
+        self._obs_pos.append(pos)
         self.diag -= v_new * v_new
-        # the item is no longer unobserved for target t
+        # the item is no longer unobserved for target t: V[:, t, b] = [ℓ; v_new[t, b]] leaves its weighted sum
         self.unobserved[b, t] -= 1.0
-        self.Q.view[:, t] -= self.V.view[:, t, b]
+        self.Q.view[:n, t] -= ell
+        self.Q.view[n, t] -= v_new[t, b]
         self.KU[:, :, t] -= rows
         self.obs_t.append(t)
         self.obs_b.append(b)
         self.obs_s.append(float(score))
         return innovation, pivot * pivot
 
-    def _append_chol(self, row: np.ndarray) -> None:
-        n = self.chol.n
-        if n == self.chol.data.shape[0]:
-            size = max(2 * n, 16)
-            bigger = np.zeros((size, size))
-            bigger[:n, :n] = self.chol.data[:n, :n]
-            self.chol.data = bigger
-        self.chol.data[n, : n + 1] = row
-        self.chol.n = n + 1
-
     # ---------------------------------------------------------------- reading
     @property
     def n_observed(self) -> int:
         return self.chol.n
+
+    def _solve_t(self, rhs: np.ndarray) -> np.ndarray:
+        return self.chol.solve(rhs, transposed=True)
 
     def prior_cross(self) -> np.ndarray:
         """u^tᵀ Σ^{tt'} u^{t'} for every pair of targets (T, T), at the current unobserved counts."""
@@ -596,14 +688,17 @@ class LMCPosterior:
 
     def bucket_mean(self, target: int) -> np.ndarray:
         """μ^t|C per bucket (B,)."""
-        return self.prior_mean + self.V.view[:, target, :].T @ self.y.view
+        if not self.chol.n:
+            return self.prior_mean.copy()
+        return self.prior_mean + self._cross_apply(self._solve_t(self.y.view), [int(target)])[0]
 
     def information_gain(self, target: int) -> np.ndarray:
         """Eq. 6 for target ``target``, an unobserved item of each bucket, given every target's data (B,)."""
         t = int(target)
         w2 = self._w[t] ** 2
-        vt = self.V.view[:, t, :]  # (n, B)
-        a = np.tensordot(w2, self.KU[:, :, t], axes=(0, 0)) - vt.T @ self.Q.view[:, t]
+        a = np.tensordot(w2, self.KU[:, :, t], axes=(0, 0))
+        if self.chol.n:
+            a = a - self._cross_apply(self._solve_t(self.Q.view[:, t]), [t])[0]
         noise = self.params.sigma2 * self.noise_unit
         total = float(self.noise_var()[t] + self.sum_cov()[t, t])
         c = a + noise
@@ -619,15 +714,6 @@ class LMCPosterior:
 def _padded(arr: np.ndarray) -> np.ndarray:
     """``arr`` in a buffer with room to grow along its first axis (the next doubling)."""
     n = arr.shape[0]
-    out = np.zeros((max(2 * n, 16),) + arr.shape[1:])
+    out = np.zeros((max(2 * n, 16),) + arr.shape[1:], dtype=arr.dtype)
     out[:n] = arr
-    return out
-
-
-def _padded_square(arr: np.ndarray) -> np.ndarray:
-    """A square ``arr`` in a square buffer with room to grow."""
-    n = arr.shape[0]
-    size = max(2 * n, 16)
-    out = np.zeros((size, size))
-    out[:n, :n] = arr
     return out

@@ -235,8 +235,7 @@ class BayesAMEMulti(MultiTargetMethod):
         else:
             self._d2_full = sq_dists(phi, phi) if n_buckets * n_buckets * 8 <= cache_mb * 2**20 / 2 else None
         self.posterior = LMCPosterior(start, self.buckets.counts, phi.mean(1), self._d2_row, self._n_refs,
-                                      self.n_targets, cache_mb=cache_mb / 2, noise_unit=noise_unit,
-                                      fixed_row=fixed_row)
+                                      self.n_targets, noise_unit=noise_unit, fixed_row=fixed_row)
         self.fits: list[FitRecord] = []
         self._last_fit = 0
         self._sum_obs = np.zeros(self.n_targets)
