@@ -27,6 +27,7 @@ from activeeval.exceptions import (
     UnknownItemError,
     UnknownModelError,
 )
+from activeeval.methods.bayesame_multi import BayesAMEMulti
 from activeeval.methods.multi import Independent
 from activeeval.session import MultiSession, Session
 from activeeval.session.base import open_session
@@ -159,7 +160,7 @@ def test_session_kinds_are_not_mixed_up(tmp_path, ref_file, multi_split) -> None
 
 
 # ------------------------------------------------------------------ resume and replay
-@pytest.mark.parametrize("method", ["bayesame", "rs-mean"])
+@pytest.mark.parametrize("method", ["bayesame-multi", "bayesame", "rs-mean"])
 def test_resume_gives_identical_state(tmp_path, ref_file, multi_split, method) -> None:
     """Reopening between every step asks the same pairs and ends in the same state, bit for bit."""
     _, targets, truth = multi_split
@@ -190,7 +191,10 @@ def test_resume_gives_identical_state(tmp_path, ref_file, multi_split, method) -
         assert _state(c) == _state(live)
     # ... and equal to the method driven directly with the same history
     kw = dict(live.settings["method_kwargs"])
-    direct = Independent(multi_split[0], targets, method=method, seed=kw.pop("seed"), **kw)
+    if method == "bayesame-multi":
+        direct = BayesAMEMulti(multi_split[0], targets, seed=kw.pop("seed"), **kw)
+    else:
+        direct = Independent(multi_split[0], targets, method=method, seed=kw.pop("seed"), **kw)
     for t, i, score in live.observations:
         direct.observe(t, i, score)
     assert direct.estimates() == list(live.estimates().values())
@@ -229,7 +233,7 @@ def test_a_run_killed_mid_scorer_reopens_to_the_identical_state(tmp_path, ref_fi
     (tmp_path / "score.py").write_text(SLOW_SCORER)
     budget = 4
     f = tmp_path / "killed.aeval"
-    settings = {"method": "bayesame", "seed": 3, "max_items": budget}
+    settings = {"method": "bayesame-multi[warm_start=0.02]", "seed": 3, "max_items": budget}
     MultiSession.create(f, ref_file, targets, **settings).close()
 
     def cmd(delay: str) -> list[str]:
@@ -303,12 +307,14 @@ def test_each_target_stops_on_its_own(tmp_path, ref_file, multi_split) -> None:
         assert s.stopping_settings["max_items"] == 4 and len(s.pending) == 3
 
 
-def test_precision_stop_per_target(tmp_path, ref_file, multi_split) -> None:
+@pytest.mark.parametrize("method", ["bayesame-multi", "bayesame"])
+def test_precision_stop_per_target(tmp_path, ref_file, multi_split, method) -> None:
     """The paper's rule (window, stability, width) is checked on each target's own trajectory."""
     _, targets, truth = multi_split
-    with MultiSession.create(tmp_path / "m.aeval", ref_file, targets, method="bayesame", epsilon1=0.05,
+    with MultiSession.create(tmp_path / "m.aeval", ref_file, targets, method=method, epsilon1=0.05,
                              epsilon2=0.4, window=5, seed=2) as s:
-        reason = drive_multi(s, lambda t, i: truth[t][i], jobs=3)
+        # one pair at a time (a batch of k pairs is asked before any of them is scored, as for one target)
+        reason = drive_multi(s, lambda t, i: truth[t][i], jobs=1)
         st, rule = s.status(), s.stopping_rule()
         assert reason == st.stop_reason == "precision"
         lengths = {t: len(s.trajectory(t)) for t in targets}
@@ -320,36 +326,34 @@ def test_precision_stop_per_target(tmp_path, ref_file, multi_split) -> None:
             assert all(c.met for c in st.targets[t].conditions)
 
 
-def test_a_joint_method_is_built_with_the_targets(tmp_path, ref_file, multi_split, monkeypatch) -> None:
-    """A registry name that is_multi_target is built as cls(reference, targets, seed=..., **options)."""
-    from activeeval.methods import registry
-    from activeeval.session import multi
-
-    _, targets, truth = multi_split
-    built = []
-
-    def joint(reference, targets, *, seed=None, warm_start=0.0):  # noqa: ANN001, ANN202
-        built.append(list(targets))
-        return Independent(reference, targets, method="rs-mean", seed=seed, warm_start=warm_start)
-
-    registry.register("test-joint", joint)
-    monkeypatch.setattr(multi, "is_multi_target", lambda name: name == "test-joint")
-    try:
-        with pytest.raises(ConfigurationError, match="'targets' is set by the session; use --targets"):
-            MultiSession.create(tmp_path / "x.aeval", ref_file, targets, method="test-joint[targets=2]")
-        with MultiSession.create(tmp_path / "m.aeval", ref_file, targets, method="test-joint[warm_start=0.05]",
-                                 max_items=8, seed=0) as s:
-            pairs = s.ask(2 * TARGETS)
-            # the warm start: every target on the same items first
-            assert [p.target for p in pairs] == targets * 2
-            assert len({p.item_id for p in pairs[:TARGETS]}) == 1
-            for t, i in pairs:
+def test_the_joint_method_shares_what_the_targets_have_in_common(tmp_path, ref_file, multi_split) -> None:
+    """bayesame-multi: built with the session's targets, warm start first, a covariance with cross terms."""
+    ref, targets, truth = multi_split
+    with pytest.raises(ConfigurationError, match="'targets' is set by the session; use --targets"):
+        MultiSession.create(tmp_path / "x.aeval", ref_file, targets, method="bayesame-multi[targets=2]")
+    with MultiSession.create(tmp_path / "m.aeval", ref_file, targets, method="bayesame-multi", seed=0) as s:
+        assert isinstance(s.method, BayesAMEMulti) and s.method.targets == tuple(targets)
+        assert {"reference_fit", "calibration"} <= set(s.settings["method_kwargs"])  # derived once, stored
+        n_warm = round(0.1 * ref.n_items)
+        pairs = s.ask(n_warm * TARGETS + 2)
+        # the warm start: every target on the same random tenth of the items, item by item
+        warm = pairs[:n_warm * TARGETS]
+        assert [p.target for p in warm] == targets * n_warm
+        assert all(len({p.item_id for p in warm[j:j + TARGETS]}) == 1 for j in range(0, len(warm), TARGETS))
+        assert [p.target for p in pairs[-2:]] == targets[:2]  # then the targets in turn, each its own choice
+        for t, i in pairs:
+            s.tell(t, i, truth[t][i])
+        assert s.status().to_dict()["covariance"][1][0] == 0.0  # W starts at I: independent until the first refit
+        while len(s.observations) < 60:  # refits every 50 observations (refit_every)
+            for t, i in s.ask(TARGETS):
                 s.tell(t, i, truth[t][i])
-        with MultiSession.open(tmp_path / "m.aeval") as s:
-            assert len(s.observations) == 2 * TARGETS
-        assert built[0] == targets and all(b == targets for b in built)
-    finally:
-        registry.unregister("test-joint")
+        cov = s.status().to_dict()["covariance"]
+        assert len(cov) == TARGETS and any(cov[a][b] != 0.0 for a in range(TARGETS) for b in range(a))
+        before, traj = s.estimate(targets[0]), s.trajectory(targets[0])
+        s.tell(targets[1], next(i for i in truth[targets[1]] if (targets[1], i) not in {
+            (t, j) for t, j, _ in s.observations}), 1.0)
+        # a score of one target moves another's estimate (its own trajectory, that the stopping rule reads, not)
+        assert s.estimate(targets[0]) != before and s.trajectory(targets[0]) == traj
 
 
 # ------------------------------------------------------------------ CLI
@@ -459,7 +463,8 @@ def test_cli_run_until_every_target_stops_then_resume_is_a_noop(tmp_path, ref_fi
     _, targets, truth = multi_split
     f = tmp_path / "m.aeval"
     scorer = _scorer(tmp_path, truth)
-    r = invoke("run", "--session", f, "--reference", ref_file, "--targets", ",".join(targets), "--method", "rs-mean",
+    method = "bayesame-multi[warm_start=0.02]"
+    r = invoke("run", "--session", f, "--reference", ref_file, "--targets", ",".join(targets), "--method", method,
                "--scorer", scorer, "--max-items", "3", "--seed", "2", "--jobs", "2", "--json")
     assert r.exit_code == 0, r.output
     st = json.loads(r.stdout)
@@ -467,14 +472,16 @@ def test_cli_run_until_every_target_stops_then_resume_is_a_noop(tmp_path, ref_fi
     with MultiSession.open(f) as s:
         assert all(score == truth[t][i] for t, i, score in s.observations)
         n_events = len(s.history())
-    r = invoke("run", "--session", f, "--scorer", scorer)
+    r = invoke("run", "--session", f, "--scorer", scorer, "--method", method)
     assert r.exit_code == 0 and "every target has stopped: stop: yes (budget)" in r.stdout
+    r = invoke("run", "--session", f, "--scorer", scorer, "--method", "bayesame")
+    assert r.exit_code == 2 and "--method bayesame (session has bayesame-multi[warm_start=0.02])" in r.stderr
     r = invoke("run", "--session", f, "--scorer", scorer, "--max-items", "4")
     assert r.exit_code == 0 and "changed max-items: 3 -> 4" in r.stdout
     with MultiSession.open(f) as s:
         assert len(s.observations) == 4 * TARGETS and len(s.history()) == n_events + 2 * TARGETS + 1
         # the same as driving the session in-process with the same settings
-        with MultiSession.create(tmp_path / "u.aeval", ref_file, targets, method="rs-mean", max_items=3,
+        with MultiSession.create(tmp_path / "u.aeval", ref_file, targets, method=method, max_items=3,
                                  seed=2) as u:
             drive_multi(u, lambda t, i: truth[t][i], jobs=2)
             u.change_settings(max_items=4)
