@@ -58,20 +58,14 @@ def _open(file: Path, reference: Optional[str], readonly: bool = False):  # noqa
     return open_session(file, reference=reference, readonly=readonly)
 
 
-def _open_single(file: Path, reference: Optional[str], what: str, multi: bool = True):  # noqa: ANN202
-    """Open a session that ``what`` works on: a single-target one, or (``multi``) a multi-target one too."""
+def _open_evaluation(file: Path, reference: Optional[str], what: str):  # noqa: ANN202
+    """Open a session that ``what`` works on: an evaluation of one target or of several (not a ranking)."""
     s = _open(file, reference)
     if s.KIND == "rank":
         s.close()
         raise ConfigurationError(
             f"{str(file)!r} is a ranking session; `{what}` is for evaluation sessions (ranking sessions are "
             "driven by `activeeval rank --session FILE`)"
-        )
-    if s.KIND == "multi" and not multi:
-        s.close()
-        raise ConfigurationError(
-            f"{str(file)!r} is a multi-target session ({', '.join(s.targets)}); `{what}` is for single-model "
-            "sessions (`activeeval session status FILE [--json]` shows each target)"
         )
     return s
 
@@ -237,7 +231,7 @@ def next_items(
     In a session with several targets: K (target, item) pairs, one per line as TARGET<tab>ITEM_ID, of the targets
     that have not stopped.
     """
-    with _open_single(file, reference, "session next") as s:
+    with _open_evaluation(file, reference, "session next") as s:
         reason = s.stop_reason()
         if reason is not None:
             more = "nothing to hand out" if s.KIND == "multi" else "more items are optional"
@@ -288,7 +282,7 @@ def record(
             from_file, kind, metric=metric or default_metric, task=task, filter=filter_name, split=split,
             generator=generator, item_column=item_column, score_column=score_column,
         )
-        with _open_single(file, reference, "session record") as s:
+        with _open_evaluation(file, reference, "session record") as s:
             name = _target_of(s, file, target)
             done = (s.record(scores, include_unasked=record_all) if name is None
                     else s.record(name, scores, include_unasked=record_all))
@@ -307,7 +301,7 @@ def record(
         raise fail("give ITEM_ID and SCORE (e.g. `activeeval session record run.aeval mmlu-00012 1`) or --from FILE")
     if any(o is not None for o in (fmt, metric, task, filter_name, split, generator, item_column, score_column)):
         raise ConfigurationError("--format/--metric/--task/--filter/--split/--generator/--*-column need --from FILE")
-    with _open_single(file, reference, "session record") as s:
+    with _open_evaluation(file, reference, "session record") as s:
         name = _target_of(s, file, target)
         # the score is validated (and parsed) by the session
         new_score = s.tell(item_id, score) if name is None else s.tell(name, item_id, score)  # type: ignore[arg-type]
@@ -360,7 +354,7 @@ def set_settings(
     """Change the stopping rule or the budget of a session (recorded in the journal)."""
     if all(v is None for v in (epsilon1, epsilon2, window, max_items)):
         raise ConfigurationError("give at least one of --epsilon1, --epsilon2, --window, --max-items")
-    with _open_single(file, reference, "session set") as s:
+    with _open_evaluation(file, reference, "session set") as s:
         before = s.stopping_settings
         changed = s.change_settings(epsilon1=epsilon1, epsilon2=epsilon2, window=window, max_items=max_items)
         st = s.status()
@@ -480,7 +474,7 @@ def run(
     stopping = {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window, "max_items": max_items}
     names = parse_targets(targets)
     if session.exists():
-        s = _open_single(session, reference, "run")
+        s = _open_evaluation(session, reference, "run")
         try:
             _check_targets(s, session, names)
             sc = _make_scorer(scorer, harness, s.targets if s.KIND == "multi" else None, lm)
