@@ -1,15 +1,18 @@
 """``activeeval session ...`` and ``activeeval run``: the real evaluation loop.
 
-Thin layer over :mod:`activeeval.session`; every library error becomes one
-``error:`` line on stderr and exit code 2; Ctrl-C in ``run`` exits 130 after
-recording every score obtained. Read-only commands (status, history, report)
-open the file read-only: they never create or change a file.
+Thin layer over :mod:`activeeval.session` (one target) and
+:mod:`activeeval.session.multi` (several targets, ``--targets a,b,c``); every
+library error becomes one ``error:`` line on stderr and exit code 2; Ctrl-C
+in ``run`` exits 130 after recording every score obtained. Read-only commands
+(status, history, report) open the file read-only: they never create or
+change a file.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
@@ -40,6 +43,9 @@ REFERENCE_OVERRIDE = typer.Option(
     None, "--reference", help="Load the reference data from here instead of where the session recorded it."
 )
 LABEL = typer.Option(None, "--label", help="Name of the model being evaluated (shown in status and the report).")
+TARGETS_HELP = ("Evaluate several target models together: their names, comma-separated (a,b,c); ask hands out "
+                "(target, item) pairs and each target stops on its own.")
+TARGET = typer.Option(None, "--target", help="The target model these scores are of (sessions created with --targets).")
 SET_EPSILON1 = "Tolerated range of the estimate over the window."
 SET_EPSILON2 = "Tolerated width of the 95% interval."
 SET_WINDOW = "Window of the stopping rule (items)."
@@ -52,15 +58,38 @@ def _open(file: Path, reference: Optional[str], readonly: bool = False):  # noqa
     return open_session(file, reference=reference, readonly=readonly)
 
 
-def _open_single(file: Path, reference: Optional[str], what: str):  # noqa: ANN202
+def _open_evaluation(file: Path, reference: Optional[str], what: str):  # noqa: ANN202
+    """Open a session that ``what`` works on: an evaluation of one target or of several (not a ranking)."""
     s = _open(file, reference)
-    if s.KIND != "single":
+    if s.KIND == "rank":
         s.close()
         raise ConfigurationError(
-            f"{str(file)!r} is a ranking session; `{what}` is for single-model sessions (ranking sessions are "
+            f"{str(file)!r} is a ranking session; `{what}` is for evaluation sessions (ranking sessions are "
             "driven by `activeeval rank --session FILE`)"
         )
     return s
+
+
+def parse_targets(targets: Optional[str]) -> Optional[list[str]]:
+    """``--targets a,b,c`` as a list of names (None when not given)."""
+    if targets is None:
+        return None
+    return [t.strip() for t in targets.split(",") if t.strip()]
+
+
+def _target_of(s: Any, file: Path, target: Optional[str]) -> Optional[str]:
+    """The --target of a command on ``s``: required by a multi-target session, refused by a single one."""
+    if s.KIND == "multi" and target is None:
+        raise ConfigurationError(
+            f"{str(file)!r} evaluates several targets ({', '.join(s.targets)}); name the target of these scores with "
+            "--target NAME"
+        )
+    if s.KIND != "multi" and target is not None:
+        raise ConfigurationError(
+            f"{str(file)!r} evaluates one model; drop --target (it names the target in sessions created with "
+            "--targets)"
+        )
+    return target
 
 
 def _fmt(x: Optional[float], digits: int = 4) -> str:
@@ -68,6 +97,8 @@ def _fmt(x: Optional[float], digits: int = 4) -> str:
 
 
 def _status_line(status) -> str:  # noqa: ANN001
+    if hasattr(status, "targets"):  # a multi-target session: one line per target, then the overall stop
+        return "\n".join(multi_lines(status, conditions=False))
     d = status.to_dict()
     stop = f"stop: yes ({d['stop_reason']})" if d["stop"] else "stop: no"
     pending = f", {len(d['pending'])} pending" if d["pending"] else ""
@@ -100,6 +131,24 @@ def condition_lines(status) -> list[str]:  # noqa: ANN001
     else:
         waiting = [c.name for c in status.waiting_for if c.rule == "precision"]
         lines.append(f"waiting for: {', '.join(waiting) if waiting else 'nothing'}")
+    return lines
+
+
+def multi_lines(status, conditions: bool = True) -> list[str]:  # noqa: ANN001
+    """Each target's status line (and, with ``conditions``, its stopping conditions), then the overall stop."""
+    lines: list[str] = []
+    width = max(len(t) for t in status.targets)
+    for target, st in status.targets.items():
+        lines.append(f"{target:<{width}}  {_status_line(st)}")
+        if conditions:
+            lines.extend(f"{'':<{width}}  {line}" for line in condition_lines(st)[1:])
+            lines.extend(f"{'':<{width}}  note: {note}" for note in st.estimate.notes)
+    d = status.to_dict()
+    if d["stop"]:
+        lines.append(f"every target has stopped: stop: yes ({d['stop_reason']})")
+    else:
+        lines.append(f"running: {', '.join(d['running'])} ({len(d['running'])} of {len(d['targets'])} targets); "
+                     "stop: no")
     return lines
 
 
@@ -138,24 +187,34 @@ def new(
     score_range: Optional[tuple[float, float]] = SCORE_RANGE,
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
     label: Optional[str] = LABEL,
+    targets: Optional[str] = typer.Option(None, "--targets", help=TARGETS_HELP),
 ) -> None:
-    """Create a session FILE against reference data."""
-    from activeeval.session import Session
-
-    with Session.create(
-        file, reference, method=method, epsilon1=epsilon1, epsilon2=epsilon2, window=window,
-        max_items=max_items, seed=seed, missing=missing, label=label,
-        **read_options(kind, score_range, duplicate_models),
-    ) as s:
+    """Create a session FILE against reference data (with --targets a,b,c: several target models)."""
+    with _create(file, reference, parse_targets(targets), method=method, epsilon1=epsilon1, epsilon2=epsilon2,
+                 window=window, max_items=max_items, seed=seed, missing=missing, label=label,
+                 **read_options(kind, score_range, duplicate_models)) as s:
         typer.echo(_created_line(file, s, reference))
+
+
+def _create(file: Path, reference: str, targets: Optional[list[str]], **options: Any):  # noqa: ANN202
+    """A new single-target session, or a multi-target one when ``targets`` are given."""
+    if targets is None:
+        from activeeval.session import Session
+
+        return Session.create(file, reference, **options)
+    from activeeval.session.multi import MultiSession
+
+    return MultiSession.create(file, reference, targets, **options)
 
 
 def _created_line(file: Path, s: Any, reference: str) -> str:
     ref = s.settings["reference"]
     seed, epsilon2 = s.settings["method_kwargs"]["seed"], s.stopping_settings["epsilon2"]
+    targets = f", targets {', '.join(s.targets)}" if s.KIND == "multi" else ""
+    spec = s.settings.get("method_spec", s.settings["method"])
     return (
-        f"created {file}: method {s.settings.get('method_spec', s.settings['method'])}, reference {ref['name'] or reference!r} "
-        f"({ref['n_models']} models x {ref['n_items']} items), epsilon2 {epsilon2:g}, seed {seed}"
+        f"created {file}: method {spec}, reference {ref['name'] or reference!r} "
+        f"({ref['n_models']} models x {ref['n_items']} items){targets}, epsilon2 {epsilon2:g}, seed {seed}"
     )
 
 
@@ -167,17 +226,22 @@ def next_items(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of {item_id, index, ...}."),
     reference: Optional[str] = REFERENCE_OVERRIDE,
 ) -> None:
-    """Print the next K item ids to score (one per line) and mark them pending."""
-    with _open_single(file, reference, "session next") as s:
+    """Print the next K item ids to score (one per line) and mark them pending.
+
+    In a session with several targets: K (target, item) pairs, one per line as TARGET<tab>ITEM_ID, of the targets
+    that have not stopped.
+    """
+    with _open_evaluation(file, reference, "session next") as s:
         reason = s.stop_reason()
         if reason is not None:
-            typer.echo(f"note: the stopping rule is already met ({reason}); more items are optional", err=True)
+            more = "nothing to hand out" if s.KIND == "multi" else "more items are optional"
+            typer.echo(f"note: the stopping rule is already met ({reason}); {more}", err=True)
         items = s.ask(k)
     if as_json:
         print_json([a.to_dict() for a in items])
     else:
         for a in items:
-            typer.echo(a.item_id)
+            typer.echo(f"{a.target}\t{a.item_id}" if hasattr(a, "target") else a.item_id)
 
 
 @session_app.command("record")
@@ -200,9 +264,13 @@ def record(
     generator: Optional[str] = typer.Option(None, "--generator", help="AlpacaEval generator_2 to read."),
     item_column: Optional[str] = typer.Option(None, "--item-column", help="Plain files: item id column."),
     score_column: Optional[str] = typer.Option(None, "--score-column", help="Plain files: score column."),
+    target: Optional[str] = TARGET,
     reference: Optional[str] = REFERENCE_OVERRIDE,
 ) -> None:
-    """Record ITEM_ID SCORE, or the scores of a results file with --from (all or nothing)."""
+    """Record ITEM_ID SCORE, or the scores of a results file with --from (all or nothing).
+
+    In a session with several targets, --target NAME says whose scores they are.
+    """
     if from_file is not None:
         if item_id is not None or score is not None:
             raise fail("give either ITEM_ID SCORE or --from FILE, not both")
@@ -214,8 +282,10 @@ def record(
             from_file, kind, metric=metric or default_metric, task=task, filter=filter_name, split=split,
             generator=generator, item_column=item_column, score_column=score_column,
         )
-        with _open_single(file, reference, "session record") as s:
-            done = s.record(scores, include_unasked=record_all)
+        with _open_evaluation(file, reference, "session record") as s:
+            name = _target_of(s, file, target)
+            done = (s.record(scores, include_unasked=record_all) if name is None
+                    else s.record(name, scores, include_unasked=record_all))
             status = s.status()
         text = (f"recorded {done.recorded} score(s) from {from_file} ({done.already} already recorded with the "
                 "same score")
@@ -231,11 +301,14 @@ def record(
         raise fail("give ITEM_ID and SCORE (e.g. `activeeval session record run.aeval mmlu-00012 1`) or --from FILE")
     if any(o is not None for o in (fmt, metric, task, filter_name, split, generator, item_column, score_column)):
         raise ConfigurationError("--format/--metric/--task/--filter/--split/--generator/--*-column need --from FILE")
-    with _open_single(file, reference, "session record") as s:
-        new_score = s.tell(item_id, score)  # type: ignore[arg-type]  # validated (and parsed) by the session
+    with _open_evaluation(file, reference, "session record") as s:
+        name = _target_of(s, file, target)
+        # the score is validated (and parsed) by the session
+        new_score = s.tell(item_id, score) if name is None else s.tell(name, item_id, score)  # type: ignore[arg-type]
         status = s.status()
-    typer.echo(f"recorded {item_id} = {score}" if new_score
-               else f"{item_id} already has score {score}: nothing changed")
+    of = "" if name is None else f" for target {name}"
+    typer.echo(f"recorded {item_id} = {score}{of}" if new_score
+               else f"{item_id} already has score {score}{of}: nothing changed")
     typer.echo(_status_line(status))
 
 
@@ -250,15 +323,15 @@ def status(
     with _open(file, reference, readonly=True) as s:
         st = s.status()
         extra = {"label": s.label}
-        if s.KIND == "single":
+        if s.KIND != "rank":
             extra["stopping"] = s.stopping_settings
     if as_json:
         print_json({**st.to_dict(), **extra})
         return
     if extra["label"]:
         typer.echo(f"model: {extra['label']}")
-    if s.KIND == "rank":
-        for line in rank_lines(st):
+    if s.KIND != "single":
+        for line in rank_lines(st) if s.KIND == "rank" else multi_lines(st):
             typer.echo(line)
         return
     typer.echo(_status_line(st))
@@ -281,7 +354,7 @@ def set_settings(
     """Change the stopping rule or the budget of a session (recorded in the journal)."""
     if all(v is None for v in (epsilon1, epsilon2, window, max_items)):
         raise ConfigurationError("give at least one of --epsilon1, --epsilon2, --window, --max-items")
-    with _open_single(file, reference, "session set") as s:
+    with _open_evaluation(file, reference, "session set") as s:
         before = s.stopping_settings
         changed = s.change_settings(epsilon1=epsilon1, epsilon2=epsilon2, window=window, max_items=max_items)
         st = s.status()
@@ -331,7 +404,9 @@ def report(
 
     with _open(file, reference, readonly=True) as s:
         if s.KIND != "single":
-            raise ConfigurationError(f"{str(file)!r} is a ranking session; reports are for single-model sessions")
+            what = "a ranking session" if s.KIND == "rank" else "a multi-target session"
+            raise ConfigurationError(f"{str(file)!r} is {what}; reports are for single-model sessions "
+                                     "(`activeeval session status FILE --json` shows every model)")
         write_report(s, out)
     if not plot_available():
         typer.echo('note: matplotlib is not installed, so the report has no plot (pip install "activeeval[plot]")',
@@ -359,6 +434,8 @@ def run(
     score_range: Optional[tuple[float, float]] = SCORE_RANGE,
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
     label: Optional[str] = LABEL,
+    targets: Optional[str] = typer.Option(
+        None, "--targets", help=TARGETS_HELP + " The scorer gets each target's name as {model}."),
     jobs: int = typer.Option(1, "--jobs", "-j", help="Scorer commands to run concurrently (--scorer)."),
     k: int = typer.Option(8, "--k", "-k", help="Items per lm-eval call (--harness lm-eval)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds allowed per scorer call. [default: none]"),
@@ -378,9 +455,9 @@ def run(
     """Score items with a command or lm-eval until the stopping rule is met (re-run to resume).
 
     On a resumed session, --epsilon1/--epsilon2/--window/--max-items change the stopping rule (recorded in
-    the journal); the other settings must match the session's.
+    the journal); the other settings must match the session's. With --targets a,b,c (or a session created
+    with them) every target is evaluated, each until it stops: --scorer 'python score.py {model} {item_id}'.
     """
-    from activeeval.session import Session
     from activeeval.session.runner import check_jobs
 
     check_jobs(jobs)
@@ -388,17 +465,19 @@ def run(
         raise ConfigurationError(f"--k must be a positive integer, got {k}")
     if harness is None and k != 8:
         raise ConfigurationError("--k goes with --harness lm-eval; with --scorer, --jobs sets the batch")
-    sc = h.make_scorer(
-        scorer, harness, timeout=timeout, jobs=jobs, model=model, model_args=model_args, task=task, metric=metric,
-        filter_name=filter_name, include_path=include_path, num_fewshot=num_fewshot, batch_size=batch_size,
-        device=device, gen_kwargs=gen_kwargs, apply_chat_template=apply_chat_template,
-    )
+    lm = {"timeout": timeout, "jobs": jobs, "model": model, "model_args": model_args, "task": task, "metric": metric,
+          "filter_name": filter_name, "include_path": include_path, "num_fewshot": num_fewshot,
+          "batch_size": batch_size, "device": device, "gen_kwargs": gen_kwargs,
+          "apply_chat_template": apply_chat_template}
     batch = jobs if harness is None else k
     read = read_options(kind, score_range, duplicate_models)
     stopping = {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window, "max_items": max_items}
+    names = parse_targets(targets)
     if session.exists():
-        s = _open_single(session, reference, "run")
+        s = _open_evaluation(session, reference, "run")
         try:
+            _check_targets(s, session, names)
+            sc = _make_scorer(scorer, harness, s.targets if s.KIND == "multi" else None, lm)
             _check_resume(s, session, reference, method, seed, missing, label, read)
             before = s.stopping_settings
             changed = s.change_settings(**stopping)
@@ -408,10 +487,13 @@ def run(
         if changed:
             _echo_changes(before, changed)
     else:
+        sc = _make_scorer(scorer, harness, names, lm)
         if reference is None:
-            raise ConfigurationError(f"session {str(session)!r} does not exist yet: give --reference to create it")
-        s = Session.create(
-            session, reference, method=method or "bayesame",
+            several = "" if names is not None else " (and --targets a,b,c to evaluate several models)"
+            raise ConfigurationError(
+                f"session {str(session)!r} does not exist yet: give --reference to create it{several}")
+        s = _create(
+            session, reference, names, method=method or "bayesame",
             epsilon1=0.005 if epsilon1 is None else epsilon1, epsilon2=0.03 if epsilon2 is None else epsilon2,
             window=30 if window is None else window, max_items=max_items, seed=seed, missing=missing or "models",
             label=label, **read,
@@ -423,6 +505,36 @@ def run(
         print_json(st.to_dict())
     else:
         typer.echo(_status_line(st))
+
+
+def _check_targets(s: Any, session: Path, names: Optional[list[str]]) -> None:
+    """--targets on a resumed session: refused by a single-target one, and must be the multi-target one's."""
+    if names is None:
+        return
+    if s.KIND != "multi":
+        raise ConfigurationError(
+            f"session {str(session)!r} evaluates one model; drop --targets to resume it, or choose a new --session "
+            "file to evaluate several")
+    if list(names) != list(s.targets):
+        raise ConfigurationError(
+            f"session {str(session)!r} evaluates {', '.join(s.targets)}, not {', '.join(names)}; drop --targets to "
+            "resume it, or choose a new --session file")
+
+
+def _make_scorer(scorer: Optional[str], harness: Optional[str], targets: Optional[Sequence[str]],
+                 lm: dict[str, Any]) -> Any:
+    """The scorer of ``run``; with several targets it must take each target's name as {model}."""
+    several = targets is not None and len(targets) > 1
+    if several and scorer is not None and "{model}" not in scorer:
+        raise ConfigurationError(
+            f"--scorer {scorer!r} has no {{model}} placeholder; the session evaluates several targets "
+            f"({', '.join(targets)}) and passes each one's name there, e.g. "
+            "--scorer 'python score.py {model} {item_id}'")
+    if several and harness is not None and "{model}" not in lm["model_args"]:
+        raise ConfigurationError(
+            f"--model-args {lm['model_args']!r} has no {{model}} placeholder; the session evaluates several targets "
+            f"({', '.join(targets)}) and passes each one's name there, e.g. --model-args 'pretrained={{model}}'")
+    return h.make_scorer(scorer, harness, ranking=several, **lm)
 
 
 def _check_resume(s: Any, session: Path, reference: Optional[str], method: Optional[str], seed: Optional[int],
@@ -459,15 +571,19 @@ def _drive_with_progress(s: Any, sc: Any, batch: int) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from activeeval.session.runner import drive
+    from activeeval.session.runner import drive, drive_multi
 
-    n_total = s.stopping_settings["max_items"] or s.settings["reference"]["n_items"]
+    multi = s.KIND == "multi"
+    n_total = (s.stopping_settings["max_items"] or s.settings["reference"]["n_items"]) * (
+        len(s.targets) if multi else 1)
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=Console(stderr=True), disable=not sys.stderr.isatty(), transient=False,
     )
 
     def describe(sess: Any) -> str:
+        if multi:
+            return f"{len(sess.status().running)} of {len(sess.targets)} targets running"
         e = sess.estimate()
         lo, hi = e.ci()
         return f"estimate {e.mean:.3f} [{lo:.3f}, {hi:.3f}]"
@@ -479,6 +595,6 @@ def _drive_with_progress(s: Any, sc: Any, batch: int) -> None:
             def on_record(sess: Any) -> None:
                 progress.update(task, completed=len(sess.observations), description=describe(sess))
 
-            drive(s, sc, jobs=batch, on_record=on_record)
+            (drive_multi if multi else drive)(s, sc, jobs=batch, on_record=on_record)
     except KeyboardInterrupt:
         raise interrupted(len(s.observations)) from None

@@ -1,7 +1,8 @@
-"""Ask/tell evaluation sessions with a crash-safe SQLite journal."""
+"""Ask/tell evaluation sessions with a crash-safe SQLite journal: one target (Session) or several (MultiSession)."""
 
+from activeeval.session.multi import AskedPair, MultiSession, MultiStatus
 from activeeval.session.session import AskedItem, RecordSummary, Session, SessionStatus
 from activeeval.session.storage import CorruptedSessionError, Event, ReferenceMismatchError
 
-__all__ = ["Session", "AskedItem", "SessionStatus", "RecordSummary", "Event", "ReferenceMismatchError",
-           "CorruptedSessionError"]
+__all__ = ["Session", "AskedItem", "SessionStatus", "RecordSummary", "MultiSession", "AskedPair", "MultiStatus",
+           "Event", "ReferenceMismatchError", "CorruptedSessionError"]

@@ -21,15 +21,21 @@ from pathlib import Path
 from typing import Any
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ActiveEvalError, ConfigurationError, StorageError
+from activeeval.exceptions import (
+    ActiveEvalError,
+    ConfigurationError,
+    DuplicateObservationError,
+    StorageError,
+    UnknownItemError,
+)
 from activeeval.methods.registry import check_method_spec, method_spec
 from activeeval.session import snapshot as snap
 from activeeval.session.reference import apply_missing, load_reference, resolve_reference, source_stat
 from activeeval.session.storage import DEFAULT_TIMEOUT, CorruptedSessionError, Event, Journal, Transaction, now_iso
 from activeeval.stopping import StoppingRule, default_rule
 
-__all__ = ["JournalSession", "open_session", "resolve_method", "check_stopping", "new_seed", "stopping_of",
-           "method_options_of"]
+__all__ = ["JournalSession", "StoppingChanges", "open_session", "resolve_method", "check_stopping",
+           "stopping_settings", "new_seed", "stopping_of", "method_options_of"]
 
 # Options of a method spec that a session sets itself, with the flag (and keyword) that sets them.
 SESSION_OPTIONS = {
@@ -61,7 +67,14 @@ def method_options_of(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings["method_kwargs"].items() if k not in _LEGACY_KEYS}
 
 # The module of each session kind, imported when a file of that kind is opened.
-_KIND_MODULES = {"single": "activeeval.session.session", "rank": "activeeval.session.ranking"}
+_KIND_MODULES = {"single": "activeeval.session.session", "rank": "activeeval.session.ranking",
+                 "multi": "activeeval.session.multi"}
+# How to open a file of each kind (for the error on opening it as another kind).
+_KIND_HINTS = {
+    "single": "open it with `activeeval session` / Session.open",
+    "rank": "open it with `activeeval rank` / RankSession.open",
+    "multi": "open it with `activeeval session` / MultiSession.open",
+}
 
 Key = tuple[str, str]  # (target, item id); target is '' in a single-target session
 
@@ -75,17 +88,20 @@ def new_seed(seed: int | None) -> int:
     return int(seed)
 
 
-def resolve_method(spec: str, kwargs: Mapping[str, Any] | None = None) -> tuple[str, dict[str, Any], str]:
+def resolve_method(spec: str, kwargs: Mapping[str, Any] | None = None, reserved: Mapping[str, str] | None = None
+                   ) -> tuple[str, dict[str, Any], str]:
     """``"bayesame-paper[noise=learned]"`` + keyword options → (registry name, options, canonical spec).
 
     Options may come from the brackets or from ``kwargs`` (not both for one
     key); options the session sets itself (seed, stopping rule, missing
-    policy) are refused with the flag that sets them, and unknown ones with
-    the method's options listed. Values are checked when the method is built.
+    policy, and ``reserved``: option → the flag that sets it) are refused
+    with the flag that sets them, and unknown ones with the method's options
+    listed. Values are checked when the method is built.
     """
     if not isinstance(spec, str):
         raise ConfigurationError(f"--method (method=) must be a method name or spec string, got {spec!r}")
-    reserved = {key: f"the session; use {flag} instead" for key, flag in SESSION_OPTIONS.items()}
+    flags = {**SESSION_OPTIONS, **(reserved or {})}
+    reserved = {key: f"the session; use {flag} instead" for key, flag in flags.items()}
     name, options = check_method_spec(spec, reserved, kwargs)
     try:
         json.dumps(options)
@@ -106,6 +122,13 @@ def check_stopping(epsilon1: float, epsilon2: float, window: int, max_items: int
         raise ConfigurationError(f"{exc} (--epsilon1/--epsilon2/--window on the command line)") from exc
 
 
+def stopping_settings(epsilon1: float, epsilon2: float, window: int, max_items: int | None) -> dict[str, Any]:
+    """The stopping settings to store at creation (checked by :func:`check_stopping`)."""
+    check_stopping(epsilon1, epsilon2, window, max_items)
+    return {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window,
+            "max_items": None if max_items is None else int(max_items)}
+
+
 class JournalSession(ABC):
     """Base of :class:`~activeeval.session.Session` and :class:`~activeeval.session.ranking.RankSession`.
 
@@ -118,7 +141,8 @@ class JournalSession(ABC):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        JournalSession.KINDS[cls.KIND] = cls
+        if "KIND" in vars(cls):  # a session kind of its own (not a helper base)
+            JournalSession.KINDS[cls.KIND] = cls
 
     def __init__(
         self,
@@ -231,8 +255,7 @@ class JournalSession(ABC):
             if kind != cls.KIND:
                 raise StorageError(
                     f"{str(journal.path)!r} is a {kind} session, not a {cls.KIND} one; "
-                    + ("open it with `activeeval rank` / RankSession.open" if kind == "rank"
-                       else "open it with `activeeval session` / Session.open")
+                    + _KIND_HINTS.get(kind, _KIND_HINTS["single"])
                 )
             return cls(journal, meta, override=reference)
         except BaseException:
@@ -356,6 +379,80 @@ class JournalSession(ABC):
         if self._journal.put_snapshot(self._seq, key, info, checksum, data):
             self._cost = 0.0
 
+    # ------------------------------------------------------------- scores
+    def _target_key(self, state: Any, target: Any) -> str:
+        """The journal's target of a score given for ``target`` (raises for an unknown one)."""
+        return ""
+
+    def _check_new(self, state: Any, target: str, idx: int, value: float) -> float:
+        """Validate a new observation without recording it (the method's own check); the value to record."""
+        raise NotImplementedError
+
+    def _record_scores(
+        self, rows: Iterable[tuple[Any, str | int, float]], include_unasked: bool
+    ) -> tuple[int, int, tuple[str, ...], int]:
+        """Record (target, item, score) rows in one transaction, all or nothing.
+
+        Every row is validated before anything is written. Without
+        ``include_unasked``, rows of items not handed out to their target (or
+        not in the reference) are skipped. The same score again is a no-op; a
+        different one is refused. Returns (recorded, already recorded,
+        skipped item ids, how many of them are not in the reference).
+        """
+        skipped: list[str] = []
+        n_unknown = n_same = 0
+        with self._journal.write("record scores") as tx:
+            state = self._sync(tx)
+            ref = state.reference
+            new: list[tuple[str, str, float]] = []
+            seen: dict[Key, float] = {}
+            for target, item, score in rows:
+                target = self._target_key(state, target)
+                if not include_unasked:
+                    try:
+                        idx = ref.item_index(item)
+                    except UnknownItemError:
+                        n_unknown += 1
+                        skipped.append(str(item))
+                        continue
+                    key = (target, ref.item_ids[idx])
+                    if key not in self._pending and key not in self._told:
+                        skipped.append(key[1])
+                        continue
+                idx = ref.item_index(item)
+                iid = ref.item_ids[idx]
+                value = ref.check_score(score, item=iid)
+                key = (target, iid)
+                old = self._told.get(key, seen.get(key))
+                if old is not None:
+                    if value == old:
+                        n_same += 1
+                        continue
+                    of = f" of target {target!r}" if target else ""
+                    raise DuplicateObservationError(
+                        f"item {iid!r}{of} already has score {old:g} recorded; refusing to change it to {value:g} "
+                        "(recorded scores are never altered; start a new session to re-score)"
+                    )
+                value = self._check_new(state, target, idx, value)
+                seen[key] = value
+                new.append((target, iid, value))
+            if new:
+                try:
+                    for target, iid, value in new:
+                        seq = tx.append("tell", iid, value, target=target)
+                        self._observe(state, Event(seq, "tell", iid, value, None, "", target))
+                        self._told[(target, iid)] = value
+                        self._digest.add(seq, target, iid, value)
+                        self._pending.pop((target, iid), None)
+                        self._seq = seq
+                except BaseException:
+                    # The transaction rolls back; the in-memory state may be ahead of it, so rebuild lazily.
+                    self._state = None
+                    raise
+        if new:
+            self._maybe_snapshot()
+        return len(new), n_same, tuple(skipped), n_unknown
+
     # ------------------------------------------------------------- changes
     def _record_change(self, changes: Mapping[str, Any]) -> dict[str, Any]:
         """Record changed stopping settings (only those that differ); returns what changed."""
@@ -372,6 +469,10 @@ class JournalSession(ABC):
     def stopping_rule(self) -> StoppingRule:
         """The stopping rule in force (the creation settings, with any changes recorded since)."""
         self._sync()
+        return self._rule()
+
+    def _rule(self) -> StoppingRule:
+        """The stopping rule of the settings as last synced (no read of the file)."""
         s = self._stopping
         return default_rule(s["epsilon1"], s["epsilon2"], s["window"], s["max_items"])
 
@@ -418,6 +519,26 @@ class JournalSession(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class StoppingChanges:
+    """What sessions held by a stopping rule (one target, or each of several) add: changing the rule later."""
+
+    def change_settings(
+        self,
+        *,
+        epsilon1: float | None = None,
+        epsilon2: float | None = None,
+        window: int | None = None,
+        max_items: int | None = None,
+    ) -> dict[str, Any]:
+        """Change the stopping rule or the budget; recorded in the journal. Returns what changed.
+
+        The method's state does not depend on these, so the scores recorded
+        stay valid; ``status`` applies the new rule at once.
+        """
+        return self._record_change(  # type: ignore[attr-defined]
+            {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window, "max_items": max_items})
 
 
 def _change_dict(c: Any) -> dict[str, Any]:

@@ -202,8 +202,9 @@ def load_reference(
     """Reload the reference of session ``path`` (or take the override ``reference``) and check its fingerprint."""
     source = meta["reference_source"]
     stored = meta["reference"]
+    opener = {"rank": "RankSession", "multi": "MultiSession"}.get(meta.get("kind", "single"), "Session")
     hint = (
-        "pass the original data explicitly: Session.open(path, reference=...) "
+        f"pass the original data explicitly: {opener}.open(path, reference=...) "
         "or `--reference` on the command line"
     )
     read = source.get("read") or {}
@@ -213,7 +214,7 @@ def load_reference(
     elif source.get("type") == "matrix":
         raise StorageError(
             f"session {str(path)!r} was created from an in-memory ScoreMatrix ({source.get('name')!r}); "
-            "open it with Session.open(path, reference=<that matrix>)"
+            f"open it with {opener}.open(path, reference=<that matrix>)"
         )
     elif source.get("type") == "file":
         ref_path = Path(source["path"])

@@ -5,9 +5,11 @@ once per item, or :class:`~activeeval.session.lm_eval_harness.LmEvalHarness`
 runs lm-evaluation-harness on exactly the batch's documents.
 
 The command is run without a shell (``shlex.split``), with ``{item_id}``
-(and, in a ranking session, ``{model}``) replaced in every argument; the last
-non-empty line of its standard output must be the score. With ``jobs > 1``
-the commands of a batch run concurrently.
+(and, in a ranking or multi-target session, ``{model}``: the model's or
+target's name) replaced in every argument; the last non-empty line of its
+standard output must be the score. With ``jobs > 1`` the commands of a batch
+run concurrently (in a multi-target session, across targets too:
+:func:`drive_multi`).
 
 Scores are recorded in the order the items were asked, so the journal (and
 hence the estimate) does not depend on which scorer finishes first, and an
@@ -26,13 +28,15 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from activeeval.exceptions import ActiveEvalError, ConfigurationError, InvalidScoresError
+from activeeval.session.multi import MultiSession
 from activeeval.session.ranking import RankSession
 from activeeval.session.session import Session
 
-__all__ = ["ScorerError", "BatchScorer", "Scorer", "Interrupted", "drive", "drive_ranking", "check_jobs"]
+__all__ = ["ScorerError", "BatchScorer", "Scorer", "Interrupted", "drive", "drive_multi", "drive_ranking",
+           "check_jobs"]
 
 PLACEHOLDER = "{item_id}"
 MODEL_PLACEHOLDER = "{model}"
@@ -132,23 +136,27 @@ class Scorer:
                 "the last line of its output must be the score"
             ) from exc
 
-    def _one(self, item_id: str, model: str | None) -> float | ScorerError:
+    def _one(self, model: str | None, item_id: str) -> float | ScorerError:
         try:
             return self(item_id, model)
         except ScorerError as exc:
             return exc
 
     def score_many(self, item_ids: Sequence[str], model: str | None = None) -> list[float | ScorerError]:
-        if self.jobs == 1 or len(item_ids) == 1:
+        return self.score_pairs([(model, i) for i in item_ids])
+
+    def score_pairs(self, pairs: Sequence[tuple[str | None, str]]) -> list[float | ScorerError]:
+        """Score (model, item id) pairs (``jobs`` at a time); one score or ScorerError per pair, in order."""
+        if self.jobs == 1 or len(pairs) == 1:
             out: list[float | ScorerError] = []
             try:
-                for i in item_ids:
-                    out.append(self._one(i, model))
+                for model, i in pairs:
+                    out.append(self._one(model, i))
             except KeyboardInterrupt:
                 raise Interrupted(out) from None
             return out
-        pool = ThreadPoolExecutor(max_workers=min(self.jobs, len(item_ids)))
-        futures: list[Future] = [pool.submit(self._one, i, model) for i in item_ids]
+        pool = ThreadPoolExecutor(max_workers=min(self.jobs, len(pairs)))
+        futures: list[Future] = [pool.submit(self._one, model, i) for model, i in pairs]
         try:
             return [f.result() for f in futures]
         except KeyboardInterrupt:
@@ -162,11 +170,15 @@ class Scorer:
                 proc.kill()
 
 
-def _record(session: Session, item_id: str, score: float) -> None:
+def _record(session: Session | MultiSession, item_id: str, score: float, target: str | None = None) -> None:
     try:
-        session.tell(item_id, score)
+        if target is None:
+            session.tell(item_id, score)  # type: ignore[call-arg]
+        else:
+            session.tell(target, item_id, score)  # type: ignore[call-arg]
     except InvalidScoresError as exc:
-        raise ScorerError(f"the scorer gave an invalid score for item {item_id!r}: {exc}") from exc
+        of = "" if target is None else f" of target {target!r}"
+        raise ScorerError(f"the scorer gave an invalid score for item {item_id!r}{of}: {exc}") from exc
 
 
 def drive(
@@ -204,21 +216,78 @@ def drive(
 
 
 def _record_all(
-    session: Session, batch: Sequence[str], results: Sequence[float | ScorerError | None],
-    on_record: Callable[[Session], None] | None,
+    session: Any, batch: Sequence[str] | Sequence[tuple[str, str]], results: Sequence[float | ScorerError | None],
+    on_record: Callable[[Any], None] | None,
 ) -> ScorerError | None:
-    """Record every score of ``results`` (in ask order; None = not scored); the first failure, if any."""
+    """Record every score of ``results`` (in ask order; None = not scored); the first failure, if any.
+
+    ``batch`` holds item ids, or (target, item id) pairs of a multi-target session.
+    """
     failure: ScorerError | None = None
-    for iid, result in zip(batch, results):
+    for asked, result in zip(batch, results):
         if result is None:
             continue
         if isinstance(result, ScorerError):
             failure = failure or result
             continue
-        _record(session, iid, result)
+        target, iid = asked if isinstance(asked, tuple) else (None, asked)
+        _record(session, iid, result, target)
         if on_record is not None:
             on_record(session)
     return failure
+
+
+def _score_pairs(scorer: BatchScorer, pairs: Sequence[tuple[str, str]]) -> list[float | ScorerError | None]:
+    """Score (target, item) pairs: at once with a scorer that takes pairs, else target by target (in ask order)."""
+    if hasattr(scorer, "score_pairs"):
+        return scorer.score_pairs(pairs)
+    results: list[float | ScorerError | None] = [None] * len(pairs)
+    groups: dict[str, list[int]] = {}
+    for n, (target, _) in enumerate(pairs):
+        groups.setdefault(target, []).append(n)
+    for target, where in groups.items():
+        try:
+            out = scorer.score_many([pairs[n][1] for n in where], model=target)
+        except KeyboardInterrupt as exc:
+            for n, r in zip(where, getattr(exc, "partial", ())):
+                results[n] = r
+            raise Interrupted(results) from None
+        for n, r in zip(where, out):
+            results[n] = r
+    return results
+
+
+def drive_multi(
+    session: MultiSession,
+    scorer: BatchScorer | Callable[[str, str], float],
+    *,
+    jobs: int = 1,
+    on_record: Callable[[MultiSession], None] | None = None,
+) -> str:
+    """Ask ``jobs`` (target, item) pairs at a time, score them, tell, until every target has stopped.
+
+    Returns the session's stop reason. The scorer gets the target as
+    ``model``; pairs asked and not recorded are scored first. On a
+    :class:`ScorerError` or Ctrl-C every score obtained is recorded first (in
+    ask order), as in :func:`drive`.
+    """
+    check_jobs(jobs)
+    if not hasattr(scorer, "score_many"):
+        scorer = _PlainPairs(scorer)  # a plain callable (target, item_id) -> score
+    while True:
+        reason = session.stop_reason()
+        if reason is not None:
+            return reason
+        batch = list(session.pending) or [tuple(p) for p in session.ask(int(jobs))]
+        try:
+            results = _score_pairs(scorer, batch)
+        except KeyboardInterrupt as exc:
+            scorer.stop()
+            _record_all(session, batch, getattr(exc, "partial", ()), on_record)
+            raise
+        failure = _record_all(session, batch, results, on_record)
+        if failure is not None:
+            raise failure
 
 
 class Interrupted(KeyboardInterrupt):
@@ -241,6 +310,17 @@ class _Plain:
             except ScorerError as exc:
                 out.append(exc)
         return out
+
+    def stop(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class _PlainPairs:
+    func: Callable[[str, str], float]
+
+    def score_many(self, item_ids: Sequence[str], model: str | None = None) -> list[float | ScorerError]:
+        return _Plain(lambda iid: self.func(str(model), iid)).score_many(item_ids)
 
     def stop(self) -> None:
         pass

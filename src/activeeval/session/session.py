@@ -25,11 +25,18 @@ from typing import Any
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError, DuplicateObservationError, UnknownItemError
+from activeeval.exceptions import ConfigurationError
 from activeeval.methods.base import BaseMethod
 from activeeval.methods.estimate import Estimate
 from activeeval.methods.registry import make_method
-from activeeval.session.base import JournalSession, check_stopping, method_options_of, new_seed, resolve_method
+from activeeval.session.base import (
+    JournalSession,
+    StoppingChanges,
+    method_options_of,
+    new_seed,
+    resolve_method,
+    stopping_settings,
+)
 from activeeval.session.reference import reference_summary
 from activeeval.session.storage import DEFAULT_TIMEOUT, Event, Transaction
 from activeeval.stopping import Condition, conditions_of, stop_reason
@@ -116,7 +123,7 @@ class RecordSummary:
     unknown: int = 0
 
 
-class Session(JournalSession):
+class Session(StoppingChanges, JournalSession):
     """An ask/tell evaluation of one target model, stored in one SQLite file.
 
     Build with :meth:`create` or :meth:`open`, not directly. A session is a
@@ -184,9 +191,7 @@ class Session(JournalSession):
             Further options of the method (JSON-serialisable), as in brackets.
         """
         name, options, spec = resolve_method(method, method_kwargs)
-        check_stopping(epsilon1, epsilon2, window, max_items)
-        stopping = {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window,
-                    "max_items": None if max_items is None else int(max_items)}
+        stopping = stopping_settings(epsilon1, epsilon2, window, max_items)
         meta = {"method": name, "method_spec": spec, "method_kwargs": {"seed": new_seed(seed), **options},
                 "stopping": stopping, "missing": missing, "label": label}
         read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
@@ -264,72 +269,10 @@ class Session(JournalSession):
         return self._record(pairs, include_unasked=include_unasked)
 
     def _record(self, pairs: list[tuple[str | int, float]], include_unasked: bool) -> RecordSummary:
-        skipped: list[str] = []
-        n_unknown = 0
-        with self._journal.write("record scores") as tx:
-            method = self._method(tx)
-            new: list[tuple[int, str, float]] = []
-            seen: dict[str, float] = {}
-            n_same = 0
-            for item, score in pairs:
-                if not include_unasked:
-                    try:
-                        idx = method.reference.item_index(item)
-                    except UnknownItemError:
-                        n_unknown += 1
-                        skipped.append(str(item))
-                        continue
-                    iid = method.item_ids[idx]
-                    if ("", iid) not in self._pending and ("", iid) not in self._told:
-                        skipped.append(iid)
-                        continue
-                idx = method.reference.item_index(item)
-                iid = method.item_ids[idx]
-                value = method.reference.check_score(score, item=iid)
-                old = self._told.get(("", iid), seen.get(iid))
-                if old is not None:
-                    if value == old:
-                        n_same += 1
-                        continue
-                    raise DuplicateObservationError(
-                        f"item {iid!r} already has score {old:g} recorded; refusing to change it to {value:g} "
-                        "(recorded scores are never altered; start a new session to re-score)"
-                    )
-                idx, value = method.check_observation(idx, value)
-                seen[iid] = value
-                new.append((idx, iid, value))
-            if new:
-                try:
-                    for idx, iid, value in new:
-                        seq = tx.append("tell", iid, value)
-                        method.observe(idx, value)
-                        self._told[("", iid)] = value
-                        self._digest.add(seq, "", iid, value)
-                        self._pending.pop(("", iid), None)
-                        self._seq = seq
-                except BaseException:
-                    # The transaction rolls back; the in-memory state may be ahead of it, so rebuild lazily.
-                    self._state = None
-                    raise
-        if new:
-            self._maybe_snapshot()
-        return RecordSummary(len(new), n_same, tuple(skipped), n_unknown)
+        return RecordSummary(*self._record_scores([("", item, score) for item, score in pairs], include_unasked))
 
-    def change_settings(
-        self,
-        *,
-        epsilon1: float | None = None,
-        epsilon2: float | None = None,
-        window: int | None = None,
-        max_items: int | None = None,
-    ) -> dict[str, Any]:
-        """Change the stopping rule or the budget; recorded in the journal. Returns what changed.
-
-        The method's state does not depend on these, so the scores recorded
-        stay valid; ``status`` applies the new rule at once.
-        """
-        return self._record_change(
-            {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window, "max_items": max_items})
+    def _check_new(self, state: BaseMethod, target: str, idx: int, value: float) -> float:
+        return state.check_observation(idx, value)[1]
 
     # ---------------------------------------------------------------- views
     @property
