@@ -168,6 +168,18 @@ def test_the_joint_task_row_t_is_target_t_played_alone(tiny, serial) -> None:
         np.testing.assert_allclose(vars_[t], [e.var for e in alone.trajectory], rtol=1e-12, atol=1e-15)
 
 
+def test_a_joint_method_takes_options_checked_before_any_run(tiny) -> None:
+    spec = f"{STAND_IN}[warm_start=0.25]"
+    result = run_multi_target_backtest(tiny, MultiTargetConfig(methods=(spec,), correlation="low", n_targets=3,
+                                                               n_seeds=1), workers=1)
+    assert result.means[spec].shape == (3, 1, tiny.n_items)
+    np.testing.assert_allclose(result.means[spec][:, 0, -1], result.truth, atol=1e-12)
+    with pytest.raises(ConfigurationError, match=rf"method '{STAND_IN}\[warm_start=2\]': warm_start must be a "
+                                                 r"fraction of the items in \[0, 1\], got 2"):
+        run_multi_target_backtest(tiny, MultiTargetConfig(methods=(f"{STAND_IN}[warm_start=2]",), correlation="low",
+                                                          n_targets=3, n_seeds=1), workers=1)
+
+
 def test_two_workers_give_identical_results(tiny, serial) -> None:
     calls = []
     parallel = run_multi_target_backtest(tiny, CONFIG, workers=2, progress=lambda d, t: calls.append((d, t)))
