@@ -5,9 +5,10 @@ by all targets) and plays the method on each target to the end (n = N),
 keeping the whole trajectory; a multi-target method
 (:func:`~activeeval.methods.registry.is_multi_target`, only in a multi-target
 backtest, :mod:`activeeval.experiments.multi_target`) is built once on all
-the targets and played until every target has observed every item. Fixed-size curves read the trajectory at every
-n; stopping-rule runs for each ε2 are read off the same trajectory (no
-method's selection depends on ε). Results depend only on the task's
+the targets and played until every target has observed every item.
+Fixed-size curves read the trajectory at every n; stopping-rule runs for
+each ε2 are read off the same trajectory (no method's selection depends on
+ε). Results depend only on the task's
 coordinates, so they are identical whatever the backend, the number of
 workers or the completion order (tested).
 
