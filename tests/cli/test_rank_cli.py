@@ -121,14 +121,6 @@ def test_rank_backtest_family_holdout(toy):
     assert r.exit_code == 2 and "complete reference model" in r.stderr
 
 
-def test_rank_methods_of_the_cli_are_the_simulations():
-    """The CLI keeps its own copy (so `activeeval --help` does not import the experiments); they must agree."""
-    from activeeval.cli.rank import RANK_METHODS
-    from activeeval.experiments import ranking_eval
-
-    assert RANK_METHODS == ranking_eval.RANK_METHODS
-
-
 def test_rank_backtest_calibration_response_and_pairing_flags(toy):
     r = run("rank-backtest", "--dataset", toy, "--folds", "2", "--holdout", "3", "--seeds", "1", "--json",
             "--calibration", "paper", "--pairing", "partner")

@@ -30,17 +30,25 @@ from activeeval.cli.common import (
 )
 from activeeval.exceptions import ConfigurationError
 
-# the simulation's (experiments.ranking_eval.RANK_METHODS; checked in a test)
-RANK_METHODS = ("cat", "bayesame", "bayesame-paper")
-
 
 def _method(method: str) -> str:
-    if method not in RANK_METHODS:
+    """The simulation's method spec, checked (experiments.ranking_eval.check_rank_method) with the flag named."""
+    from activeeval.experiments.ranking_eval import check_rank_method, rank_methods
+
+    try:
+        check_rank_method(method)
+    except ConfigurationError as exc:
+        if not str(exc).startswith("method must be one of"):
+            raise ConfigurationError(f"--method: {exc}") from exc
         raise ConfigurationError(
-            f"--method must be one of {', '.join(RANK_METHODS)} when simulating, got {method!r} (a ranking session, "
-            "--session, takes any method spec)"
-        )
+            f"--method must be one of {', '.join(rank_methods())} when simulating, got {method!r} (a ranking "
+            "session, --session, takes any method spec)"
+        ) from exc
     return method
+
+
+def _is_cat(method: str) -> bool:
+    return method.split("[", 1)[0].strip() == "cat"
 
 
 def _calibration(method: str, calibration: Optional[str], response: Optional[str] = None,
@@ -62,7 +70,7 @@ def _calibration(method: str, calibration: Optional[str], response: Optional[str
         out["response"] = response
     if local_error is not None:
         out["local_error"] = bool(local_error)
-    if out and method.split("[", 1)[0].strip() != "cat":
+    if out and not _is_cat(method):
         flags = " and ".join("--local-error/--no-local-error" if k == "local_error" else f"--{k}" for k in out)
         verb, obj = ("apply", "them") if len(out) > 1 else ("applies", "it")
         raise ConfigurationError(f"{flags} {verb} to --method cat only, not {method!r}; drop {obj}")
@@ -87,7 +95,9 @@ def rank_command(
     scorer: Optional[str] = h.SCORER,
     harness: Optional[str] = h.HARNESS,
     method: str = typer.Option(
-        "cat", "--method", help="cat (ranks on ability θ) or bayesame (on the score); with --session any method spec."),
+        "cat", "--method", help="cat (ranks on ability θ), bayesame (on the score, one method per model) or "
+        "bayesame-multi (on the joint posterior of all the models), options in brackets "
+        "(bayesame-multi[warm_start=0.02]); with --session any method spec."),
     gamma: float = typer.Option(0.95, "--gamma", help="Pairwise confidence level, in (0, 1)."),
     budget_per_model: float = typer.Option(20.0, "--budget-per-model", help="Total budget = this x Σ costs."),
     costs: Optional[str] = typer.Option(None, "--costs", help="JSON {model: cost} or CSV model,cost file."),
@@ -230,12 +240,12 @@ def _simulate(dataset: str, models: Optional[str], holdout: Optional[int], metho
     payload["kendall_tau"] = rec.adaptive_tau
     payload["true_scores"] = rec.truth
     payload["method"] = method
-    payload["scale"] = "theta" if method == "cat" else "score"
+    payload["scale"] = "theta" if _is_cat(method) else "score"
     if as_json:
         print_json(payload)
         return
     console = Console(soft_wrap=False, width=max(Console().width, 150))
-    scale = "θ" if method == "cat" else "score"
+    scale = "θ" if _is_cat(method) else "score"
     table = Table(title=f"adaptive ranking ({method}, γ = {gamma:g}, ranked on {scale})", title_justify="left")
     for col in ("rank", "model", scale, f"{gamma:.0%} interval", "score est.", "full score", "items"):
         table.add_column(col, justify="left" if col == "model" else "right")
@@ -255,7 +265,9 @@ def _simulate(dataset: str, models: Optional[str], holdout: Optional[int], metho
 @cli_errors
 def rank_backtest_command(
     dataset: str = typer.Option(..., "--dataset", help="Dataset name or score file (models x items)."),
-    method: str = typer.Option("cat", "--method", help="cat, bayesame or bayesame-paper."),
+    method: str = typer.Option(
+        "cat", "--method", help="cat, bayesame, bayesame-paper or a joint method (bayesame-multi), options in "
+        "brackets (bayesame-multi[warm_start=0.02])."),
     folds: int = typer.Option(5, "--folds", help="Disjoint held-out sets per seed."),
     holdout: int = typer.Option(4, "--holdout", help="Models per held-out set."),
     seeds: int = typer.Option(20, "--seeds", help="Number of seeds (each reshuffles the folds)."),
@@ -304,11 +316,11 @@ def rank_backtest_command(
     if as_json:
         print_json({
             "dataset": dataset, "method": method,
-            "calibration": cal_kw.get("calibration", "consistent") if method == "cat" else None,
+            "calibration": cal_kw.get("calibration", "consistent") if _is_cat(method) else None,
             "response": (cal_kw.get("response") or ("rasch" if cal_kw.get("calibration") == "paper" else "2pl"))
-            if method == "cat" else None,
+            if _is_cat(method) else None,
             "local_error": cal_kw.get("local_error", cal_kw.get("calibration", "consistent") == "consistent")
-            if method == "cat" else None,
+            if _is_cat(method) else None,
             "pairing": pairing, "n_runs": s["n_runs"],
             "adaptive_tau": s["adaptive_tau"], "random_tau": s["random_tau"], "static_tau": s["static_tau"],
             "fixed_tau": s["fixed_tau"], "items": s["items_adaptive"], "pct_used": s["pct_used"],

@@ -40,9 +40,9 @@ from activeeval.irt.continuous import (
     calibrate,
     corrected_item_total_correlation,
 )
-from activeeval.methods.base import Method
 from activeeval.ranking import (
     AdaptiveRanker,
+    MethodSource,
     RankResult,
     check_costs,
     check_gamma,
@@ -63,6 +63,8 @@ __all__ = [
     "confident_accuracy",
     "confident_counts",
     "method_factory",
+    "rank_methods",
+    "check_rank_method",
     "RunRecord",
     "simulate_ranking",
     "backtest_folds",
@@ -72,6 +74,35 @@ __all__ = [
 ]
 
 RANK_METHODS = ("cat", "bayesame", "bayesame-paper")
+#: Options of a ranking simulation's method that the simulation sets itself, and how.
+RESERVED_OPTIONS = {
+    "seed": "the simulation; use --seed (seed=)",
+    "targets": "the simulation: the models ranked (--models/--holdout)",
+    "missing": "the simulation (incomplete reference models are dropped)",
+    "calibration": "the simulation; use --calibration (calibration=)",
+}
+
+
+def rank_methods() -> list[str]:
+    """Methods a ranking simulation takes: :data:`RANK_METHODS` and every joint multi-target method registered."""
+    from activeeval.methods.registry import is_multi_target, method_names
+
+    return list(RANK_METHODS) + [n for n in method_names() if is_multi_target(n) and n not in RANK_METHODS]
+
+
+def check_rank_method(method: str) -> tuple[str, dict[str, Any]]:
+    """``"bayesame-multi[warm_start=0.02]"`` → (name, options) for ranking; ConfigurationError naming the choices.
+
+    A joint multi-target method (``is_multi_target``) ranks every model on
+    its joint posterior; the others rank each model on its own method.
+    """
+    from activeeval.methods.registry import check_method_spec, parse_method_spec
+
+    choices = rank_methods()
+    name = parse_method_spec(method)[0] if isinstance(method, str) else method
+    if name not in choices:
+        raise ConfigurationError(f"method must be one of {choices} for ranking, got {method!r}")
+    return check_method_spec(method, RESERVED_OPTIONS)
 
 
 # ------------------------------------------------------------------ metrics
@@ -197,14 +228,17 @@ def confident_counts(result: RankResult, truth: Mapping[str, float]) -> tuple[in
 
 # ----------------------------------------------------------------- factories
 def method_factory(method: str, reference: ScoreMatrix, *, calibration: Calibration | None = None,
-                   seed: int = 0, **kwargs: Any) -> Callable[[str], Method]:
-    """``make(model_id) -> Method`` on a complete reference matrix for ``method`` in :data:`RANK_METHODS`.
+                   seed: int = 0, models: Sequence[str] | None = None, **kwargs: Any) -> MethodSource:
+    """What the ranker builds its methods from, on a complete reference matrix, for ``method`` in :func:`rank_methods`.
 
-    CAT shares one calibration across models (fitted here if not given).
-    BayesAME (the default, or the paper's ``bayesame-paper``) gets a per-model
-    seed derived from ``seed`` and the model's position of first request, so
-    runs are reproducible; the default's reference fit and calibration are
-    computed once and shared by every model (they depend on the reference only).
+    ``make(model_id) -> Method`` for a single-target method: CAT shares one
+    calibration across models (fitted here if not given). BayesAME (the
+    default, or the paper's ``bayesame-paper``) gets a per-model seed derived
+    from ``seed`` and the model's position of first request, so runs are
+    reproducible; the default's reference fit and calibration are computed
+    once and shared by every model (they depend on the reference only).
+    A joint multi-target method (e.g. ``bayesame-multi``) is one fresh
+    method object with ``models`` as its targets, seeded by ``seed``.
     """
     if method == "cat":
         from activeeval.methods.cat import ContinuousCAT, fit_calibration
@@ -217,7 +251,13 @@ def method_factory(method: str, reference: ScoreMatrix, *, calibration: Calibrat
         counter = iter(range(10**9))
         make = sharing_factory(method, reference, **kwargs)
         return lambda model_id: make(seed=seed * 1000 + next(counter))
-    raise ConfigurationError(f"method must be one of {list(RANK_METHODS)} for ranking, got {method!r}")
+    if method in rank_methods():  # a joint multi-target method
+        from activeeval.methods.registry import make_method
+
+        if models is None:
+            raise ConfigurationError(f"the joint method {method!r} ranks given models: pass models= (its targets)")
+        return make_method(method, reference, targets=list(models), seed=seed, **kwargs)
+    raise ConfigurationError(f"method must be one of {rank_methods()} for ranking, got {method!r}")
 
 
 def _oracle(matrix: ScoreMatrix, reference: ScoreMatrix) -> Callable[[str, int], float]:
@@ -303,6 +343,10 @@ def simulate_ranking(
 ) -> RunRecord:
     """Rank ``holdout`` by simulation against their known scores, with the baselines and metrics.
 
+    ``method`` is a name of :func:`rank_methods`, optionally with options
+    (``"bayesame-multi[warm_start=0.02]"``, as a method spec); a joint
+    multi-target method ranks on its joint posterior (and plays the random
+    and fixed-length baselines too), the others on one method per model.
     ``reference`` defaults to every other model of ``matrix``, with incomplete
     models dropped. Pass it for a family hold-out. ``calibration`` is CAT's
     (``"consistent"`` or the paper's ``"paper"``, see
@@ -315,6 +359,7 @@ def simulate_ranking(
     """
     gamma = check_gamma(gamma)
     check_pairing(pairing)
+    name, options = check_rank_method(method)
     if calibration not in CALIBRATION_METHODS:
         raise ConfigurationError(f"--calibration (calibration=) must be 'consistent' or 'paper', got {calibration!r}")
     if response is not None and response not in RESPONSES:
@@ -323,19 +368,20 @@ def simulate_ranking(
     costs = check_costs(costs, models)
     if not (budget_per_model > 0):
         raise ConfigurationError(f"budget_per_model must be > 0 (items per model), got {budget_per_model}")
-    if local_error is not None and method != "cat":
+    if local_error is not None and name != "cat":
         raise ConfigurationError("--local-error/--no-local-error (local_error=) applies to --method cat only")
     reference = _complete_reference(matrix, reference, models)
     score = _oracle(matrix, reference)
     cal = None
-    if method == "cat":
+    if name == "cat":
         from activeeval.methods.cat import fit_calibration
 
         cal = fit_calibration(reference.scores, method=calibration, response=response)
-    cat_opts = {} if local_error is None else {"local_error": local_error}
+    if local_error is not None:
+        options["local_error"] = local_error
 
-    def make(seed_: int):  # noqa: ANN202 - a method factory for the ranker
-        return method_factory(method, reference, calibration=cal, seed=seed_, **cat_opts)
+    def make(seed_: int) -> MethodSource:
+        return method_factory(name, reference, calibration=cal, seed=seed_, models=models, **options)
 
     budget = budget_per_model * sum(costs.values())
     adaptive = AdaptiveRanker(models, make(seed), score, costs=costs, gamma=gamma, min_items=min_items,
@@ -446,8 +492,7 @@ def run_rank_backtest(
     local_error: bool | None = None,
 ) -> list[RunRecord]:
     """The paper's Table 2–4 protocol: ``seeds`` x ``folds`` held-out sets, each ranked by all methods."""
-    if method not in RANK_METHODS:
-        raise ConfigurationError(f"method must be one of {list(RANK_METHODS)} for ranking, got {method!r}")
+    check_rank_method(method)
     if int(seeds) != seeds or seeds < 1:
         raise ConfigurationError(f"seeds must be a positive integer, got {seeds}")
     check_gamma(gamma)
@@ -482,8 +527,7 @@ def run_family_holdout(
 
     The family of a model is :func:`model_family`. Seeds vary the method seeds and the random baseline.
     """
-    if method not in RANK_METHODS:
-        raise ConfigurationError(f"method must be one of {list(RANK_METHODS)} for ranking, got {method!r}")
+    check_rank_method(method)
     fams = {str(f) for f in families}
     known = sorted({model_family(m) for m in matrix.model_ids})
     unknown = sorted(fams - set(known))

@@ -247,6 +247,18 @@ class MultiTargetMethod(ABC):
                     out.append((t, int(i)))
                     free[t, i] = False
                     taken[t, i] = True
+        if len(out) < k:
+            out.extend(self._next_pairs(k - len(out), rng, given, free, taken, act))
+        return out
+
+    def _next_pairs(self, k: int, rng: np.random.Generator, given: bool, free: np.ndarray, taken: np.ndarray,
+                    act: Sequence[int]) -> list[Pair]:
+        """After the warm start: up to ``k`` pairs, the active targets in turn, each choosing its item.
+
+        ``free`` (T, N) marks the pairs that may still be chosen and ``taken``
+        those observed, pending or chosen; both are updated in place.
+        """
+        out: list[Pair] = []
         order = self._turns(act)
         pos = 0
         while len(out) < k and free.any():
@@ -254,7 +266,7 @@ class MultiTargetMethod(ABC):
             pos += 1
             if not free[t].any():
                 continue
-            item = int(self._select_item(t, rng, np.flatnonzero(taken[t]), given))
+            item = int(self._select_item(t, rng, np.flatnonzero(taken[t] & ~self._observed[t]), given))
             out.append((t, item))
             free[t, item] = False
             taken[t, item] = True
@@ -401,6 +413,6 @@ def pairwise_probability(means: np.ndarray, cov: np.ndarray) -> np.ndarray:
     diff = m[:, None] - m[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.where(var > 0, diff / np.sqrt(np.where(var > 0, var, 1.0)), np.sign(diff) * math.inf)
-    p = ndtr(z)
+    p = np.where(np.isnan(z), 0.5, ndtr(z))  # equal means known exactly: even
     np.fill_diagonal(p, 0.5)
     return p

@@ -58,10 +58,12 @@ _BUILTIN: Mapping[str, str | MethodFactory] = MappingProxyType({
     "proeval": "activeeval.methods.baselines.proeval:ProEval",
     "irt": "activeeval.methods.baselines.irt:IRTBaseline",
     "cat": "activeeval.methods.cat:ContinuousCAT",
+    "bayesame-multi": "activeeval.methods.bayesame_multi:BayesAMEMulti",
+    "bayesame-multi-paper": "activeeval.methods.bayesame_multi:BayesAMEMultiPaper",
 })
 #: Methods that evaluate several targets jointly (:class:`~activeeval.methods.multi.MultiTargetMethod`):
 #: ``cls(reference, targets, **options)``; see :func:`is_multi_target`.
-_MULTI_TARGET = frozenset()
+_MULTI_TARGET = frozenset({"bayesame-multi", "bayesame-multi-paper"})
 _REGISTERED: dict[str, MethodFactory] = {}
 #: Every method by name: the built-ins (``"module:Class"``, imported on first use) and those added with
 #: :func:`register`. Read-only: nothing can replace a built-in behind the back of code that relies on it.
@@ -290,8 +292,8 @@ def method_parameters(name: str) -> list[str]:
             sig = inspect.signature(init)
         except (TypeError, ValueError):  # pragma: no cover - builtins
             continue
-        named = [p.name for p in sig.parameters.values()
-                 if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in ("self", "reference")]
+        named = [p.name for p in sig.parameters.values() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+                 and p.name not in ("self", "reference", "targets")]
         params.extend(p for p in named if p not in params)
         if not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
             break  # this constructor takes nothing more than it names

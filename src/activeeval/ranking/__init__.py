@@ -2,8 +2,9 @@
 
 One module per concept: :mod:`~activeeval.ranking.pairwise` (the pairwise
 confidence and decision rules), :mod:`~activeeval.ranking.costs` (per-item
-costs), :mod:`~activeeval.ranking.result` (:class:`RankResult`, the ranking
-scale), :mod:`~activeeval.ranking.adaptive` (the ranker) and
+costs), :mod:`~activeeval.ranking.joint` (the models' sides of one joint
+multi-target method), :mod:`~activeeval.ranking.result` (:class:`RankResult`,
+the ranking scale), :mod:`~activeeval.ranking.adaptive` (the ranker) and
 :mod:`~activeeval.ranking.baselines` (its matched-cost baselines); every
 name is importable from ``activeeval.ranking``.
 
@@ -14,7 +15,10 @@ reports a mean and a variance on a scale shared by all models:
   θ (``ability()``: θ̂ and SE², as in the paper);
 * with :class:`~activeeval.methods.bayesame.BayesAME` (or any other method)
   it ranks on the full-benchmark score scale (``estimate()``: R̂ and Var R),
-  so the ranking is of the full-benchmark scores themselves.
+  so the ranking is of the full-benchmark scores themselves;
+* with one joint multi-target method for all the models (e.g.
+  ``bayesame-multi``; :mod:`~activeeval.ranking.joint`) it ranks on their
+  joint posterior: P(R_i > R_j) = Φ((m_i − m_j)/√(C_ii + C_jj − 2 C_ij)).
 
 The ranker never sees a score matrix. It gets a factory ``make(model_id) ->
 Method`` (one fresh method per model, all on the same items) and an oracle
@@ -37,6 +41,7 @@ from __future__ import annotations
 from activeeval.ranking.adaptive import (
     PAIRINGS,
     AdaptiveRanker,
+    MethodSource,
     RankStep,
     check_pairing,
     next_item,
@@ -45,17 +50,21 @@ from activeeval.ranking.adaptive import (
 )
 from activeeval.ranking.baselines import rank_fixed_length, rank_random, rank_static, static_subset
 from activeeval.ranking.costs import check_costs, load_costs
+from activeeval.ranking.joint import JointTarget, joint_method, joint_posterior, joint_targets
 from activeeval.ranking.pairwise import (
+    Covariances,
     allocation_value,
     check_gamma,
     check_models,
     choose_model,
+    cross_covariance,
     is_confident,
+    pair_confidence,
     pairwise_confidence,
     rank_order,
     uncertain_adjacent,
 )
-from activeeval.ranking.result import RankResult, rank_result, scale_of
+from activeeval.ranking.result import RankResult, rank_result, ranking_posterior, scale_of
 
 __all__ = [
     "RankResult",
@@ -68,6 +77,15 @@ __all__ = [
     "check_pairing",
     "rank_result",
     "pairwise_confidence",
+    "pair_confidence",
+    "cross_covariance",
+    "Covariances",
+    "MethodSource",
+    "JointTarget",
+    "joint_targets",
+    "joint_method",
+    "joint_posterior",
+    "ranking_posterior",
     "is_confident",
     "allocation_value",
     "choose_model",

@@ -5,21 +5,29 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Union
 
 import numpy as np
 
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.base import Method
+from activeeval.methods.multi import MultiTargetMethod
 from activeeval.ranking.costs import check_costs
+from activeeval.ranking.joint import joint_targets
 from activeeval.ranking.pairwise import (
+    Covariances,
     check_gamma,
     check_models,
     choose_model,
-    pairwise_confidence,
+    pair_confidence,
     rank_order,
     uncertain_adjacent,
 )
-from activeeval.ranking.result import RankResult, ScaleLike, _result, scale_of
+from activeeval.ranking.result import RankResult, ScaleLike, _result, ranking_posterior
+
+#: What the ranker and its baselines build their methods from: ``make(model_id) -> Method``, one fresh
+#: method per model, or one joint multi-target method whose targets are the models (observed in place).
+MethodSource = Union[Callable[[str], Method], MultiTargetMethod]
 
 
 @dataclass(frozen=True)
@@ -53,6 +61,9 @@ def next_step(
     uncertain adjacent pair with the largest SE² / ((n + 1)·c). A pure
     function of the methods' estimates and the counts, so a ranking session
     rebuilt by replaying its journal decides exactly as the original did.
+    When ``methods`` are the sides of one joint multi-target method
+    (:func:`~activeeval.ranking.joint.joint_targets`), the pairs are judged
+    on its joint posterior (:func:`~activeeval.ranking.result.ranking_posterior`).
     Stop reasons: "confident", "budget", "exhausted".
     """
     spent = float(sum(counts[m] * costs[m] for m in models))
@@ -65,11 +76,9 @@ def next_step(
         fewest = min(counts[m] for m in warm)
         m = next(m for m in warm if counts[m] == fewest)
         return RankStep(None, "budget") if spent + costs[m] > budget else RankStep(m)
-    means, variances = {}, {}
-    for m in models:
-        means[m], variances[m] = scale_of(scale, methods[m])
+    means, variances, covs = ranking_posterior(models, methods, scale)
     order = rank_order(models, means)
-    pairs = uncertain_adjacent(order, means, variances, gamma)
+    pairs = uncertain_adjacent(order, means, variances, gamma, covs)
     if not pairs:
         return RankStep(None, "confident")
     open_models = [m for m in order if any(m in p for p in pairs) and not exhausted(m)]
@@ -79,17 +88,17 @@ def next_step(
     if not affordable:
         return RankStep(None, "budget")
     chosen = choose_model(affordable, variances, counts, costs)
-    return RankStep(chosen, partner=pair_partner(chosen, pairs, means, variances))
+    return RankStep(chosen, partner=pair_partner(chosen, pairs, means, variances, covs))
 
 
 def pair_partner(model: str, pairs: Sequence[tuple[str, str]], means: Mapping[str, float],
-                 variances: Mapping[str, float]) -> str | None:
+                 variances: Mapping[str, float], covariances: Covariances | None = None) -> str | None:
     """The other model of the least decided pair (confidence nearest ½) among ``pairs`` that contain ``model``."""
     best, closest = None, math.inf
     for a, b in pairs:
         if model not in (a, b):
             continue
-        gap = abs(pairwise_confidence(means[a], variances[a], means[b], variances[b]) - 0.5)
+        gap = abs(pair_confidence(a, b, means, variances, covariances) - 0.5)
         if gap < closest:
             best, closest = (b if a == model else a), gap
     return best
@@ -129,7 +138,10 @@ def next_item(method: Method, partner_items: Sequence[int], *, pairing: str = "o
     return int(method.select())
 
 
-def _build(models: Sequence[str], make: Callable[[str], Method]) -> dict[str, Method]:
+def _build(models: Sequence[str], make: MethodSource) -> dict[str, Method]:
+    """One method per model: ``make(model)`` each, or the models' sides of one joint method."""
+    if isinstance(make, MultiTargetMethod):
+        return joint_targets(make, models)  # type: ignore[return-value]
     out = {}
     for m in models:
         method = make(m)
@@ -158,9 +170,13 @@ class AdaptiveRanker:
     ----------
     models : sequence of str
         At least 2 distinct model ids.
-    make : callable
+    make : callable or MultiTargetMethod
         ``make(model_id) -> Method``: a fresh method for one model; all
-        methods must share the item set.
+        methods must share the item set. Or one joint multi-target method
+        (e.g. ``bayesame-multi``) whose targets are the models: pairs are then
+        judged on its joint posterior, each model's items are its choice for
+        that model (warm start included, counted in the budget), and it is
+        observed in place (give a fresh one per run).
     score : callable
         ``score(model_id, item) -> float``: the oracle (your harness).
     costs : mapping, optional
@@ -181,7 +197,7 @@ class AdaptiveRanker:
     def __init__(
         self,
         models: Sequence[str],
-        make: Callable[[str], Method],
+        make: MethodSource,
         score: Callable[[str, int], float],
         *,
         costs: Mapping[str, float] | None = None,
@@ -206,7 +222,8 @@ class AdaptiveRanker:
     def run(self) -> RankResult:
         models, costs = self.models, self.costs
         methods = _build(models, self.make)
-        asked: dict[str, list[int]] = {m: [] for m in models}
+        # what a method has already observed counts (a joint method given with observations)
+        asked: dict[str, list[int]] = {m: list(getattr(methods[m], "observed_items", ())) for m in models}
         while True:
             step = next_step(models, methods, {m: len(asked[m]) for m in models}, costs, gamma=self.gamma,
                              min_items=self.min_items, budget=self.budget, scale=self.scale)

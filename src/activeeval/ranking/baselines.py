@@ -7,9 +7,9 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from activeeval.exceptions import ConfigurationError
-from activeeval.methods.base import Method, SeedLike
+from activeeval.methods.base import SeedLike
 from activeeval.methods.estimate import Estimate
-from activeeval.ranking.adaptive import _build, _check_budget
+from activeeval.ranking.adaptive import MethodSource, _build, _check_budget
 from activeeval.ranking.costs import check_costs
 from activeeval.ranking.pairwise import check_gamma, check_models, rank_order, uncertain_adjacent
 from activeeval.ranking.result import RankResult, ScaleLike, _result
@@ -17,7 +17,7 @@ from activeeval.ranking.result import RankResult, ScaleLike, _result
 
 def rank_random(
     models: Sequence[str],
-    make: Callable[[str], Method],
+    make: MethodSource,
     score: Callable[[str, int], float],
     *,
     budget: float,
@@ -58,7 +58,7 @@ def rank_random(
 
 def rank_fixed_length(
     models: Sequence[str],
-    make: Callable[[str], Method],
+    make: MethodSource,
     score: Callable[[str, int], float],
     *,
     n_items: int,

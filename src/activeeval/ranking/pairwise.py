@@ -10,13 +10,20 @@ from scipy.special import ndtr  # Φ; scipy.stats costs ~1 s to import
 
 from activeeval.exceptions import ConfigurationError
 
+#: Posterior covariances between models' ranking-scale values, by unordered pair (absent: 0, independent).
+Covariances = Mapping[frozenset, float]
 
-def pairwise_confidence(mean_i: float, var_i: float, mean_j: float, var_j: float) -> float:
-    """P(θ_i > θ_j) = Φ((θ̂_i − θ̂_j) / √(SE_i² + SE_j²)) (paper §6, "Pairwise confidence").
 
-    With both variances 0 it is 1, 0 or ½ by the sign of the difference.
+def pairwise_confidence(mean_i: float, var_i: float, mean_j: float, var_j: float, cov_ij: float = 0.0) -> float:
+    """P(θ_i > θ_j) = Φ((θ̂_i − θ̂_j) / √(SE_i² + SE_j² − 2 C_ij)) (paper §6, "Pairwise confidence").
+
+    ``cov_ij`` is the posterior covariance of the two (0, the paper's
+    independent posteriors, by default; a joint multi-target method's
+    ``covariance()`` gives it — positively correlated posteriors make the
+    difference surer). With a zero variance of the difference it is 1, 0
+    or ½ by the sign of the difference.
     """
-    sd = math.sqrt(max(var_i, 0.0) + max(var_j, 0.0))
+    sd = math.sqrt(max(max(var_i, 0.0) + max(var_j, 0.0) - 2.0 * cov_ij, 0.0))
     diff = mean_i - mean_j
     if sd == 0.0:
         return 1.0 if diff > 0 else (0.0 if diff < 0 else 0.5)
@@ -60,12 +67,23 @@ def rank_order(models: Sequence[str], means: Mapping[str, float]) -> list[str]:
     return [models[i] for i in idx]
 
 
+def cross_covariance(covariances: Covariances | None, a: str, b: str) -> float:
+    """C_ab from ``covariances`` (0 when None or absent: independent posteriors)."""
+    return 0.0 if covariances is None else float(covariances.get(frozenset((a, b)), 0.0))
+
+
+def pair_confidence(a: str, b: str, means: Mapping[str, float], variances: Mapping[str, float],
+                    covariances: Covariances | None = None) -> float:
+    """P(a > b) for two models by name: :func:`pairwise_confidence` with their covariance, if any."""
+    return pairwise_confidence(means[a], variances[a], means[b], variances[b], cross_covariance(covariances, a, b))
+
+
 def uncertain_adjacent(order: Sequence[str], means: Mapping[str, float], variances: Mapping[str, float],
-                       gamma: float) -> list[tuple[str, str]]:
+                       gamma: float, covariances: Covariances | None = None) -> list[tuple[str, str]]:
     """Adjacent pairs (higher, lower) of ``order`` whose pairwise confidence is not decided at γ."""
     out = []
     for hi, lo in zip(order[:-1], order[1:]):
-        p = pairwise_confidence(means[hi], variances[hi], means[lo], variances[lo])
+        p = pair_confidence(hi, lo, means, variances, covariances)
         if not is_confident(p, gamma):
             out.append((hi, lo))
     return out

@@ -12,7 +12,8 @@ from scipy.special import ndtri  # Φ⁻¹; scipy.stats costs ~1 s to import
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.base import Method
 from activeeval.methods.estimate import Estimate
-from activeeval.ranking.pairwise import is_confident, pairwise_confidence, rank_order, uncertain_adjacent
+from activeeval.ranking.joint import joint_method, joint_posterior
+from activeeval.ranking.pairwise import Covariances, is_confident, pair_confidence, rank_order, uncertain_adjacent
 
 ScaleLike = Union[str, Callable[[Method], tuple[float, float]]]
 
@@ -39,6 +40,25 @@ def scale_of(scale: ScaleLike, method: Method) -> tuple[float, float]:
     return float(est.mean), float(est.var)
 
 
+def ranking_posterior(models: Sequence[str], methods: Mapping[str, Method], scale: ScaleLike = "auto"
+                      ) -> tuple[dict[str, float], dict[str, float], Covariances | None]:
+    """Means, variances and covariances (None: independent) of ``models`` on the ranking scale.
+
+    When the models' methods are the sides of one joint multi-target method
+    (:class:`~activeeval.ranking.joint.JointTarget`) and the scale is the
+    full-benchmark score (``"auto"`` or ``"estimate"``), they come from its
+    joint posterior (``estimates()`` and ``covariance()``); otherwise from
+    :func:`scale_of` of each method, independent.
+    """
+    joint = joint_method(models, methods)
+    if joint is not None and not callable(scale) and scale in ("auto", "estimate"):
+        return joint_posterior(models, joint)
+    means, variances = {}, {}
+    for m in models:
+        means[m], variances[m] = scale_of(scale, methods[m])
+    return means, variances, None
+
+
 @dataclass(frozen=True)
 class RankResult:
     """Outcome of a ranking run.
@@ -59,6 +79,10 @@ class RankResult:
     stop_reason : str
         "confident", "budget", "exhausted" or "fixed" (baselines).
     gamma : float
+    covariances : dict
+        Posterior covariances of pairs of models on the ranking scale, by
+        ``frozenset((a, b))``; empty for independent posteriors (a joint
+        multi-target method fills it).
     """
 
     ranking: tuple[str, ...]
@@ -71,14 +95,15 @@ class RankResult:
     stop_reason: str
     gamma: float
     items: dict[str, tuple[int, ...]] = field(default_factory=dict, repr=False)
+    covariances: dict[frozenset, float] = field(default_factory=dict, repr=False)
 
     @property
     def n_items_used(self) -> int:
         return int(sum(self.items_per_model.values()))
 
     def confidence(self, a: str, b: str) -> float:
-        """P(a ranks above b) on the ranking scale."""
-        return pairwise_confidence(self.means[a], self.variances[a], self.means[b], self.variances[b])
+        """P(a ranks above b) on the ranking scale (with their posterior covariance, if any)."""
+        return pair_confidence(a, b, self.means, self.variances, self.covariances)
 
     def uncertain_pairs(self) -> set[frozenset[str]]:
         """All pairs (not only adjacent ones) undecided at γ: the ranker's tie predictions."""
@@ -114,17 +139,15 @@ class RankResult:
 
 def _result(models: Sequence[str], methods: Mapping[str, Method], scale: ScaleLike, gamma: float,
             costs: Mapping[str, float], asked: Mapping[str, list[int]], stop: str) -> RankResult:
-    means, variances = {}, {}
-    for m in models:
-        means[m], variances[m] = scale_of(scale, methods[m])
+    means, variances, covs = ranking_posterior(models, methods, scale)
     order = rank_order(models, means)
-    ties = tuple(uncertain_adjacent(order, means, variances, gamma))
+    ties = tuple(uncertain_adjacent(order, means, variances, gamma, covs))
     counts = {m: len(asked[m]) for m in models}
     return RankResult(
         ranking=tuple(order), means=means, variances=variances,
         estimates={m: methods[m].estimate() for m in models}, items_per_model=counts,
         cost_spent=float(sum(counts[m] * costs[m] for m in models)), ties=ties, stop_reason=stop,
-        gamma=gamma, items={m: tuple(asked[m]) for m in models},
+        gamma=gamma, items={m: tuple(asked[m]) for m in models}, covariances=dict(covs or {}),
     )
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DuplicateObservationError, UnknownModelError
 from activeeval.methods.base import BaseMethod
-from activeeval.methods.registry import sharing_factory
+from activeeval.methods.registry import is_multi_target, make_method, sharing_factory
 from activeeval.ranking import (
     RankResult,
     check_costs,
@@ -31,6 +31,7 @@ from activeeval.ranking import (
     check_models,
     check_pairing,
     is_confident,
+    joint_targets,
     next_item,
     next_step,
     rank_result,
@@ -113,7 +114,8 @@ class RankSession(JournalSession):
     ) -> RankSession:
         """Start a ranking session of ``models`` (new models, scored by your harness) against ``reference``.
 
-        ``method`` is a registry spec (``"cat"``, ``"bayesame-paper[noise=learned]"``, ...); ``budget_per_model``
+        ``method`` is a registry spec (``"cat"``, ``"bayesame-paper[noise=learned]"``, ...; a joint multi-target
+        method such as ``"bayesame-multi"`` ranks on the models' joint posterior); ``budget_per_model``
         sets the total budget to that many items per model times the sum of the costs (None: no budget).
         ``pairing="partner"`` makes the item choice pair-aware (:func:`activeeval.ranking.next_item`).
         """
@@ -138,8 +140,14 @@ class RankSession(JournalSession):
     def _fresh_state(self) -> dict[str, BaseMethod]:
         ref = self._prepared_reference()
         kw = self._settings["method_kwargs"]
-        make = sharing_factory(self._settings["method"], ref, **kw)  # reference-only state derived once
-        return _Methods({m: make() for m in self._settings["targets"]})
+        name, targets = self._settings["method"], list(self._settings["targets"])
+        if is_multi_target(name):  # one joint method, each model one side of it (activeeval.ranking.joint)
+            if "targets" in kw:
+                raise ConfigurationError(
+                    f"method {name!r}: its targets are the models ranked (--models); drop targets=")
+            return _Methods(joint_targets(make_method(name, ref, targets=targets, **kw), targets))
+        make = sharing_factory(name, ref, **kw)  # reference-only state derived once
+        return _Methods({m: make() for m in targets})
 
     def _observe(self, state: dict[str, BaseMethod], ev: Event) -> None:
         if ev.target not in state:

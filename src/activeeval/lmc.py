@@ -1,0 +1,633 @@
+"""The multi-target BayesAME maths: a linear model of coregionalisation over buckets (SPEC.md §2, paper §3.2).
+
+T targets share the buckets of the reference vectors φ_b (B of them). Target
+t's bucket abilities are θ^t = μ + Σ_l W[t, l] u_l with independent latent
+vectors u_l ~ N(0, K_l), so the stacked prior is N(μ ⊗ 1, Σ_l (w_l w_lᵀ) ⊗ K_l);
+an item of bucket b scored by target t is s ~ N(θ^t_b, N_b σ²).
+
+:class:`LMCPosterior` is the exact posterior, updated incrementally in
+observation space (nothing of size (T·B)² is ever formed):
+
+* the Cholesky factor L of the Gram matrix G of the n observations grows by
+  one row per observation (a triangular solve, O(n²));
+* V = L⁻¹ Cov(observations, θ) (n × T × B) grows by one row (O(n·T·B)); from it
+  the posterior variances of every (target, bucket), Σ|C = Σ − VᵀV, are kept
+  up to date by subtracting the new row's squares, and the information gain
+  of target t reads V_t once (O(n·B));
+* Q = V U (each target's unobserved-count-weighted sum) and the whitened
+  residuals y = L⁻¹ r give every target's R̂ and Var(R), and the T × T
+  cross-covariance of the full-benchmark scores, in O(n·T²).
+
+After a change of hyperparameters the state is rebuilt from the observations
+(O(n²·T·B)): the refit schedule of :class:`~activeeval.methods.bayesame_multi.BayesAMEMulti`
+keeps that rare.
+
+:func:`nlml` is the negative log marginal likelihood of the observations and
+its analytic gradient with respect to every hyperparameter (α_l, β_l, W, σ²)
+in NumPy — no autodiff dependency: the gradient is ½ tr((G⁻¹ − aaᵀ) ∂G) with
+∂G elementwise products of the kernels, so an autodiff library would buy
+nothing but an install of several hundred MB. :func:`adamw_fit` minimises it
+with AdamW as the paper does (App. A.4), clipping α, β and σ² from below.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.linalg import cho_solve, solve_triangular
+
+from activeeval.exceptions import ConfigurationError
+from activeeval.kernels import Matern32, SquaredExponential
+
+__all__ = ["FitRecord", "LMCParams", "LMCPosterior", "adamw_fit", "coupled", "fit_correlations", "icm_nlml",
+           "initial_params", "lbfgs_fit", "nlml"]
+
+#: The paper's lower clip of α, β and σ² after each AdamW update (App. A.4).
+CLIP = 1e-4
+#: "se": Eq. 1; "matern32": :class:`~activeeval.kernels.Matern32`; "fixed": a kernel given by the caller (the
+#: single-target default's reference-fitted kernel), scaled by α and with no β.
+KINDS = ("se", "matern32", "fixed")
+
+
+@dataclass(frozen=True)
+class LMCParams:
+    """Hyperparameters of the coregionalisation model.
+
+    Attributes
+    ----------
+    alpha, beta : tuple of float, length L
+        Amplitude and inverse lengthscale of each latent's kernel.
+    kinds : tuple of str, length L
+        "se" (Eq. 1, distances divided by the number of references) or
+        "matern32" (:class:`~activeeval.kernels.Matern32`).
+    weights : tuple of tuple of float, shape (T, L)
+        The mixing weights W[t, l].
+    sigma2 : float
+        Per-item noise scale σ² (an item of bucket b has noise variance N_b σ²).
+    """
+
+    alpha: tuple[float, ...]
+    beta: tuple[float, ...]
+    kinds: tuple[str, ...]
+    weights: tuple[tuple[float, ...], ...]
+    sigma2: float
+
+    def __post_init__(self) -> None:
+        n_lat = len(self.kinds)
+        if n_lat < 1 or len(self.alpha) != n_lat or len(self.beta) != n_lat:
+            raise ConfigurationError("LMC hyperparameters: alpha, beta and kinds need one entry per latent")
+        if any(k not in KINDS for k in self.kinds):
+            raise ConfigurationError(f"LMC kernel kinds must be among {KINDS}, got {self.kinds}")
+        w = np.asarray(self.weights, dtype=float)
+        if w.ndim != 2 or w.shape[1] != n_lat or not np.all(np.isfinite(w)):
+            raise ConfigurationError(f"LMC weights must be finite, shape (targets, {n_lat}), got shape {w.shape}")
+        for label, values in (("alpha", self.alpha), ("beta", self.beta), ("sigma2", (self.sigma2,))):
+            if not all(math.isfinite(v) and v > 0 for v in values):
+                raise ConfigurationError(f"LMC hyperparameters: {label} must be positive numbers, got {values}")
+
+    @property
+    def n_latents(self) -> int:
+        return len(self.kinds)
+
+    @property
+    def W(self) -> np.ndarray:  # noqa: N802 - the paper's name
+        return np.asarray(self.weights, dtype=float)
+
+    def kernel(self, l: int):  # noqa: ANN201, E741 - a kernel object
+        """Latent ``l``'s kernel object (SquaredExponential needs the reference count: see :func:`kernel_values`)."""
+        bounds = (CLIP, 1e12)
+        if self.kinds[l] == "se":
+            return SquaredExponential(self.alpha[l], self.beta[l], 1, alpha_bounds=bounds, beta_bounds=bounds)
+        return Matern32(self.alpha[l], self.beta[l], alpha_bounds=bounds, beta_bounds=bounds)
+
+    def to_vector(self) -> np.ndarray:
+        """(α_1..α_L, β_1..β_L, W row-major, σ²): the order of :func:`nlml`'s gradient and of :func:`adamw_fit`."""
+        return np.concatenate([self.alpha, self.beta, self.W.ravel(), [self.sigma2]])
+
+    def with_vector(self, vec: np.ndarray) -> LMCParams:
+        vec = np.asarray(vec, dtype=float)
+        n_lat, n_t = self.n_latents, self.W.shape[0]
+        a, b = vec[:n_lat], vec[n_lat:2 * n_lat]
+        w = vec[2 * n_lat:2 * n_lat + n_t * n_lat].reshape(n_t, n_lat)
+        return LMCParams(tuple(map(float, a)), tuple(map(float, b)), self.kinds,
+                         tuple(tuple(map(float, row)) for row in w), float(vec[-1]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"alpha": list(self.alpha), "beta": list(self.beta), "kinds": list(self.kinds),
+                "weights": [list(r) for r in self.weights], "sigma2": self.sigma2}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> LMCParams:
+        unknown = sorted(set(data) - {"alpha", "beta", "kinds", "weights", "sigma2"})
+        if unknown:
+            raise ConfigurationError(f"unknown LMC hyperparameter field(s) {unknown}")
+        try:
+            return cls(tuple(map(float, data["alpha"])), tuple(map(float, data["beta"])), tuple(data["kinds"]),
+                       tuple(tuple(map(float, r)) for r in data["weights"]), float(data["sigma2"]))
+        except KeyError as exc:
+            raise ConfigurationError(f"LMC hyperparameters: missing field {exc}") from exc
+
+
+def initial_params(n_targets: int, n_latents: int, sigma2: float, seed: int) -> LMCParams:
+    """The paper's start (App. C.1): α = β = 1, W ~ N(0, 0.01), σ² given; half SE, half Matérn-3/2 (SE first)."""
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x1AC]))
+    kinds = tuple("se" if l < (n_latents + 1) // 2 else "matern32" for l in range(n_latents))
+    w = rng.normal(0.0, 0.1, size=(n_targets, n_latents))
+    return LMCParams((1.0,) * n_latents, (1.0,) * n_latents, kinds, tuple(tuple(map(float, r)) for r in w),
+                     float(sigma2))
+
+
+def kernel_values(params: LMCParams, l: int, d2: np.ndarray, n_refs: int,  # noqa: E741
+                  gradient: bool = False, fixed: np.ndarray | None = None):  # noqa: ANN201 - array, or a pair
+    """K_l on squared distances ``d2``; with ``gradient`` also ∂K_l/∂β_l (in value space).
+
+    A "fixed" kernel is α times ``fixed`` (its values at the same pairs), which the caller supplies.
+    """
+    a, b = params.alpha[l], params.beta[l]
+    if params.kinds[l] == "fixed":
+        if fixed is None:
+            raise ConfigurationError("a 'fixed' LMC kernel needs its values (fixed=)")
+        k = a * fixed
+        return (k, np.zeros_like(k)) if gradient else k
+    if params.kinds[l] == "se":
+        scaled = d2 / n_refs
+        k = a * np.exp(-b * scaled)
+        return (k, -scaled * k) if gradient else k
+    r = (math.sqrt(3.0) * b) * np.sqrt(np.maximum(d2, 0.0))
+    e = np.exp(-r)
+    k = a * (1.0 + r) * e
+    return (k, -(3.0 * a * b) * np.maximum(d2, 0.0) * e) if gradient else k
+
+
+# --------------------------------------------------------------------------- NLML
+def nlml(params: LMCParams, targets: np.ndarray, buckets: np.ndarray, resid: np.ndarray, counts: np.ndarray,
+         d2: np.ndarray, n_refs: int, gradient: bool = True,
+         fixed: np.ndarray | None = None):  # noqa: ANN201 - float, or (float, ndarray)
+    """Negative log marginal likelihood of observations (target, bucket, s − μ_b), and its gradient.
+
+    ``buckets`` indexes the rows of ``d2``, the squared distances between the
+    distinct buckets observed (the kernels are computed once per distinct
+    pair: the warm start puts every target on the same items); ``counts``
+    is each observation's noise unit (its noise variance is σ² times it: N_b
+    in the paper, 1 with per-item noise); ``fixed`` holds the values of a
+    "fixed" kernel between the distinct buckets. Returns ``inf`` (and a zero
+    gradient) where the Gram matrix is not positive definite. The gradient is in the
+    order of :meth:`LMCParams.to_vector`.
+    """
+    n = resid.size
+    w = params.W[targets]  # (n, L)
+    gram = np.zeros((n, n))
+    kernels = []
+    pick = np.ix_(buckets, buckets)
+    for l in range(params.n_latents):  # noqa: E741
+        values = kernel_values(params, l, d2, n_refs, gradient, fixed)
+        kl = (values[0] if gradient else values)[pick]
+        kernels.append((kl, values[1][pick]) if gradient else None)
+        gram += np.outer(w[:, l], w[:, l]) * kl
+    noise = params.sigma2 * counts
+    gram[np.diag_indices(n)] += noise
+    try:
+        chol = np.linalg.cholesky(gram)
+    except np.linalg.LinAlgError:
+        return (math.inf, np.zeros(params.to_vector().size)) if gradient else math.inf
+    alpha_vec = cho_solve((chol, True), resid)
+    value = 0.5 * float(resid @ alpha_vec) + float(np.log(np.diag(chol)).sum()) + 0.5 * n * math.log(2 * math.pi)
+    if not gradient:
+        return value
+    inv = cho_solve((chol, True), np.eye(n))
+    a_mat = inv - np.outer(alpha_vec, alpha_vec)
+    n_lat, n_t = params.n_latents, params.W.shape[0]
+    g_alpha, g_beta, g_w = np.zeros(n_lat), np.zeros(n_lat), np.zeros((n_t, n_lat))
+    for l in range(n_lat):  # noqa: E741
+        kl, dkl = kernels[l]
+        wl = w[:, l]
+        h = (a_mat * kl) @ wl
+        g_alpha[l] = 0.5 * float(wl @ h) / params.alpha[l]
+        g_beta[l] = 0.5 * float(wl @ ((a_mat * dkl) @ wl))
+        g_w[:, l] = np.bincount(targets, weights=h, minlength=n_t)
+    g_sigma = 0.5 * float(np.diag(a_mat) @ counts)
+    return value, np.concatenate([g_alpha, g_beta, g_w.ravel(), [g_sigma]])
+
+
+@dataclass
+class FitRecord:
+    """One AdamW fit: when, on how many observations, how many steps, and the NLML before and after."""
+
+    n_observed: int
+    n_fit: int
+    steps: int
+    nlml_start: float
+    nlml_end: float
+    failures: int = 0
+
+
+def adamw_fit(params: LMCParams, objective, steps: int, lr: float, *,  # noqa: ANN001 - f(params) -> (value, grad)
+              weight_decay: float = 0.01, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
+              lower: float = CLIP, frozen: np.ndarray | None = None) -> tuple[LMCParams, float, float, int]:
+    """Minimise ``objective`` by AdamW (decoupled weight decay, PyTorch's defaults), clipping α, β, σ² ≥ ``lower``.
+
+    ``frozen`` (a boolean mask over :meth:`LMCParams.to_vector`) marks
+    parameters that stay where they are.
+
+    Returns (best parameters seen, NLML at the start, best NLML, failed steps).
+    A step that lands where the NLML is not finite is undone and its moment
+    estimates reset, as a failed line-search step would be.
+    """
+    x = params.to_vector()
+    n_lat = params.n_latents
+    clip_idx = np.r_[np.arange(2 * n_lat), x.size - 1]
+    m = np.zeros_like(x)
+    v = np.zeros_like(x)
+    value, grad = objective(params)
+    start = value
+    best, best_x = value, x.copy()
+    failures = 0
+    b1, b2 = betas
+    for step in range(1, int(steps) + 1):
+        if not math.isfinite(value):
+            break
+        m = b1 * m + (1 - b1) * grad
+        v = b2 * v + (1 - b2) * grad * grad
+        m_hat = m / (1 - b1**step)
+        v_hat = v / (1 - b2**step)
+        new = x * (1 - lr * weight_decay) - lr * m_hat / (np.sqrt(v_hat) + eps)
+        new[clip_idx] = np.maximum(new[clip_idx], lower)
+        if frozen is not None:
+            new[frozen] = x[frozen]
+        new_value, new_grad = objective(params.with_vector(new))
+        if not math.isfinite(new_value):
+            failures += 1
+            m[:] = 0.0
+            v[:] = 0.0
+            continue
+        x, value, grad = new, new_value, new_grad
+        if value < best:
+            best, best_x = value, x.copy()
+    return params.with_vector(best_x), start, best, failures
+
+
+def lbfgs_fit(params: LMCParams, objective, free: np.ndarray, *,  # noqa: ANN001 - f(params) -> (value, grad)
+              max_iter: int = 200) -> tuple[LMCParams, float, float, int]:
+    """Minimise ``objective`` over the parameters marked ``free`` by L-BFGS-B; (best, start NLML, best NLML, failures).
+
+    For the default's fit, which learns only the mixing weights W (no
+    positivity constraint, a smooth objective): a quasi-Newton method needs
+    far fewer NLML evaluations than AdamW and has no learning rate to tune.
+    """
+    from scipy.optimize import minimize
+
+    x0 = params.to_vector()
+    free = np.asarray(free, dtype=bool)
+    start, _ = objective(params)
+    failures = 0
+
+    def fun(z: np.ndarray) -> tuple[float, np.ndarray]:
+        nonlocal failures
+        x = x0.copy()
+        x[free] = z
+        value, grad = objective(params.with_vector(x))
+        if not math.isfinite(value):
+            failures += 1
+            return 1e300, np.zeros(z.size)
+        return value, grad[free]
+
+    result = minimize(fun, x0[free], jac=True, method="L-BFGS-B", options={"maxiter": int(max_iter)})
+    best = x0.copy()
+    best[free] = result.x
+    end = float(result.fun)
+    if not (math.isfinite(end) and end <= start):
+        return params, start, start, failures
+    return params.with_vector(best), start, end, failures
+
+
+def icm_nlml(bmat: np.ndarray, targets: np.ndarray, buckets: np.ndarray, resid: np.ndarray, units: np.ndarray,
+             kfixed: np.ndarray, sigma2: float) -> tuple[float, np.ndarray]:
+    """NLML of the intrinsic coregionalisation model Σ = B ⊗ K (one kernel K for every latent) and ∂/∂B (T × T).
+
+    ``kfixed`` is K between the distinct buckets that ``buckets`` indexes,
+    ``units`` each observation's noise unit. ∂NLML/∂B_st = ½ Σ_{i: t_i = s, j: t_j = t} (G⁻¹ − aaᵀ)_ij K_ij,
+    the aggregation of (G⁻¹ − aaᵀ) ∘ K by pairs of targets. ``inf`` where G is not positive definite.
+    """
+    n = resid.size
+    k = kfixed[np.ix_(buckets, buckets)]
+    gram = bmat[np.ix_(targets, targets)] * k
+    gram[np.diag_indices(n)] += sigma2 * units
+    try:
+        chol = np.linalg.cholesky(gram)
+    except np.linalg.LinAlgError:
+        return math.inf, np.zeros_like(bmat)
+    a = cho_solve((chol, True), resid)
+    value = 0.5 * float(resid @ a) + float(np.log(np.diag(chol)).sum()) + 0.5 * n * math.log(2 * math.pi)
+    m = (cho_solve((chol, True), np.eye(n)) - np.outer(a, a)) * k
+    ind = np.zeros((n, bmat.shape[0]))
+    ind[np.arange(n), targets] = 1.0
+    return value, 0.5 * (ind.T @ m @ ind)
+
+
+def coupled(unit_rows: np.ndarray, coupling: float) -> np.ndarray:
+    """B = c UUᵀ + (1 − c) I: a correlation matrix whose off-diagonal part is at most c (U with unit rows)."""
+    t = unit_rows.shape[0]
+    return coupling * (unit_rows @ unit_rows.T) + (1.0 - coupling) * np.eye(t)
+
+
+def fit_correlations(start: np.ndarray, objective, coupling: float, *,  # noqa: ANN001 - f(B) -> (value, ∂/∂B)
+                     max_iter: int = 200) -> tuple[np.ndarray, float, float, int]:
+    """Learn how the targets co-vary: B = c UUᵀ + (1 − c) I (:func:`coupled`), U with unit rows, by L-BFGS-B.
+
+    Each target keeps its marginal prior (B_tt = 1: the kernel fitted for one
+    target), and at most the fraction c of its prior variance is shared with
+    other targets: the rest — each target's own item-level deviations —
+    stays independent, so two targets that agreed on every item of the fit
+    cannot be taken to agree on every other item (with c = 1 the NLML's
+    optimum is then ρ = 1, and one disagreement later is a 100-σ surprise on
+    binary scores). ``start`` is U (T × T); the optimisation runs over the
+    unconstrained V, U = V / ‖V‖ row-wise (the gradient is projected).
+    Returns (U at the optimum, start NLML, best NLML, failed evaluations).
+    """
+    from scipy.optimize import minimize
+
+    shape = start.shape
+    start_value, _ = objective(coupled(start, coupling))
+    failures = 0
+
+    def unit(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        v = v.reshape(shape)
+        norm = np.sqrt((v * v).sum(1, keepdims=True))
+        return v / norm, norm
+
+    def fun(z: np.ndarray) -> tuple[float, np.ndarray]:
+        nonlocal failures
+        u, norm = unit(z)
+        value, g_b = objective(coupled(u, coupling))
+        if not math.isfinite(value):
+            failures += 1
+            return 1e300, np.zeros(z.size)
+        g_u = coupling * (g_b + g_b.T) @ u
+        g_u = (g_u - u * (u * g_u).sum(1, keepdims=True)) / norm
+        return value, g_u.ravel()
+
+    result = minimize(fun, start.ravel(), jac=True, method="L-BFGS-B", options={"maxiter": int(max_iter)})
+    end = float(result.fun)
+    if not (math.isfinite(end) and end <= start_value):
+        return start, start_value, start_value, failures
+    return unit(result.x)[0], start_value, end, failures
+
+
+# --------------------------------------------------------------------------- posterior
+@dataclass
+class _Grow:
+    """A preallocated array that grows by doubling along its first axis."""
+
+    data: np.ndarray
+    n: int = 0
+
+    def append(self, row: np.ndarray) -> None:
+        if self.n == self.data.shape[0]:
+            bigger = np.zeros((max(2 * self.n, 16),) + self.data.shape[1:])
+            bigger[: self.n] = self.data[: self.n]
+            self.data = bigger
+        self.data[self.n] = row
+        self.n += 1
+
+    @property
+    def view(self) -> np.ndarray:
+        return self.data[: self.n]
+
+
+@dataclass
+class LMCPosterior:
+    """The exact LMC posterior over every target's bucket abilities, updated one observation at a time.
+
+    Parameters
+    ----------
+    params : LMCParams
+    phi : ndarray (B, K)
+        Bucket reference vectors.
+    counts : ndarray (B,)
+        N_b.
+    prior_mean : ndarray (B,)
+        μ_b (shared by the targets).
+    d2_row : callable b -> ndarray (B,)
+        Squared distances of bucket b to every bucket (the caller caches them).
+    """
+
+    params: LMCParams
+    counts: np.ndarray
+    prior_mean: np.ndarray
+    d2_row: Any
+    n_refs: int
+    n_targets: int
+    cache_mb: float = 512.0
+    noise_unit: np.ndarray | None = None
+    fixed_row: Any = None
+    _rows: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.counts = np.asarray(self.counts, dtype=float)
+        self.noise_unit = self.counts.copy() if self.noise_unit is None else np.asarray(self.noise_unit, dtype=float)
+        self.n_buckets = self.counts.size
+        self.n_items = float(self.counts.sum())
+        self.obs_t: list[int] = []
+        self.obs_b: list[int] = []
+        self.obs_s: list[float] = []
+        self.unobserved = np.repeat(self.counts[:, None], self.n_targets, axis=1)  # U (B, T)
+        self._max_rows = max(64, int(self.cache_mb * 2**20 / (8 * self.params.n_latents * self.n_buckets)))
+        self._reset()
+
+    # ---------------------------------------------------------------- building
+    def _kernel_rows(self, b: int) -> np.ndarray:
+        """K_l[b, :] for every latent l, shape (L, B) (cached per bucket, within ``cache_mb``, until the
+        parameters change)."""
+        rows = self._rows.get(b)
+        if rows is None:
+            rows = self._uncached_rows(b)
+            if len(self._rows) < self._max_rows:
+                self._rows[b] = rows
+        return rows
+
+    def _reset(self) -> None:
+        """The prior state at the current parameters (no observation folded in)."""
+        p, t_n, b_n = self.params, self.n_targets, self.n_buckets
+        self._rows = {}
+        w = p.W
+        self._w = w
+        self.chol = _Grow(np.zeros((16, 16)))
+        self.y = _Grow(np.zeros(16))
+        self.V = _Grow(np.zeros((16, t_n, b_n)))
+        self.Q = _Grow(np.zeros((16, t_n)))
+        self.QN = _Grow(np.zeros((16, t_n)))
+        # K_l @ U and K_l @ N and the diagonals K_l[b, b], per latent: one pass over the kernel rows
+        self.KU = np.zeros((p.n_latents, b_n, t_n))
+        self.KN = np.zeros((p.n_latents, b_n))
+        kdiag = np.zeros((p.n_latents, b_n))
+        for b in range(b_n):
+            rows = self._kernel_rows(b)
+            self.KU[:, b, :] = rows @ self.unobserved
+            self.KN[:, b] = rows @ self.counts
+            kdiag[:, b] = rows[:, b]
+        self.prior_diag = (w * w) @ kdiag  # (T, B): Σ_l W_tl² K_l[b, b], the prior variance of θ^t_b
+        self.diag = self.prior_diag.copy()  # (T, B) posterior variances
+
+    def _uncached_rows(self, b: int) -> np.ndarray:
+        d2 = self.d2_row(b)
+        fixed = self.fixed_row(b) if "fixed" in self.params.kinds else None
+        return np.stack([kernel_values(self.params, l, d2, self.n_refs, fixed=fixed)
+                         for l in range(self.params.n_latents)])
+
+    def set_params(self, params: LMCParams) -> None:
+        """Change the hyperparameters and rebuild the posterior from the observations (O(n²·T·B))."""
+        obs = list(zip(self.obs_t, self.obs_b, self.obs_s))
+        self.params = params
+        self.unobserved = np.repeat(self.counts[:, None], self.n_targets, axis=1)
+        for t, b, _ in obs:
+            self.unobserved[b, t] -= 1.0
+        self._reset_with(obs)
+
+    def _reset_with(self, obs: Sequence[tuple[int, int, float]]) -> None:
+        self._reset()
+        n = len(obs)
+        if n == 0:
+            return
+        t_obs = np.array([o[0] for o in obs])
+        b_obs = np.array([o[1] for o in obs])
+        s_obs = np.array([o[2] for o in obs], dtype=float)
+        w = self._w
+        # Cov(observation j, θ^t_·) = Σ_l W[t_j,l] W[t,l] K_l[b_j, ·]: (n, T, B)
+        cross = np.empty((n, self.n_targets, self.n_buckets))
+        for j in range(n):
+            rows = self._kernel_rows(int(b_obs[j]))
+            cross[j] = (w * w[t_obs[j]][None, :]) @ rows
+        gram = cross[np.arange(n)[:, None], t_obs[None, :], b_obs[None, :]]
+        gram[np.diag_indices(n)] += self.params.sigma2 * self.noise_unit[b_obs]
+        chol = np.linalg.cholesky(gram)
+        vflat = solve_triangular(chol, cross.reshape(n, -1), lower=True, overwrite_b=True, check_finite=False)
+        v = vflat.reshape(n, self.n_targets, self.n_buckets)
+        resid = s_obs - self.prior_mean[b_obs]
+        y = solve_triangular(chol, resid, lower=True, check_finite=False)
+        self.chol = _Grow(_padded_square(chol), n)
+        self.V = _Grow(_padded(v), n)
+        self.y = _Grow(_padded(y), n)
+        self.Q = _Grow(_padded(np.einsum("jtb,bt->jt", v, self.unobserved)), n)
+        self.QN = _Grow(_padded(v @ self.counts), n)
+        self.diag -= np.einsum("jtb,jtb->tb", v, v)
+        self.obs_t, self.obs_b, self.obs_s = list(t_obs.tolist()), list(b_obs.tolist()), list(s_obs.tolist())
+
+    # ---------------------------------------------------------------- updates
+    def observe(self, target: int, bucket: int, score: float) -> tuple[float, float]:
+        """Fold in target ``target``'s score on an item of ``bucket``; returns (innovation, its variance)."""
+        t, b = int(target), int(bucket)
+        w = self._w
+        rows = self._kernel_rows(b)  # (L, B)
+        n = self.chol.n
+        cross_new = (w * w[t][None, :]) @ rows  # (T, B): Cov(new observation, θ^{t'}_{b'})
+        prior_var = float(cross_new[t, b]) + self.params.sigma2 * self.noise_unit[b]
+        if n:
+            t_obs = np.asarray(self.obs_t)
+            b_obs = np.asarray(self.obs_b)
+            k = cross_new[t_obs, b_obs]  # Cov(new, previous observations)
+            ell = solve_triangular(self.chol.data[:n, :n], k, lower=True, check_finite=False)
+            pivot2 = prior_var - float(ell @ ell)
+        else:
+            ell = np.zeros(0)
+            pivot2 = prior_var
+        pivot = math.sqrt(max(pivot2, 1e-12 * prior_var))
+        resid = score - float(self.prior_mean[b])
+        mean_pred = float(ell @ self.y.view) if n else 0.0
+        innovation = resid - mean_pred
+        v_new = (cross_new - np.tensordot(ell, self.V.view, axes=(0, 0))) / pivot if n else cross_new / pivot
+        row = np.zeros(n + 1)
+        row[:n] = ell
+        row[n] = pivot
+        self._append_chol(row)
+        self.y.append(innovation / pivot)
+        self.V.append(v_new)
+        self.Q.append(np.einsum("tb,bt->t", v_new, self.unobserved))
+        self.QN.append(v_new @ self.counts)
+        self.diag -= v_new * v_new
+        # the item is no longer unobserved for target t
+        self.unobserved[b, t] -= 1.0
+        self.Q.view[:, t] -= self.V.view[:, t, b]
+        self.KU[:, :, t] -= rows
+        self.obs_t.append(t)
+        self.obs_b.append(b)
+        self.obs_s.append(float(score))
+        return innovation, pivot * pivot
+
+    def _append_chol(self, row: np.ndarray) -> None:
+        n = self.chol.n
+        if n == self.chol.data.shape[0]:
+            size = max(2 * n, 16)
+            bigger = np.zeros((size, size))
+            bigger[:n, :n] = self.chol.data[:n, :n]
+            self.chol.data = bigger
+        self.chol.data[n, : n + 1] = row
+        self.chol.n = n + 1
+
+    # ---------------------------------------------------------------- reading
+    @property
+    def n_observed(self) -> int:
+        return self.chol.n
+
+    def prior_cross(self) -> np.ndarray:
+        """u^tᵀ Σ^{tt'} u^{t'} for every pair of targets (T, T), at the current unobserved counts."""
+        g = np.einsum("bt,lbs->lts", self.unobserved, self.KU)  # (L, T, T): U_tᵀ K_l U_s
+        w = self._w
+        return np.einsum("tl,sl,lts->ts", w, w, g)
+
+    def sum_cov(self) -> np.ndarray:
+        """Cov(Σ_b u^t_b θ^t_b, Σ_b u^s_b θ^s_b | data) for every pair (T, T) (without the items' own noise)."""
+        q = self.Q.view
+        return self.prior_cross() - q.T @ q
+
+    def noise_var(self) -> np.ndarray:
+        """Σ_b u^t_b σ² (noise unit)_b per target (T,): the unobserved items' own noise in N·R^t."""
+        return self.params.sigma2 * (self.noise_unit @ self.unobserved)
+
+    def weighted_means(self) -> tuple[np.ndarray, np.ndarray]:
+        """(Σ_b u^t_b μ^t_b|C, Σ_b N_b μ^t_b|C) per target: the posterior means the estimators need."""
+        y = self.y.view
+        base_u = self.prior_mean @ self.unobserved
+        base_n = float(self.prior_mean @ self.counts)
+        return base_u + self.Q.view.T @ y, base_n + self.QN.view.T @ y
+
+    def bucket_mean(self, target: int) -> np.ndarray:
+        """μ^t|C per bucket (B,)."""
+        return self.prior_mean + self.V.view[:, target, :].T @ self.y.view
+
+    def information_gain(self, target: int) -> np.ndarray:
+        """Eq. 6 for target ``target``, an unobserved item of each bucket, given every target's data (B,)."""
+        t = int(target)
+        w2 = self._w[t] ** 2
+        vt = self.V.view[:, t, :]  # (n, B)
+        a = np.tensordot(w2, self.KU[:, :, t], axes=(0, 0)) - vt.T @ self.Q.view[:, t]
+        noise = self.params.sigma2 * self.noise_unit
+        total = float(self.noise_var()[t] + self.sum_cov()[t, t])
+        c = a + noise
+        v = np.maximum(self.diag[t], 0.0) + noise
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = c * c / (total * v)
+        ratio = np.clip(ratio, 0.0, 1.0 - 1e-15)
+        ig = -0.5 * np.log1p(-ratio)
+        ig[~np.isfinite(ig)] = 0.0
+        return ig
+
+
+def _padded(arr: np.ndarray) -> np.ndarray:
+    """``arr`` in a buffer with room to grow along its first axis (the next doubling)."""
+    n = arr.shape[0]
+    out = np.zeros((max(2 * n, 16),) + arr.shape[1:])
+    out[:n] = arr
+    return out
+
+
+def _padded_square(arr: np.ndarray) -> np.ndarray:
+    """A square ``arr`` in a square buffer with room to grow."""
+    n = arr.shape[0]
+    size = max(2 * n, 16)
+    out = np.zeros((size, size))
+    out[:n, :n] = arr
+    return out

@@ -1,0 +1,530 @@
+"""BayesAME for several targets at once: the multi-target method (§3.2, App. A.4, C.1; SPEC.md §2).
+
+The targets' bucket abilities are tied by a linear model of coregionalisation
+(:mod:`activeeval.lmc`) with L = T latents: θ^t = μ + Σ_l W[t, l] u_l. Every
+target is first evaluated on the same random 10 % of the items; then the
+targets take turns, each choosing the item of highest information gain about
+its own R given every target's scores (or, with ``selection="average"``, the
+item of highest information gain averaged over the targets, for a target
+drawn at random). The hyperparameters are refitted on the NLML every F
+observations.
+
+Two priors:
+
+* ``prior="paper"`` (``bayesame-multi-paper``): exactly SPEC.md §2 — half
+  squared-exponential, half Matérn-3/2 latents, (α_l, β_l, W, σ²) learned by
+  AdamW from the paper's start (α = β = 1, W ~ N(0, 0.01), σ² 0.1 / 0.01),
+  noise N_b σ², the model's variance.
+* ``prior="reference"`` (the default, ``bayesame-multi``): what the
+  trustworthy single-target default learned, carried over. On the shared
+  data the paper's fit is fragile: on binary scores σ² runs into its clip
+  within a few hundred observations and the intervals miss the truth
+  (docs/multi-target.md). So every latent uses the single-target default's
+  kernel, fitted on the *reference* models (:func:`~activeeval.methods.bayesame.fit_hyperparameters`:
+  level, slope, linear and Eq. 1 terms, per-item noise σ²), and only the
+  mixing weights W — how the targets co-vary, which only the targets can
+  tell — are learned from the targets' scores (L-BFGS-B on the NLML), from
+  W = I: the start is independent single-target BayesAME, and the fit adds
+  correlation only where the scores support it. The interval is widened by
+  the single-target calibration factor (measured on reference
+  pseudo-targets) and by each target's own scale, (ν0 + Σ z²)/(ν0 + m) over
+  its standardised innovations under the current fit, and the estimate is
+  kept in the range R can still take. With one target and W = 1 this is the
+  single-target default's model-based estimate (tested).
+
+Refits rebuild the posterior (O(n²·T·B)), so after the first ten a refit
+also waits until the observations have grown by ``refit_growth`` (10 %), and
+the NLML uses at most ``fit_max`` observations drawn at random;
+``refit_growth=0, fit_max=None`` gives the paper's schedule exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from activeeval.data.matrix import ScoreMatrix
+from activeeval.exceptions import ConfigurationError
+from activeeval.gaussian import bucketize, sq_dists
+from activeeval.lmc import (
+    FitRecord,
+    LMCParams,
+    LMCPosterior,
+    adamw_fit,
+    coupled,
+    fit_correlations,
+    icm_nlml,
+    initial_params,
+    nlml,
+)
+from activeeval.methods.base import SeedLike
+from activeeval.methods.estimate import Estimate
+from activeeval.methods.multi import MultiTargetMethod, Pair
+
+__all__ = ["BayesAMEMulti", "BayesAMEMultiPaper"]
+
+Z95 = 1.959963984540054
+SCALE_PRIOR = 10.0
+SCALE_SKIP = 5
+
+
+class BayesAMEMulti(MultiTargetMethod):
+    """Multi-target BayesAME: several targets evaluated jointly through a linear model of coregionalisation.
+
+    Parameters
+    ----------
+    reference : ScoreMatrix
+        Reference models' per-item scores.
+    targets : int or sequence of str
+        The target models (names, or how many).
+    seed, missing
+        As :class:`~activeeval.methods.multi.MultiTargetMethod`.
+    warm_start : float
+        Fraction of the items every target is evaluated on first (the paper: 0.1).
+    selection : {"round-robin", "average", "random"}
+        "round-robin" (the paper): the targets in turn, each taking the item
+        of highest information gain about its own R (uniform random in the
+        non-unique regime, B < N − N0, as the single-target paper does);
+        "average": the item of highest information gain averaged over the
+        active targets, for one of them drawn at random; "random": uniform
+        random items in turn (BayesAME-RS for several targets).
+    prior : {"reference", "paper"}
+        The default's reference-fitted kernel with learned mixing weights, or
+        the paper's LMC (see the module's docstring).
+    latents : int, optional
+        L, the number of latent vectors (default: the number of targets).
+    hyperparameters : LMCParams or its dict, optional
+        Start from these instead of the initial values.
+    reference_fit, calibration
+        ``prior="reference"``: the single-target default's reference fit and
+        calibration (:class:`~activeeval.methods.bayesame.BayesAME`'s
+        ``hyperparameters`` and ``calibration``), to reuse stored ones.
+    coupling : float
+        ``prior="reference"``: c, the largest share of a target's prior
+        variance that it may share with the other targets (B = c UUᵀ + (1 − c) I;
+        see :func:`~activeeval.lmc.fit_correlations`). 0: independent targets.
+    refit_every : int or None
+        F: refit every F observations (of any target); None or 0: never.
+    fit_steps, min_fit_steps : int
+        AdamW steps of the first fit, and the least of the later ones (the
+        k-th fit takes max(min_fit_steps, fit_steps / k)).
+    learning_rate : float, optional
+        AdamW's, ``prior="paper"`` (default 0.01 on binary scores, 0.001 on continuous ones).
+    weight_decay : float
+        AdamW's decoupled weight decay (PyTorch's default 0.01).
+    sigma2 : float, optional
+        ``prior="paper"``: initial σ² (default 0.1 binary, 0.01 continuous).
+    fit_max : int or None
+        At most this many observations, drawn at random, in the NLML of a fit
+        (its cost is O(fit_max³) per step); None: all of them.
+    refit_growth : float
+        After the first 10 fits, refit only once the observations have grown by
+        this fraction since the last fit (as well as by F).
+    n0 : int
+        Margin of the regime: unique ⇔ B ≥ N − N0.
+    estimator : {"auto", "bayes", "cv"}
+        As the paper's single-target estimator (Eq. 5).
+    interval : {"scaled", "model"}, optional
+        "scaled": Var(R) times the calibration factor² and each target's
+        measured scale, the estimate kept in range; "model": the model's
+        variance. Default "scaled" with the reference prior, "model" with the paper's.
+    scale_prior : float
+        ν0, the pseudo-count shrinking a target's scale towards 1.
+    tolerance : float, optional
+        Bucketing tolerance (binary scores exactly; continuous ones to 1e-3).
+    cache_mb : float
+        Memory for cached distances and kernel rows.
+    """
+
+    name = "bayesame-multi"
+
+    def __init__(
+        self,
+        reference: ScoreMatrix,
+        targets: int | Sequence[str],
+        *,
+        seed: SeedLike = None,
+        missing: str = "models",
+        warm_start: float = 0.1,
+        selection: Literal["round-robin", "average", "random"] = "round-robin",
+        prior: Literal["reference", "paper"] = "reference",
+        latents: int | None = None,
+        hyperparameters: LMCParams | Mapping[str, Any] | None = None,
+        reference_fit: Mapping[str, Any] | None = None,
+        calibration: Mapping[str, Any] | Literal["auto"] | None = "auto",
+        coupling: float = 0.8,
+        refit_every: int | None = 50,
+        fit_steps: int = 500,
+        min_fit_steps: int = 50,
+        learning_rate: float | None = None,
+        weight_decay: float = 0.01,
+        sigma2: float | None = None,
+        fit_max: int | None = 400,
+        refit_growth: float = 0.1,
+        n0: int = 10,
+        estimator: Literal["auto", "bayes", "cv"] = "auto",
+        interval: Literal["scaled", "model"] | None = None,
+        scale_prior: float = SCALE_PRIOR,
+        tolerance: float | None = None,
+        cache_mb: float = 512.0,
+    ) -> None:
+        super().__init__(reference, targets, seed=seed, missing=missing, warm_start=warm_start)
+        self.selection, self.prior, self.latents, self.hyperparameters = selection, prior, latents, hyperparameters
+        self.reference_fit, self.calibration, self.coupling = reference_fit, calibration, coupling
+        if not (isinstance(coupling, (int, float)) and 0.0 <= coupling <= 1.0):
+            raise ConfigurationError(f"coupling must be a number in [0, 1], got {coupling!r}")
+        self.refit_every, self.fit_steps, self.min_fit_steps = refit_every, fit_steps, min_fit_steps
+        self.learning_rate, self.weight_decay, self.sigma2, self.fit_max = learning_rate, weight_decay, sigma2, fit_max
+        self.refit_growth, self.n0, self.estimator, self.interval = refit_growth, n0, estimator, interval
+        self.scale_prior, self.tolerance, self.cache_mb = scale_prior, tolerance, cache_mb
+        _check(selection, prior, latents, refit_every, fit_steps, min_fit_steps, learning_rate, weight_decay, sigma2,
+               fit_max, refit_growth, n0, estimator, interval, scale_prior, tolerance)
+        self.interval_ = interval if interval is not None else ("scaled" if prior == "reference" else "model")
+        ref = self.reference
+        binary = ref.kind == "binary"
+        n_lat = int(latents) if latents is not None else self.n_targets
+        self.learning_rate_ = float(learning_rate) if learning_rate is not None else (0.01 if binary else 0.001)
+        self.refit_every_ = int(refit_every) if refit_every else 0
+        self._n_refs = ref.n_models
+        self.single_ = None
+        if prior == "reference" and n_lat != self.n_targets:
+            raise ConfigurationError("prior='reference' has one latent per target; leave latents unset "
+                                     "(latents is for prior='paper')")
+        if prior == "reference":
+            from activeeval.methods.bayesame import BayesAME
+
+            # the single-target default on this reference: its buckets, reference-fitted kernel, noise, calibration
+            self.single_ = single = BayesAME(ref, seed=int(self.seed_), selection="active", extrapolation="off",
+                                             hyperparameters=reference_fit, calibration=calibration,
+                                             tolerance=tolerance, cache_mb=cache_mb / 2)
+            self.buckets = single.buckets
+            self.tolerance_ = single.tolerance_
+            self.factor_ = float(single.calibration_.factor)
+            noise_unit = np.ones(self.buckets.n_buckets)
+            fixed_row = single._prior_col
+            self.unit_rows_ = np.eye(self.n_targets)  # U of B = c UUᵀ + (1 − c) I: B = I, independent targets
+            start = self._icm_params(self.unit_rows_, single.sigma2_)
+        else:
+            self.tolerance_ = float(tolerance) if tolerance is not None else (0.0 if binary else 1e-3)
+            self.buckets = bucketize(ref.scores.T, self.tolerance_)
+            self.factor_ = 1.0
+            noise_unit = None  # N_b σ²
+            fixed_row = None
+            start = initial_params(self.n_targets, n_lat, sigma2 if sigma2 is not None else (0.1 if binary else 0.01),
+                                   int(self.seed_))
+        if hyperparameters is not None:
+            start = hyperparameters if isinstance(hyperparameters, LMCParams) else LMCParams.from_dict(
+                hyperparameters)
+            if start.W.shape[0] != self.n_targets:
+                raise ConfigurationError(
+                    f"hyperparameters have weights for {start.W.shape[0]} targets, not {self.n_targets}")
+        n_buckets = self.buckets.n_buckets
+        self.unique_regime = n_buckets >= self.n_items - int(n0)
+        use_bayes = estimator == "bayes" or (estimator == "auto" and (self.unique_regime or prior == "reference"))
+        self.estimator_ = "bayes" if use_bayes else "cv"
+        # the default selects by information gain in every regime (its noise is per item, as single-target's)
+        self.active_ = selection != "random" and (self.unique_regime or prior == "reference")
+        phi = self.buckets.phi
+        self._feat = phi
+        self._feat_sq = (phi**2).sum(1)
+        if self.single_ is not None:
+            self._d2_full = self.single_._d2_full
+        else:
+            self._d2_full = sq_dists(phi, phi) if n_buckets * n_buckets * 8 <= cache_mb * 2**20 / 2 else None
+        self.posterior = LMCPosterior(start, self.buckets.counts, phi.mean(1), self._d2_row, self._n_refs,
+                                      self.n_targets, cache_mb=cache_mb / 2, noise_unit=noise_unit,
+                                      fixed_row=fixed_row)
+        self.fits: list[FitRecord] = []
+        self._last_fit = 0
+        self._sum_obs = np.zeros(self.n_targets)
+
+    def frozen_options(self) -> dict:
+        """The single-target default's reference fit and calibration (``prior="reference"``), to rebuild
+        without deriving them again."""
+        if self.single_ is None:
+            return {}
+        return {"reference_fit": self.single_.fit_.to_dict(), "calibration": self.single_.calibration_.to_dict()}
+
+    def _icm_params(self, unit_rows: np.ndarray, sigma2: float | None = None) -> LMCParams:
+        """The LMC parameters of B = c UUᵀ + (1 − c) I over the single-target kernel: W = chol(B), "fixed" latents."""
+        bmat = coupled(unit_rows, self.coupling)
+        w = np.linalg.cholesky(bmat + 1e-12 * np.eye(bmat.shape[0]))
+        n = w.shape[0]
+        s2 = self.posterior.params.sigma2 if sigma2 is None else sigma2
+        return LMCParams((1.0,) * n, (1.0,) * n, ("fixed",) * n, tuple(tuple(map(float, r)) for r in w), float(s2))
+
+    def correlations(self) -> np.ndarray:
+        """B: the prior correlation of the targets' abilities on the same bucket (T × T), as learned."""
+        w = self.posterior.params.W
+        b = w @ w.T
+        d = np.sqrt(np.diag(b))
+        return b / d[:, None] / d[None, :]
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def params_(self) -> LMCParams:
+        """The hyperparameters in use (learned)."""
+        return self.posterior.params
+
+    @property
+    def n_buckets(self) -> int:
+        return self.buckets.n_buckets
+
+    @property
+    def regime(self) -> str:
+        return "unique" if self.unique_regime else "non-unique"
+
+    def _d2_row(self, b: int) -> np.ndarray:
+        if self._d2_full is not None:
+            return self._d2_full[b]
+        row = np.maximum(self._feat_sq + self._feat_sq[b] - 2.0 * (self._feat @ self._feat[b]), 0.0)
+        row[b] = 0.0
+        return row
+
+    def scales(self) -> np.ndarray:
+        """Each target's interval scale (ν0 + Σ z²)/(ν0 + m) over its standardised innovations under the current fit.
+
+        The first ``SCALE_SKIP`` innovations of each target are left out (they
+        mostly measure the prior), as in the single-target default.
+        """
+        post = self.posterior
+        y = post.y.view
+        t_obs = np.asarray(post.obs_t, dtype=np.intp)
+        out = np.ones(self.n_targets)
+        if self.interval_ == "model" or y.size == 0:
+            return out
+        for t in range(self.n_targets):
+            z = y[t_obs == t][SCALE_SKIP:]
+            out[t] = (self.scale_prior + float(z @ z)) / (self.scale_prior + z.size)
+        return out
+
+    def information_gains(self, target: int | str) -> np.ndarray:
+        """Eq. 6 for ``target``, one unobserved item per bucket, given every target's scores (B,)."""
+        return self.posterior.information_gain(self.target_index(target))
+
+    # ---------------------------------------------------------------- selection
+    def _free_buckets(self, target: int, exclude: np.ndarray) -> np.ndarray:
+        avail = ~self._observed[target]
+        avail[exclude] = False
+        return np.bincount(self.buckets.of_item[avail], minlength=self.n_buckets) > 0, avail
+
+    def _item_of_bucket(self, b: int, avail: np.ndarray, rng: np.random.Generator) -> int:
+        members = self.buckets.members[b]
+        free = members[avail[members]]
+        return int(free[rng.integers(free.size)]) if free.size > 1 else int(free[0])
+
+    def _argmax_bucket(self, ig: np.ndarray, ok: np.ndarray, rng: np.random.Generator) -> int | None:
+        ig = np.where(ok, ig, -np.inf)
+        best = float(ig.max())
+        if not np.isfinite(best) or best <= 0.0:
+            return None
+        ties = np.flatnonzero(ig >= best - 1e-12 * abs(best))
+        return int(ties[rng.integers(ties.size)]) if ties.size > 1 else int(ties[0])
+
+    def _select_item(self, target: int, rng: np.random.Generator, exclude: np.ndarray, given: bool) -> int:
+        if not self.active_:
+            return super()._select_item(target, rng, exclude, given)
+        ok, avail = self._free_buckets(target, exclude)
+        b = self._argmax_bucket(self.posterior.information_gain(target), ok, rng)
+        if b is None:  # nothing left to learn about R: a random item
+            return int(rng.choice(np.flatnonzero(avail)))
+        return self._item_of_bucket(b, avail, rng)
+
+    def _next_pairs(self, k: int, rng: np.random.Generator, given: bool, free: np.ndarray, taken: np.ndarray,
+                    act: Sequence[int]) -> list[Pair]:
+        if self.selection != "average" or not self.active_:
+            return super()._next_pairs(k, rng, given, free, taken, act)
+        out: list[Pair] = []
+        while len(out) < k and free.any():
+            # the item of highest information gain averaged over the active targets, for one of them at random
+            ig = np.zeros(self.n_buckets)
+            ok = np.zeros(self.n_buckets, dtype=bool)
+            for t in act:
+                ok_t, _ = self._free_buckets(t, np.flatnonzero(taken[t]))
+                ig += np.where(ok_t, self.posterior.information_gain(t), 0.0)
+                ok |= ok_t
+            b = self._argmax_bucket(ig / len(act), ok, rng)
+            if b is None:
+                t = int(act[rng.integers(len(act))]) if free[list(act)].any(1).all() else int(
+                    np.flatnonzero(free.any(1))[0])
+                item = int(rng.choice(np.flatnonzero(free[t])))
+            else:
+                members = self.buckets.members[b]
+                cands = [(t, int(i)) for t in act for i in members if free[t, i]]
+                t, item = cands[rng.integers(len(cands))]
+            out.append((t, item))
+            free[t, item] = False
+            taken[t, item] = True
+        return out
+
+    # ---------------------------------------------------------------- updates
+    def _update(self, target: int, item: int, score: float) -> None:
+        self.posterior.observe(target, int(self.buckets.of_item[item]), score)
+        self._sum_obs[target] += score
+
+    def _after_observe(self, target: int) -> None:
+        n = self.n_observed
+        every = self.refit_every_
+        if not every or n - self._last_fit < every:
+            return
+        if self.prior == "reference" and n < self.warm_items_.size * self.n_targets:
+            return  # the default learns the targets' correlations once every target has its warm-start items
+        if len(self.fits) >= 10 and n < (1.0 + self.refit_growth) * self._last_fit:
+            return
+        self._refit()
+
+    def _refit(self) -> None:
+        """AdamW on the NLML of (at most ``fit_max`` of) the observations; the posterior rebuilt at the best point."""
+        post = self.posterior
+        n = post.n_observed
+        t_obs = np.asarray(post.obs_t, dtype=np.intp)
+        b_obs = np.asarray(post.obs_b, dtype=np.intp)
+        s_obs = np.asarray(post.obs_s, dtype=float)
+        if self.fit_max is not None and n > self.fit_max:
+            rng = np.random.default_rng(np.random.SeedSequence([int(self.seed_), n, 0xF17]))
+            pick = np.sort(rng.choice(n, size=int(self.fit_max), replace=False))
+            t_obs, b_obs, s_obs = t_obs[pick], b_obs[pick], s_obs[pick]
+        distinct, index = np.unique(b_obs, return_inverse=True)
+        feat = self._feat[distinct]
+        d2 = sq_dists(feat, feat)
+        resid = s_obs - post.prior_mean[b_obs]
+        units = post.noise_unit[b_obs]
+        n_refs = self._n_refs
+        k = len(self.fits) + 1
+        steps = max(int(self.min_fit_steps), int(self.fit_steps) // k)
+        if self.prior == "reference":  # only the targets' correlations are learned
+            kfixed = np.stack([post.fixed_row(int(b))[distinct] for b in distinct])
+            sigma2 = post.params.sigma2
+
+            def icm(bmat: np.ndarray):  # noqa: ANN202
+                return icm_nlml(bmat, t_obs, index, resid, units, kfixed, sigma2)
+
+            unit_rows, start, end, failures = fit_correlations(self.unit_rows_, icm, self.coupling, max_iter=steps)
+            self.unit_rows_ = unit_rows
+            best = self._icm_params(unit_rows)
+        else:
+            def objective(p: LMCParams):  # noqa: ANN202
+                return nlml(p, t_obs, index, resid, units, d2, n_refs)
+
+            best, start, end, failures = adamw_fit(post.params, objective, steps, self.learning_rate_,
+                                                   weight_decay=float(self.weight_decay))
+        self.fits.append(FitRecord(n_observed=n, n_fit=int(resid.size), steps=steps, nlml_start=start, nlml_end=end,
+                                   failures=failures))
+        self._last_fit = n
+        if math.isfinite(end) and end <= start and best != post.params:
+            try:
+                post.set_params(best)
+            except np.linalg.LinAlgError:  # not positive definite on every observation: keep the previous fit
+                post.set_params(post.params)
+
+    # ---------------------------------------------------------------- estimates
+    def _model(self) -> tuple[np.ndarray, np.ndarray]:
+        """(R̂ per target, the T × T covariance of the R's), unscaled, unclipped (the model's)."""
+        post = self.posterior
+        n_items = float(self.n_items)
+        mean_u, mean_n = post.weighted_means()
+        n_t = np.array([len(items) for items in self._items], dtype=float)
+        if self.estimator_ == "bayes":
+            means = (self._sum_obs + mean_u) / n_items
+        else:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                means = np.where(n_t > 0, self._sum_obs / np.maximum(n_t, 1.0) + mean_n / n_items
+                                 - (mean_n - mean_u) / np.maximum(n_t, 1.0), mean_n / n_items)
+        cov = post.sum_cov()
+        cov[np.diag_indices(self.n_targets)] += post.noise_var()
+        cov /= n_items * n_items
+        done = np.array([self._observed[t].all() for t in range(self.n_targets)])
+        cov[done, :] = 0.0
+        cov[:, done] = 0.0
+        return means, cov
+
+    def covariance(self) -> np.ndarray:
+        """T × T posterior covariance of the targets' full-benchmark scores (scaled as the intervals are)."""
+        _, cov = self._model()
+        root = np.sqrt(self.scales()) * (self.factor_ if self.interval_ == "scaled" else 1.0)
+        return cov * root[:, None] * root[None, :]
+
+    def _current_estimate(self, target: int) -> Estimate:
+        means, cov = self._model()
+        t = int(target)
+        mean = float(means[t])
+        var = max(float(cov[t, t]), 0.0)
+        notes: list[str] = []
+        bounds = None
+        if self.interval_ == "scaled":
+            scale = float(self.scales()[t])
+            var *= self.factor_**2 * scale
+            if self.n_observed_of(t) >= 2 * SCALE_SKIP and scale > 2.0:
+                notes.append(
+                    f"the joint model predicts this target less well than it expects: its scores vary "
+                    f"{math.sqrt(scale):.1f}x more, and the interval is widened by that factor")
+            bounds = self._bounds(t)
+            if bounds is not None:
+                mean = min(max(mean, bounds[0]), bounds[1])
+        if self._observed[t].all():
+            mean, var = float(self._sum_obs[t]) / self.n_items, 0.0
+        return Estimate(mean=mean, var=var, n_observed=self.n_observed_of(t), n_items=self.n_items, bounds=bounds,
+                        notes=tuple(notes))
+
+    def _bounds(self, target: int) -> tuple[float, float] | None:
+        score_range = self.reference.score_range
+        if score_range is None:
+            return None
+        lo, hi = score_range
+        unseen = self.n_items - self.n_observed_of(target)
+        total = float(self._sum_obs[target])
+        return (total + lo * unseen) / self.n_items, (total + hi * unseen) / self.n_items
+
+
+def _check(selection: str, prior: str, latents: int | None, refit_every: int | None, fit_steps: int, min_fit_steps: int,
+           learning_rate: float | None, weight_decay: float, sigma2: float | None, fit_max: int | None,
+           refit_growth: float, n0: int, estimator: str, interval: str, scale_prior: float,
+           tolerance: float | None) -> None:
+    """BayesAMEMulti's option values, each refused with what it must be."""
+    choices = (("selection", selection, ("round-robin", "average", "random")),
+               ("estimator", estimator, ("auto", "bayes", "cv")), ("prior", prior, ("reference", "paper")),
+               ("interval", "scaled" if interval is None else interval, ("scaled", "model")))
+    for label, value, allowed in choices:
+        if value not in allowed:
+            raise ConfigurationError(f"{label} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+
+    def integer(label: str, value: Any, low: int, none_ok: bool = False) -> None:
+        if value is None and none_ok:
+            return
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ConfigurationError(f"{label} must be an integer >= {low}{' or None' if none_ok else ''}, got "
+                                     f"{value!r}")
+
+    integer("latents", latents, 1, True)
+    integer("refit_every", refit_every, 0, True)
+    integer("fit_steps", fit_steps, 1)
+    integer("min_fit_steps", min_fit_steps, 1)
+    integer("fit_max", fit_max, 2, True)
+    integer("n0", n0, 0)
+    for label, value, none_ok in (("learning_rate", learning_rate, True), ("sigma2", sigma2, True),
+                                  ("scale_prior", scale_prior, False)):
+        if value is None and none_ok:
+            continue
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ConfigurationError(f"{label} must be a positive number, got {value!r}")
+    for label, value in (("weight_decay", weight_decay), ("refit_growth", refit_growth)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+            raise ConfigurationError(f"{label} must be a number >= 0, got {value!r}")
+    if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
+        raise ConfigurationError(f"tolerance must be >= 0 (0 compares scores exactly), got {tolerance}")
+
+
+class BayesAMEMultiPaper(BayesAMEMulti):
+    """The paper's multi-target BayesAME exactly (SPEC.md §2): ``BayesAMEMulti(prior="paper")``, model variance."""
+
+    name = "bayesame-multi-paper"
+
+    def __init__(self, reference: ScoreMatrix, targets: int | Sequence[str], **kwargs: Any) -> None:
+        if kwargs.get("prior", "paper") != "paper":
+            raise ConfigurationError(
+                "bayesame-multi-paper is the paper's prior; use bayesame-multi for prior=reference")
+        kwargs["prior"] = "paper"
+        super().__init__(reference, targets, **kwargs)
