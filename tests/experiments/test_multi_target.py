@@ -32,7 +32,7 @@ from activeeval.methods.multi import Independent
 from activeeval.methods.registry import make_method
 from activeeval.stopping import default_rule
 
-STAND_IN = "independent-test"  # a multi-target method until bayesame-multi lands: Independent over BayesAME-RS
+STAND_IN = "independent-test"  # a multi-target method that shares nothing: Independent over BayesAME-RS
 
 
 class StandIn(Independent):
@@ -64,7 +64,8 @@ def tiny(small_ifeval):
     return small_ifeval.select_items(list(small_ifeval.item_ids[:24]))
 
 
-CONFIG = MultiTargetConfig(methods=(STAND_IN, "rs-mean"), correlation="high", n_targets=3, n_seeds=2)
+CONFIG = MultiTargetConfig(methods=("bayesame-multi", STAND_IN, "rs-mean"), correlation="high", n_targets=3,
+                           n_seeds=2)
 
 
 @pytest.fixture(scope="module")
@@ -146,7 +147,7 @@ def test_bad_target_sets_are_refused(tiny) -> None:
 # ------------------------------------------------------------------ running methods
 def test_a_joint_method_plays_every_target_to_the_truth(tiny, serial) -> None:
     n_t, n = len(serial.split.targets), tiny.n_items
-    for name in (STAND_IN, "rs-mean"):
+    for name in CONFIG.methods:
         assert serial.means[name].shape == serial.vars[name].shape == (n_t, 2, n)
         assert not np.isnan(serial.means[name]).any()
         np.testing.assert_allclose(serial.means[name][:, :, -1], np.repeat(serial.truth[:, None], 2, 1), atol=1e-12)
@@ -187,7 +188,7 @@ def test_two_workers_give_identical_results(tiny, serial) -> None:
     for name in CONFIG.methods:
         np.testing.assert_array_equal(parallel.means[name], serial.means[name])
         np.testing.assert_array_equal(parallel.vars[name], serial.vars[name])
-    assert calls[-1] == (4, 4)  # one task per (method, seed)
+    assert calls[-1] == (6, 6)  # one task per (method, seed)
 
 
 def test_stops_read_off_the_trajectories_equal_a_live_run_for_independent_targets(tiny) -> None:
@@ -221,7 +222,8 @@ def test_python_api_takes_a_plain_config_with_correlation(tiny, serial) -> None:
     plain = BacktestConfig(methods=CONFIG.methods, n_targets=3, n_seeds=2)
     result = run_multi_target_backtest(tiny, plain, correlation="high", workers=1)
     assert result.config == CONFIG and result.split == serial.split
-    np.testing.assert_array_equal(result.means[STAND_IN], serial.means[STAND_IN])
+    for name in CONFIG.methods:
+        np.testing.assert_array_equal(result.means[name], serial.means[name])
 
 
 @pytest.mark.parametrize(
@@ -268,7 +270,7 @@ BASE = ("backtest", "--seeds", "2", "--workers", "1", "--no-progress")
 
 def test_cli_json_is_the_single_target_shape_plus_the_target_set(tiny_csv, serial) -> None:
     r = cli.invoke(app, [*BASE, "--dataset", tiny_csv, "--multi-target", "--correlation", "high",
-                         "--targets-count", "3", "--methods", f"{STAND_IN},rs-mean", "--json"])
+                         "--targets-count", "3", "--methods", f"bayesame-multi,{STAND_IN}", "--json"])
     assert r.exit_code == 0, r.output
     payload = json.loads(r.stdout)
     assert set(payload) == {"dataset", "regime", "methods", "correlation", "targets"}
@@ -277,13 +279,14 @@ def test_cli_json_is_the_single_target_shape_plus_the_target_set(tiny_csv, seria
     corr = payload["correlation"]
     assert set(corr) == {"set", "mean", "min", "candidates_mean", "candidates"} and corr["set"] == "high"
     assert corr["mean"] == pytest.approx(serial.split.mean_correlation, rel=1e-12)
-    assert list(payload["methods"]) == [STAND_IN, "rs-mean"]
+    assert list(payload["methods"]) == list(CONFIG.methods)  # rs-mean added last, as the baseline of RMSE Gain
     for entry in payload["methods"].values():
         assert set(entry) == {"ew_irmse", "gain_db", "coverage_at_stop", "mean_fraction_at_stop"}
     from activeeval.experiments.tables import summarize
 
-    assert payload["methods"][STAND_IN]["ew_irmse"] == pytest.approx(summarize(serial)[STAND_IN]["ew_irmse"],
-                                                                     rel=1e-12)
+    expected = summarize(serial)
+    for name in CONFIG.methods:
+        assert payload["methods"][name]["ew_irmse"] == pytest.approx(expected[name]["ew_irmse"], rel=1e-12)
 
 
 def test_cli_table_files_and_plots(tiny_csv, tmp_path) -> None:
@@ -314,6 +317,9 @@ def test_cli_table_files_and_plots(tiny_csv, tmp_path) -> None:
          "models), got 'medium'"),
         (("--methods", f"{STAND_IN},rs-mean"),
          f"error: method '{STAND_IN}' evaluates several targets jointly, which needs a multi-target backtest: add "
+         "--multi-target --correlation low|high"),
+        (("--methods", "bayesame-multi,bayesame"),
+         "error: method 'bayesame-multi' evaluates several targets jointly, which needs a multi-target backtest: add "
          "--multi-target --correlation low|high"),
         (("--multi-target", "--correlation", "high", "--targets", "39"), "error: --targets 39 is too many: "),
     ],
