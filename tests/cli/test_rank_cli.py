@@ -101,7 +101,9 @@ def test_rank_errors(toy, tmp_path):
         "rank", "--dataset", toy, "--models", "m0,m1", "--costs", str(costs))
     assert "does not exist; give a JSON or CSV file of model,cost" in bad(
         "rank", "--dataset", toy, "--models", "m0,m1", "--costs", str(tmp_path / "none.json"))
-    assert "--method must be one of cat, bayesame, bayesame-paper when simulating, got 'irt' (a ranking session, " \
+    from activeeval.experiments.ranking_eval import rank_methods
+
+    assert f"--method must be one of {', '.join(rank_methods())} when simulating, got 'irt' (a ranking session, " \
         "--session, takes any method spec)" in bad(
         "rank", "--dataset", toy, "--models", "m0,m1", "--method", "irt")
     assert "model 'm11' has 1 missing scores" in bad("rank", "--dataset", toy, "--models", "m0,m11")

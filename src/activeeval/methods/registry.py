@@ -292,8 +292,8 @@ def method_parameters(name: str) -> list[str]:
             sig = inspect.signature(init)
         except (TypeError, ValueError):  # pragma: no cover - builtins
             continue
-        named = [p.name for p in sig.parameters.values() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
-                 and p.name not in ("self", "reference", "targets")]
+        named = [p.name for p in sig.parameters.values()
+                 if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in ("self", "reference")]
         params.extend(p for p in named if p not in params)
         if not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
             break  # this constructor takes nothing more than it names
