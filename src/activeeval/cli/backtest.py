@@ -129,10 +129,34 @@ def _write_result(result, summary: dict, tmp: Path, prefix: str, output_format: 
         sub = tmp / prefix.rstrip("_") if prefix else tmp
         sub.mkdir(exist_ok=True)
         cfg = result.config
-        write_plots(curves, cost, sub, f"{result.dataset}, {cfg.regime}, {cfg.ref_fraction:.0%} refs")
+        write_plots(curves, cost, sub, f"{result.dataset}, {_regime_title(result)}, {cfg.ref_fraction:.0%} refs")
+
+
+def _check_multi_target_flags(multi_target: bool, correlation: Optional[str], regime: Optional[str]) -> None:
+    if not multi_target:
+        if correlation is not None:
+            raise ConfigurationError(
+                "--correlation chooses the targets of a multi-target backtest; add --multi-target (or drop "
+                "--correlation)")
+        return
+    if correlation is None:
+        raise ConfigurationError(
+            "--multi-target needs --correlation low (a random target set) or high (the most correlated models)")
+    if regime is not None:
+        raise ConfigurationError(
+            "--regime does not apply to --multi-target: its targets are the --correlation set; drop --regime")
+
+
+def _regime_title(result) -> str:  # noqa: ANN001
+    """``interpolation``, or ``multi-target, high correlation (mean r = 0.83)``."""
+    split = result.split
+    if not result.config.multi_target:
+        return result.config.regime
+    return f"{split.regime}, {split.correlation} correlation (mean r = {split.mean_correlation:.2f})"
 
 
 def _payload(result, summary: dict) -> dict:  # noqa: ANN001
+    extra = {"correlation": result.split.correlation_summary()} if result.config.multi_target else {}
     return {
         "dataset": result.dataset,
         "regime": result.config.regime,
@@ -141,6 +165,7 @@ def _payload(result, summary: dict) -> dict:  # noqa: ANN001
         "seeds": result.config.n_seeds,
         "n_items": result.n_items,
         "dropped_twins": list(result.split.dropped_twins),
+        **extra,
         "wall_time_s": round(result.wall_time, 1),
         "methods": {
             name: {
@@ -169,9 +194,19 @@ def backtest_command(
         help="Comma-separated method names, each with optional constructor options in brackets, e.g. "
         "'bayesame,bayesame[selection=random]' to compare two settings.",
     ),
-    regime: str = typer.Option("interpolation", "--regime", help="interpolation or extrapolation."),
+    regime: Optional[str] = typer.Option(
+        None, "--regime", help="interpolation or extrapolation (not with --multi-target). [default: interpolation]"),
+    multi_target: bool = typer.Option(
+        False, "--multi-target",
+        help="Targets of low or high correlation (--correlation; the paper's §5.2): multi-target methods such as "
+        "bayesame-multi evaluate them jointly, single-target methods one by one.",
+    ),
+    correlation: Optional[str] = typer.Option(
+        None, "--correlation",
+        help="With --multi-target: low (a random target set) or high (the most correlated models, greedily).",
+    ),
     refs: float = typer.Option(0.5, "--refs", help="Fraction of the reference pool sampled per seed, in (0, 1]."),
-    targets: int = typer.Option(10, "--targets", help="Number of target models."),
+    targets: int = typer.Option(10, "--targets", "--targets-count", help="Number of target models."),
     seeds: Optional[int] = typer.Option(
         None, "--seeds",
         help=f"Number of seeds (reference samples and item orders); the paper used 200. [default: {DEFAULT_SEEDS}, "
@@ -182,7 +217,8 @@ def backtest_command(
     address: Optional[str] = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]"),
     out: Optional[Path] = typer.Option(None, "--out", help="Directory for raw results and PNG plots (must be new)."),
     epsilon2: float = typer.Option(0.03, "--epsilon2", help="ε2 of the 'at stop' columns (the sweep is always run)."),
-    split_seed: int = typer.Option(0, "--split-seed", help="Seed of the interpolation targets."),
+    split_seed: int = typer.Option(
+        0, "--split-seed", help="Seed of the random targets (interpolation; --multi-target --correlation low)."),
     output_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots to --out."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
@@ -196,15 +232,16 @@ def backtest_command(
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Backtest methods on held-out models with the protocol of the BayesAME paper (§5)."""
+    """Backtest methods on held-out models with the protocol of the BayesAME paper (§5; §5.2 with --multi-target)."""
     from activeeval.experiments.protocol import EPSILON2_SWEEP, BacktestConfig
-    from activeeval.experiments.runner import run_backtest
+    from activeeval.experiments.runner import check_multi_target, run_backtest
     from activeeval.experiments.tables import summarize
 
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
     names = _parse_methods(methods)
     _check_out(out)
+    _check_multi_target_flags(multi_target, correlation, regime)
     if not (epsilon2 > 0):
         raise ConfigurationError(f"--epsilon2 must be > 0, got {epsilon2}")
     if seeds is not None and seeds < 1:
@@ -212,12 +249,19 @@ def backtest_command(
     if BASELINE not in names:
         names = names + (BASELINE,)
         typer.echo(f"note: added {BASELINE} (the baseline of RMSE Gain)", err=True)
-    matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models))
     sweep = tuple(sorted(set(EPSILON2_SWEEP) | {float(epsilon2)}))
-    config = BacktestConfig(
-        methods=names, regime=regime, ref_fraction=refs, n_targets=targets,
-        n_seeds=DEFAULT_SEEDS if seeds is None else seeds, split_seed=split_seed, epsilon2=sweep, shared_order=shared,
+    settings = dict(
+        methods=names, ref_fraction=refs, n_targets=targets, n_seeds=DEFAULT_SEEDS if seeds is None else seeds,
+        split_seed=split_seed, epsilon2=sweep, shared_order=shared,
     )
+    if multi_target:
+        from activeeval.experiments.multi_target import MultiTargetConfig
+
+        config = MultiTargetConfig(correlation=correlation, **settings)
+    else:
+        config = BacktestConfig(regime=regime or "interpolation", **settings)
+    check_multi_target(config)  # a multi-target method without --multi-target: before loading anything
+    matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models))
     if seeds is None:
         _print_estimate(matrix, config, workers)
     with progress_bar("backtest", progress and not as_json) as update:
@@ -236,7 +280,8 @@ def backtest_command(
             raise
     if as_json:
         payload = _payload(result, summary)
-        print_json({k: payload[k] for k in ("dataset", "regime", "methods")})
+        keys = ("dataset", "regime", "methods") + (("correlation", "targets") if config.multi_target else ())
+        print_json({k: payload[k] for k in keys})
         return
     _print_table(result, summary, epsilon2)
     if out is not None:
@@ -247,10 +292,9 @@ def estimate_seconds(matrix, config, workers: Optional[int]) -> tuple[float, dic
     """Estimated wall time of the whole backtest: one seed of every method, timed, times seeds / workers."""
     import os
 
-    from activeeval.experiments.protocol import make_split
-    from activeeval.experiments.runner import run_task
+    from activeeval.experiments.runner import backtest_split, run_task
 
-    split = make_split(matrix, config.regime, config.n_targets, config.split_seed, config.gap)
+    split = backtest_split(matrix, config)
     per_method = {}
     for method in config.methods:
         start = time.process_time()
@@ -281,8 +325,10 @@ def _duration(seconds: float) -> str:
 
 
 def _config_dict(config, dataset: str) -> dict:  # noqa: ANN001
+    extra = {"correlation": config.correlation} if config.multi_target else {}
     return {
-        "dataset": dataset, "methods": list(config.methods), "regime": config.regime, "refs": config.ref_fraction,
+        "dataset": dataset, "methods": list(config.methods), "regime": config.regime, **extra,
+        "refs": config.ref_fraction,
         "targets": config.n_targets, "seeds": config.n_seeds, "split_seed": config.split_seed,
         "root_seed": config.root_seed, "epsilon1": config.epsilon1, "epsilon2_sweep": list(config.epsilon2),
         "window": config.window, "level": config.level, "orders": "shared" if config.shared_order else "independent",
@@ -292,7 +338,8 @@ def _config_dict(config, dataset: str) -> dict:  # noqa: ANN001
 def _print_table(result, summary: dict, epsilon2: float) -> None:  # noqa: ANN001
     cfg = result.config
     table = Table(
-        title=f"{result.dataset}: {cfg.regime}, {cfg.ref_fraction:.0%} refs, {len(result.split.targets)} targets, "
+        title=f"{result.dataset}: {_regime_title(result)}, {cfg.ref_fraction:.0%} refs, "
+        f"{len(result.split.targets)} targets, "
         f"{cfg.n_seeds} seeds, N = {result.n_items}; at stop: ε2 = {epsilon2:g}"
     )
     table.add_column("method", justify="left", no_wrap=True)  # a spec label stays on one line
@@ -305,6 +352,8 @@ def _print_table(result, summary: dict, epsilon2: float) -> None:  # noqa: ANN00
             _fmt(s["coverage_at_stop"], 3), _fmt(s["mean_fraction_at_stop"], 3),
         )
     Console(soft_wrap=False, width=max(Console().width, 150)).print(table)  # as rank: logs keep whole rows
+    if cfg.multi_target:
+        typer.echo(f"targets ({result.split.correlation} correlation): {', '.join(result.split.targets)}")
     if result.split.dropped_twins:
         twins = ", ".join(result.split.dropped_twins)
         typer.echo(f"dropped from the reference pool (exact twins of a target): {twins}")

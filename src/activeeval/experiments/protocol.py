@@ -22,6 +22,7 @@ on its coordinates only, never on the worker that ran it or the order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -33,6 +34,7 @@ __all__ = [
     "EPSILON2_SWEEP",
     "Split",
     "BacktestConfig",
+    "drop_twins",
     "make_split",
     "sample_references",
     "method_seed",
@@ -97,10 +99,11 @@ class BacktestConfig:
     gap: float = 0.2
     method_options: dict = field(default_factory=dict)
     shared_order: bool = True
+    #: Whether the targets are evaluated jointly (a multi-target backtest, see ``experiments.multi_target``).
+    multi_target: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        if self.regime not in REGIMES:
-            raise ConfigurationError(f"regime must be 'interpolation' or 'extrapolation', got {self.regime!r}")
+        self._check_regime()
         if not (isinstance(self.ref_fraction, (int, float)) and 0 < self.ref_fraction <= 1):
             raise ConfigurationError(
                 f"ref_fraction (--refs) must be in (0, 1], got {self.ref_fraction}; e.g. 0.5 for half the pool"
@@ -113,6 +116,10 @@ class BacktestConfig:
             raise ConfigurationError("methods must name at least one method, e.g. rs-mean,bayesame")
         if not 0 <= self.gap < 1:
             raise ConfigurationError(f"gap must be in [0, 1), got {self.gap}")
+
+    def _check_regime(self) -> None:
+        if self.regime not in REGIMES:
+            raise ConfigurationError(f"regime must be 'interpolation' or 'extrapolation', got {self.regime!r}")
 
 
 def make_split(
@@ -146,9 +153,7 @@ def make_split(
         targets = [ids[j] for j in order[:n_targets]]
         discarded = [ids[j] for j in order[n_targets : n_targets + n_gap]]
         pool = [ids[j] for j in order[n_targets + n_gap :]]
-    target_rows = {matrix.model_scores(t).tobytes() for t in targets}
-    twins = [m for m in pool if matrix.model_scores(m).tobytes() in target_rows]
-    pool = [m for m in pool if m not in set(twins)]
+    pool, twins = drop_twins(matrix, targets, pool)
     if len(pool) < 2:
         raise ConfigurationError(
             f"the {regime} split of {matrix.name or 'the dataset'} ({matrix.n_models} models, {n_targets} targets"
@@ -156,6 +161,13 @@ def make_split(
             + f") leaves {len(pool)} reference model(s); at least 2 are needed: use fewer --targets or more models"
         )
     return Split(regime, tuple(targets), tuple(pool), tuple(discarded), tuple(twins))
+
+
+def drop_twins(matrix: ScoreMatrix, targets, pool) -> tuple[list[str], list[str]]:  # noqa: ANN001
+    """The pool without the exact twins of a target (models whose score row equals a target's), and the twins."""
+    target_rows = {matrix.model_scores(t).tobytes() for t in targets}
+    twins = [m for m in pool if matrix.model_scores(m).tobytes() in target_rows]
+    return [m for m in pool if m not in set(twins)], twins
 
 
 def sample_references(pool: tuple[str, ...], fraction: float, seed_index: int, root_seed: int = 0) -> tuple[str, ...]:

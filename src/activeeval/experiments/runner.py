@@ -2,9 +2,13 @@
 
 One task = one method and one seed: it samples that seed's references (shared
 by all targets) and plays the method on each target to the end (n = N),
-keeping the whole trajectory. Fixed-size curves read the trajectory at every
-n; stopping-rule runs for each ε2 are read off the same trajectory (no
-method's selection depends on ε). Results depend only on the task's
+keeping the whole trajectory; a multi-target method
+(:func:`~activeeval.methods.registry.is_multi_target`, only in a multi-target
+backtest, :mod:`activeeval.experiments.multi_target`) is built once on all
+the targets and played until every target has observed every item.
+Fixed-size curves read the trajectory at every n; stopping-rule runs for
+each ε2 are read off the same trajectory (no method's selection depends on
+ε). Results depend only on the task's
 coordinates, so they are identical whatever the backend, the number of
 workers or the completion order (tested).
 
@@ -37,9 +41,10 @@ import numpy as np
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.experiments.protocol import BacktestConfig, Split, make_split, method_seed, sample_references
-from activeeval.experiments.simulate import run_fixed
+from activeeval.experiments.simulate import run_fixed, run_multi_to_end
 from activeeval.methods.registry import (
     check_method_spec,
+    is_multi_target,
     make_method,
     method_spec,
     parse_method_spec,
@@ -48,7 +53,10 @@ from activeeval.methods.registry import (
     sharing_factory,
 )
 
-__all__ = ["BACKENDS", "BacktestResult", "check_method_options", "check_methods", "run_backtest", "run_task"]
+__all__ = [
+    "BACKENDS", "BacktestResult", "backtest_split", "check_method_options", "check_methods", "check_multi_target",
+    "run_backtest", "run_task",
+]
 
 BACKENDS = ("local", "ray", "dask")
 
@@ -96,6 +104,7 @@ def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
     """
     reserved = dict.fromkeys(PROTOCOL_OPTIONS, "the backtest protocol (seeds come from --seeds; stops are computed "
                                                "for the whole ε2 sweep, see --epsilon2); remove it")
+    reserved["targets"] = "the backtest protocol (the targets are the split's: --targets, --correlation); remove it"
     out = []
     for spec in methods:
         name, options = check_method_spec(spec, reserved)
@@ -111,14 +120,20 @@ def method_and_options(config: BacktestConfig, label: str) -> tuple[str, dict]:
     return name, {**config.method_options.get(label, {}), **options}
 
 
-def check_method_options(config: BacktestConfig, reference: ScoreMatrix) -> None:
-    """Build every method that has options once on ``reference``, so a bad value fails before any work starts."""
+def check_method_options(config: BacktestConfig, reference: ScoreMatrix, targets: Sequence[str] = ()) -> None:
+    """Build every method that has options once on ``reference``, so a bad value fails before any work starts.
+
+    A multi-target method is built on ``targets`` (the split's).
+    """
     for label in config.methods:
         name, options = method_and_options(config, label)
         if not options:
             continue
         try:
-            make_method(name, reference, seed=0, **options)
+            if is_multi_target(name):
+                resolve_factory(name)(reference, list(targets), seed=0, **options)
+            else:
+                make_method(name, reference, seed=0, **options)
         except (ConfigurationError, TypeError, ValueError) as exc:
             raise ConfigurationError(f"method {label!r}: {exc}") from exc
 
@@ -147,6 +162,27 @@ def _repeats_source(config: BacktestConfig, label: str, reference: ScoreMatrix) 
     return bool(resolve_factory(name).repeats(reference, **options))
 
 
+def check_multi_target(config: BacktestConfig) -> None:
+    """A multi-target method runs only in a multi-target backtest; raise naming the fix otherwise."""
+    if config.multi_target:
+        return
+    joint = [label for label in config.methods if is_multi_target(parse_method_spec(label)[0])]
+    if joint:
+        what = (f"method {joint[0]!r} evaluates" if len(joint) == 1
+                else f"methods {', '.join(map(repr, joint))} evaluate")
+        raise ConfigurationError(
+            f"{what} several targets jointly, which needs a multi-target backtest: add --multi-target "
+            "--correlation low|high (Python: activeeval.experiments.multi_target.run_multi_target_backtest), "
+            "or remove it from --methods")
+
+
+def backtest_split(matrix: ScoreMatrix, config: BacktestConfig) -> Split:
+    """The targets and reference pool of ``config`` on ``matrix`` (a multi-target config makes its own)."""
+    if config.multi_target:
+        return config.make_split(matrix)
+    return make_split(matrix, config.regime, config.n_targets, config.split_seed, config.gap)
+
+
 def run_task(
     matrix: ScoreMatrix, config: BacktestConfig, split: Split, method: str, seed_index: int
 ) -> tuple[str, int, np.ndarray | None, np.ndarray | None]:
@@ -155,9 +191,12 @@ def run_task(
     With ``config.shared_order`` (the default) every target of the seed gets
     the same method seed, and a method with a fast replay
     (:func:`~activeeval.methods.registry.resolve_replay`) plays all of them at once;
-    otherwise each target is played step by step. Returns ``None`` arrays
-    for BayesAME-RS when it would repeat BayesAME exactly (the caller copies
-    BayesAME's trajectories).
+    otherwise each target is played step by step. A multi-target method is
+    built once on all the targets (seed as the first target's) and played
+    until every target has observed every item; row t is
+    ``method.trajectory(t)``. Returns ``None`` arrays for BayesAME-RS when
+    it would repeat BayesAME exactly (the caller copies BayesAME's
+    trajectories).
     """
     refs = sample_references(split.pool, config.ref_fraction, seed_index, config.root_seed)
     reference = matrix.select_models(refs)
@@ -168,6 +207,12 @@ def run_task(
     if _repeats_source(config, method, reference):
         return method, seed_index, None, None
     seeds = [method_seed(config.root_seed, seed_index, 0 if config.shared_order else t) for t in range(n_t)]
+    if is_multi_target(name):
+        joint = resolve_factory(name)(reference, list(split.targets), seed=seeds[0], **options)
+        run_multi_to_end(joint, truths)
+        trajs = [joint.trajectory(t) for t in range(n_t)]
+        return (method, seed_index, np.array([[e.mean for e in tr] for tr in trajs], dtype=float),
+                np.array([[e.var for e in tr] for tr in trajs], dtype=float))
     replay = resolve_replay(name) if config.shared_order else None
     if replay is not None:
         means, vars_ = replay(reference, truths, seeds[0], **options)
@@ -320,9 +365,10 @@ def run_backtest(
     methods = check_methods(config.methods)
     if methods != tuple(config.methods):
         config = dataclasses.replace(config, methods=methods)
-    split = make_split(matrix, config.regime, config.n_targets, config.split_seed, config.gap)
+    check_multi_target(config)
+    split = backtest_split(matrix, config)
     first = sample_references(split.pool, config.ref_fraction, 0, config.root_seed)  # validates --refs
-    check_method_options(config, matrix.select_models(first))
+    check_method_options(config, matrix.select_models(first), split.targets)
     n_items = matrix.n_items
     n_t, n_s = len(split.targets), config.n_seeds
     means = {m: np.full((n_t, n_s, n_items), np.nan) for m in methods}

@@ -15,9 +15,10 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, InvalidScoresError
 from activeeval.methods.base import BaseMethod
 from activeeval.methods.estimate import Estimate
+from activeeval.methods.multi import MultiTargetMethod
 from activeeval.stopping import StoppingRule, default_rule, stop_reason
 
-__all__ = ["HoldOut", "hold_out", "run_until_stop", "run_fixed"]
+__all__ = ["HoldOut", "hold_out", "run_until_stop", "run_fixed", "run_multi_to_end", "run_multi_until_stop"]
 
 
 @dataclass(frozen=True)
@@ -97,3 +98,49 @@ def run_fixed(method: BaseMethod, truth: np.ndarray, n: int, rng: np.random.Gene
         item = method.select(rng)
         method.observe(item, float(truth[item]))
     return method.estimate()
+
+
+def _check_truths(method: MultiTargetMethod, truths: np.ndarray) -> np.ndarray:
+    truths = np.asarray(truths, dtype=float)
+    if truths.shape != (method.n_targets, method.n_items):
+        raise ConfigurationError(
+            f"truths must hold every target's score on every item, shape ({method.n_targets}, {method.n_items}); "
+            f"got {truths.shape}")
+    return truths
+
+
+def run_multi_to_end(method: MultiTargetMethod, truths: np.ndarray, rng: np.random.Generator | None = None) -> None:
+    """Select a (target, item) pair, observe its true score, until every target has observed every item.
+
+    ``truths`` (T, N): each target's true per-item scores. Each target's
+    ``method.trajectory(t)`` then holds its estimate after each of its own
+    N observations.
+    """
+    truths = _check_truths(method, truths)
+    while not method.all_exhausted:
+        t, item = method.select(rng)
+        method.observe(t, item, float(truths[t, item]))
+
+
+def run_multi_until_stop(
+    method: MultiTargetMethod,
+    truths: np.ndarray,
+    rule: StoppingRule | None = None,
+    *,
+    rng: np.random.Generator | None = None,
+) -> list[str]:
+    """A live multi-target run: each target is dropped from the rotation as soon as ``rule`` stops it.
+
+    Returns each target's stop reason. Unlike :func:`run_multi_to_end`, what a
+    target observes after another one stopped can differ from the full run
+    (a joint method's estimates depend on every target's observations).
+    """
+    truths = _check_truths(method, truths)
+    rule = default_rule() if rule is None else rule
+    # a target's stop depends only on its own trajectory: check it again only after its own observation
+    reasons = [stop_reason(rule, method.view(t)) for t in range(method.n_targets)]
+    while active := [t for t, r in enumerate(reasons) if r is None]:
+        t, item = method.select(rng, active=active)
+        method.observe(t, item, float(truths[t, item]))
+        reasons[t] = stop_reason(rule, method.view(t))
+    return [str(r) for r in reasons]
