@@ -20,8 +20,8 @@ observation space (nothing of size (T·B)² is ever formed):
   cross-covariance of the full-benchmark scores, in O(n·T²).
 
 After a change of hyperparameters the state is rebuilt from the observations
-(O(n³ + T·B_obs²·B) with one shared kernel): the refit schedule of :class:`~activeeval.methods.bayesame_multi.BayesAMEMulti`
-keeps that rare.
+(O(n³ + T·B_obs²·B) with one shared kernel): the refit schedule of
+:class:`~activeeval.methods.bayesame_multi.BayesAMEMulti` keeps that rare.
 
 :func:`nlml` is the negative log marginal likelihood of the observations and
 its analytic gradient with respect to every hyperparameter (α_l, β_l, W, σ²)
