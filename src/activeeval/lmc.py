@@ -45,7 +45,7 @@ from activeeval.exceptions import ConfigurationError
 from activeeval.kernels import Matern32, SquaredExponential
 
 __all__ = ["FitRecord", "LMCParams", "LMCPosterior", "adamw_fit", "coupled", "fit_correlations", "icm_nlml",
-           "initial_params", "lbfgs_fit", "nlml"]
+           "initial_params", "nlml"]
 
 #: The paper's lower clip of α, β and σ² after each AdamW update (App. A.4).
 CLIP = 1e-4
@@ -269,40 +269,6 @@ def adamw_fit(params: LMCParams, objective, steps: int, lr: float, *,  # noqa: A
         if value < best:
             best, best_x = value, x.copy()
     return params.with_vector(best_x), start, best, failures
-
-
-def lbfgs_fit(params: LMCParams, objective, free: np.ndarray, *,  # noqa: ANN001 - f(params) -> (value, grad)
-              max_iter: int = 200) -> tuple[LMCParams, float, float, int]:
-    """Minimise ``objective`` over the parameters marked ``free`` by L-BFGS-B; (best, start NLML, best NLML, failures).
-
-    For the default's fit, which learns only the mixing weights W (no
-    positivity constraint, a smooth objective): a quasi-Newton method needs
-    far fewer NLML evaluations than AdamW and has no learning rate to tune.
-    """
-    from scipy.optimize import minimize
-
-    x0 = params.to_vector()
-    free = np.asarray(free, dtype=bool)
-    start, _ = objective(params)
-    failures = 0
-
-    def fun(z: np.ndarray) -> tuple[float, np.ndarray]:
-        nonlocal failures
-        x = x0.copy()
-        x[free] = z
-        value, grad = objective(params.with_vector(x))
-        if not math.isfinite(value):
-            failures += 1
-            return 1e300, np.zeros(z.size)
-        return value, grad[free]
-
-    result = minimize(fun, x0[free], jac=True, method="L-BFGS-B", options={"maxiter": int(max_iter)})
-    best = x0.copy()
-    best[free] = result.x
-    end = float(result.fun)
-    if not (math.isfinite(end) and end <= start):
-        return params, start, start, failures
-    return params.with_vector(best), start, end, failures
 
 
 def icm_nlml(bmat: np.ndarray, targets: np.ndarray, buckets: np.ndarray, resid: np.ndarray, units: np.ndarray,
