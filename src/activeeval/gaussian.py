@@ -583,6 +583,11 @@ class _Fantasy:
     def information_gain(self) -> np.ndarray:
         return self.post.information_gain(self.remaining, self.cov_u, self.diag)
 
+    @property
+    def extra_rows(self) -> np.ndarray | None:
+        """The fantasy rows E (one per conditioned item, shape (r, B)): Σ|C' = Σ|C − EᵀE; None if none."""
+        return np.array(self._rows) if self._rows else None
+
 
 class LeaveOneOutNLML:
     """NLML of reference models as pseudo-targets, each predicted from the others (fits the default's kernel).

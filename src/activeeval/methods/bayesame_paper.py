@@ -23,7 +23,7 @@ its prior and σ² N_b as the noise of an item of bucket b.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -42,17 +42,59 @@ from activeeval.gaussian import (
     var_r,
 )
 from activeeval.kernels import SquaredExponential
+from activeeval.logit import (
+    LOGIT_EPS,
+    bernoulli_working_response,
+    linearised_information_gain,
+    linearised_var_r,
+    logit,
+    moderated_mean,
+    moderated_slope,
+    to_unit,
+)
 from activeeval.methods.base import BaseMethod, SeedLike
 from activeeval.methods.estimate import Estimate
 
 Z95 = 1.959963984540054
 
-__all__ = ["BayesAMEPaper", "BayesAMEPaperRS", "RefitRecord"]
+__all__ = ["BayesAMEPaper", "BayesAMEPaperRS", "RefitRecord", "weights_from_mapping"]
 
 SIGMA2_UNIQUE = 1e-4  # App. C.1
 SIGMA2_NON_UNIQUE = 1e-1  # App. C.1
 HYPER_LOWER = 1e-5  # App. A.4: lower bound that keeps Σ positive definite
 HYPER_UPPER = 1e5  # not in the paper: keeps L-BFGS-B away from overflow in exp(-β d²/K)
+
+
+def weights_from_mapping(weights: Mapping[str, float], model_ids: Sequence[str]) -> np.ndarray:
+    """The metadata weights (App. B.2) of ``{model id: weight}`` in the order of ``model_ids``, shape (K,).
+
+    Every model of ``model_ids`` must have a weight and every key must be one
+    of them; the values must be numbers (their sign and sum are checked by
+    the caller). Raises :class:`ConfigurationError` naming what is missing or unknown.
+    """
+    ids = [str(m) for m in model_ids]
+    given = {str(k): v for k, v in weights.items()}
+    known = set(ids)
+    missing = [m for m in ids if m not in given]
+    unknown = [k for k in given if k not in known]
+    if missing or unknown:
+        parts = []
+        if missing:
+            parts.append(f"no weight for {len(missing)} reference model(s): {', '.join(missing[:5])}"
+                         + (", ..." if len(missing) > 5 else ""))
+        if unknown:
+            parts.append(f"{len(unknown)} model(s) that are not reference models: {', '.join(unknown[:5])}"
+                         + (", ..." if len(unknown) > 5 else ""))
+        raise ConfigurationError(
+            f"prior weights: {'; '.join(parts)}; give exactly one weight per reference model "
+            f"({len(ids)} models)")
+    out = np.empty(len(ids))
+    for k, m in enumerate(ids):
+        value = given[m]
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise ConfigurationError(f"prior weights: the weight of {m!r} must be a number, got {value!r}")
+        out[k] = float(value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -97,9 +139,21 @@ class BayesAMEPaper(BaseMethod):
     estimator : {"auto", "bayes", "cv"}
         "auto": posterior mean (w = 1/N, Eq. 3) in the unique regime,
         control variate (w = 1/n, Eq. 4) otherwise.
-    weights : array_like of shape (n_models,), optional
+    weights : array_like of shape (n_models,) or mapping of model id to weight, optional
         Metadata weights w (App. B.2): prior mean φ_bᵀw and distance
         (φ_b−φ_b')ᵀ diag(w) (φ_b−φ_b'). Must be ≥ 0; they are normalised.
+        A mapping must name every reference model (after missing-score
+        drops) and no other; an array follows ``reference.model_ids``.
+    likelihood : {"gaussian", "logit"}
+        "gaussian" (the paper's BayesAME). "logit": the logit-normal
+        variants of App. B.3 (the paper's BayesAME-Logit; see docs/MATHS.md):
+        continuous scores are modelled exactly as Gaussian in logit space;
+        binary scores by a Bernoulli likelihood on σ(f_b), linearised around
+        the auxiliary Gaussian model's posterior mean. Needs a bounded
+        ``score_range``.
+    logit_eps : float
+        ε of the logit: scores rescaled to [0, 1] and reference points are
+        clipped to [ε, 1 − ε] (default 1e-3). Only with likelihood="logit".
     noise : {"fixed", "learned"}
         "fixed" (the paper's single-target setting): σ² stays at its regime
         default. "learned" (our extension, as the paper's multi-target
@@ -131,6 +185,8 @@ class BayesAMEPaper(BaseMethod):
         weights: Sequence[float] | np.ndarray | None = None,
         noise: Literal["fixed", "learned"] = "fixed",
         cache_mb: float = 256.0,
+        likelihood: Literal["gaussian", "logit"] = "gaussian",
+        logit_eps: float = LOGIT_EPS,
     ) -> None:
         super().__init__(reference, seed=seed, missing=missing)
         # settings as given; what the method resolves (estimator, noise, tolerance) or learns (alpha, beta and,
@@ -153,9 +209,23 @@ class BayesAMEPaper(BaseMethod):
             raise ConfigurationError(f"noise must be 'fixed' or 'learned', got {noise!r}")
         if refit_every is not None and (int(refit_every) != refit_every or refit_every < 0):
             raise ConfigurationError(f"refit_every must be a non-negative integer or None, got {refit_every}")
+        if likelihood not in ("gaussian", "logit"):
+            raise ConfigurationError(f"likelihood must be 'gaussian' or 'logit', got {likelihood!r}")
+        if not (isinstance(logit_eps, (int, float)) and 0 < logit_eps < 0.5):
+            raise ConfigurationError(f"logit_eps must be a number in (0, 0.5), got {logit_eps!r}; e.g. 1e-3")
+        if likelihood == "logit" and self.reference.score_range is None:
+            raise ConfigurationError(
+                "likelihood='logit' needs bounded scores, but the reference has no score range; load it with "
+                "score_range=(low, high) (--score-range LOW HIGH)")
+        self.likelihood, self.logit_eps = likelihood, float(logit_eps)
 
         phi_items = self.reference.scores.T  # (N, K)
         n_refs = phi_items.shape[1]
+        if isinstance(weights, Mapping):
+            # a model dropped for missing scores (``missing="models"``) is no reference model: its weight goes
+            dropped = set(self.dropped.dropped_models)
+            weights = weights_from_mapping({m: v for m, v in weights.items() if m not in dropped},
+                                           self.reference.model_ids)
         if weights is not None:
             w = np.asarray(weights, dtype=float)
             if w.shape != (n_refs,) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
@@ -196,6 +266,13 @@ class BayesAMEPaper(BaseMethod):
         self._feat_sq = (self._feat**2).sum(1)
         self._mu_prior = phi.mean(1) if w is None else phi @ w
         self._counts = self.buckets.counts
+        self.logit_model_: str | None = None
+        if likelihood == "logit":
+            low, high = self.reference.score_range
+            self._low, self._width = float(low), float(high - low)
+            self.logit_model_ = "bernoulli" if self.reference.kind == "binary" else "logit-normal"
+            if self.logit_model_ == "logit-normal":  # the Gaussian state below lives in logit space
+                self._mu_prior = logit(to_unit(self._mu_prior, low, high), self.logit_eps)
         self._d2_full = (
             sq_dists(self._feat, self._feat) if n_buckets * n_buckets * 8 <= cache_mb * 2**20 else None
         )
@@ -209,6 +286,9 @@ class BayesAMEPaper(BaseMethod):
             self.kernel.matvec(self._feat, self._counts, self._d2_full), self._counts, self.sigma2_ * self._counts,
             capacity=max(self.refit_every, 64), auto_compress=False,  # a refit may rebuild first: _after_observe
         )
+        self._readout: tuple[np.ndarray, ...] | None = None
+        if self.logit_model_ == "bernoulli":
+            self._init_bernoulli(float(alpha), float(beta))
 
     # ------------------------------------------------------------ properties
     @property
@@ -268,10 +348,20 @@ class BayesAMEPaper(BaseMethod):
         )
 
     def _update(self, item: int, score: float) -> None:
+        if self.logit_model_ == "logit-normal":
+            self._readout = None
+            self._post.observe(int(self.buckets.of_item[item]), float(logit((score - self._low) / self._width,
+                                                                             self.logit_eps)))
+            self._sum_obs += score
+            return
+        self._readout = None
         self._post.observe(int(self.buckets.of_item[item]), score)
         self._sum_obs += score
 
     def _after_observe(self) -> None:
+        if self.likelihood == "logit":
+            self._after_observe_logit()
+            return
         n = self.n_observed
         if self.refit_every and n % self.refit_every == 0 and n < self.n_items:
             before = self._current_estimate()
@@ -357,9 +447,186 @@ class BayesAMEPaper(BaseMethod):
             self.sigma2_ = float(new[2])
         return True
 
+    # ------------------------------------------------ logit-normal variants
+    def _f_kernel(self) -> SquaredExponential:
+        """The kernel of the Gaussian model of f: Eq. 1 at (α_f, β_f) for Bernoulli scores, else :attr:`kernel`."""
+        if self.logit_model_ != "bernoulli":
+            return self.kernel
+        bounds = (HYPER_LOWER, HYPER_UPPER)
+        return SquaredExponential(self.alpha_f_, self.beta_f_, self._n_refs, alpha_bounds=bounds, beta_bounds=bounds)
+
+    def _prior_col_f(self, b: int) -> np.ndarray:
+        return self._f_kernel()(self._d2_row(b))
+
+    def _init_bernoulli(self, alpha: float, beta: float) -> None:
+        """The model of f for binary scores: its own prior (logit of the prior mean, α_f, β_f) and posterior."""
+        self.alpha_f_, self.beta_f_ = alpha, beta
+        self.refits_f: list[RefitRecord] = []
+        self._mu_f = logit(to_unit(self._mu_prior, self._low, self._low + self._width), self.logit_eps)
+        kernel = self._f_kernel()
+        n_buckets = self.n_buckets
+        self._post_f = BucketPosterior(
+            self._mu_f, self._prior_col_f, kernel.diag(n_buckets),
+            kernel.matvec(self._feat, self._counts, self._d2_full), self._counts, np.ones(n_buckets),
+            capacity=max(self.refit_every, 64), auto_compress=False,
+        )
+        self._relinearise(refit=False)
+
+    def _relinearise(self, refit: bool) -> None:
+        """Rebuild the posterior of f from the Bernoulli likelihood linearised at the auxiliary model's mean.
+
+        The reference points σ(f_b,0) are the auxiliary Gaussian model's
+        posterior means (``self._post``, the paper's BayesAME model) clipped
+        to [ε, 1 − ε]; they move with every observation, so the linearised
+        posterior is rebuilt from the bucket form (Eq. 8) at every step,
+        O(m² B) for m observed buckets (the paper: "substantial computational overhead").
+        """
+        aux, post = self._post, self._post_f
+        p0 = to_unit(aux.mean, self._low, self._low + self._width)
+        sums = (aux.sum_obs - aux.n_obs * self._low) / self._width
+        f0, z_sum, noise = bernoulli_working_response(p0, aux.n_obs, sums, self.logit_eps)
+        post.n_obs = aux.n_obs.copy()
+        post.sum_obs = z_sum
+        post.remaining = aux.remaining.copy()
+        self.reference_point_ = f0
+        if refit and self._refit_f(z_sum, noise):
+            kernel = self._f_kernel()
+            post.rebuild(kernel.diag(self.n_buckets), kernel.matvec(self._feat, self._counts, self._d2_full), noise)
+        else:
+            post.rebuild(noise=noise)
+
+    def _refit_f(self, z_sum: np.ndarray, noise: np.ndarray) -> bool:
+        """L-BFGS-B on Eq. 11 of the linearised model of f over (α_f, β_f) (its noise 1/σ'(f_b,0) is given)."""
+        n_b = self._post.n_obs
+        obs = np.flatnonzero(n_b > 0)
+        if obs.size < 2:
+            return False
+        d2 = np.vstack([self._d2_row(b)[obs] for b in obs])
+        nlml = BucketNLML(d2, z_sum[obs] / n_b[obs] - self._mu_f[obs], noise[obs] / n_b[obs], self._n_refs)
+
+        def objective_log(y: np.ndarray) -> tuple[float, np.ndarray]:
+            x = np.exp(y)
+            value, grad = nlml(np.array([x[0], x[1], 1.0]))  # σ² = 1: the noise is the linearised Bernoulli's
+            return value, grad[:2] * x
+
+        y0 = np.log([self.alpha_f_, self.beta_f_])
+        bound = (np.log(HYPER_LOWER), np.log(HYPER_UPPER))
+        result = minimize(objective_log, y0, jac=True, method="L-BFGS-B", bounds=[bound] * 2)
+        new = np.clip(np.exp(np.asarray(result.x, dtype=float)), HYPER_LOWER, HYPER_UPPER)
+        ok = bool(np.all(np.isfinite(new)) and np.isfinite(result.fun) and result.fun <= objective_log(y0)[0])
+        final = new if ok else np.exp(y0)
+        self.refits_f.append(RefitRecord(self.n_observed, self.alpha_f_, self.beta_f_, float(final[0]),
+                                         float(final[1]), 1.0, float(result.fun), bool(result.success),
+                                         str(result.message)))
+        if not ok or np.allclose(new, np.exp(y0), rtol=1e-12, atol=0.0):
+            return False
+        self.alpha_f_, self.beta_f_ = float(new[0]), float(new[1])
+        return True
+
+    def _after_observe_logit(self) -> None:
+        n = self.n_observed
+        refit = bool(self.refit_every) and n % self.refit_every == 0 and n < self.n_items
+        if refit:
+            if self._refit():  # (α, β, σ²) of the Gaussian state: in logit space, or the auxiliary model's
+                self._rebuild()
+        elif self._post.crowded:
+            self._post.rebuild()
+        if self.logit_model_ == "bernoulli":
+            self._relinearise(refit)
+        self._readout = None
+
+    def _cov_times(self, post: BucketPosterior, kernel: SquaredExponential, w: np.ndarray,
+                   extra: np.ndarray | None = None) -> np.ndarray:
+        """Σ|C w = Σ w − Vᵀ(V w) (− Eᵀ(E w) for fantasy rows E), shape (B,): one kernel matvec, O(B² + rB)."""
+        out = kernel.matvec(self._feat, w, self._d2_full)
+        v = post.v
+        out -= v.T @ (v @ w)
+        if extra is not None and extra.shape[0]:
+            out -= extra.T @ (extra @ w)
+        return out
+
+    def _logit_readout(self) -> tuple[BucketPosterior, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+        """What estimation and selection read off the posterior of f (cached until the next observation).
+
+        Returns (posterior of f, E[θ_b] (B,), slope g (B,), noise slope a (B,), Σ|C (g∘u) (B,), N² Var(R)).
+        """
+        if self._readout is None:
+            bernoulli = self.logit_model_ == "bernoulli"
+            post = self._post_f if bernoulli else self._post
+            diag = np.maximum(post.diag, 0.0)
+            theta = self._low + self._width * moderated_mean(post.mean, diag)
+            slope = self._width * moderated_slope(post.mean, diag)
+            # an item's latent noise η moves its score by a η: σ'(f_b,0) η for the working response (Var η =
+            # 1/σ'(f_b,0), so a² Var η is the Bernoulli variance at the reference point); g η in logit space
+            noise_slope = self._width / post.noise if bernoulli else slope
+            cov_su = self._cov_times(post, self._f_kernel(), slope * post.remaining)
+            scaled = linearised_var_r(post.remaining, slope, cov_su, noise_slope, post.noise, 1)
+            self._readout = (post, theta, slope, noise_slope, cov_su, scaled)
+        return self._readout
+
+    def logit_posterior(self) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior mean and variances of the latent f (B,) (likelihood="logit" only)."""
+        if self.likelihood != "logit":
+            raise ConfigurationError("logit_posterior() needs likelihood='logit'; use posterior() for the Gaussian")
+        post = self._logit_readout()[0]
+        return post.mean.copy(), np.maximum(post.diag, 0.0)
+
+    def theta_mean(self) -> np.ndarray:
+        """E[θ_b | s_C] in score space (B,): μ|C, or with likelihood="logit" its probit approximation."""
+        if self.likelihood != "logit":
+            return self._post.mean.copy()
+        return self._logit_readout()[1].copy()
+
+    def _select_logit(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
+        """Greedy batch of the linearised Eq. 6, conditioning f's covariance on pending and chosen items."""
+        post, _, slope, noise_slope, _, _ = self._logit_readout()
+        kernel = self._f_kernel()
+        available = ~self._observed
+        available[list(exclude)] = False
+        fantasy = post.fantasy()
+        for item in exclude:
+            if not self._observed[item]:
+                fantasy.condition(int(self.buckets.of_item[item]))
+        avail_per_bucket = np.bincount(self.buckets.of_item[available], minlength=self.n_buckets).astype(float)
+        chosen: list[int] = []
+        for _ in range(k):
+            cov_su = self._cov_times(post, kernel, slope * fantasy.remaining, fantasy.extra_rows)
+            scaled = linearised_var_r(fantasy.remaining, slope, cov_su, noise_slope, post.noise, 1)
+            ig = linearised_information_gain(cov_su, fantasy.diag, noise_slope, post.noise, scaled)
+            ig[avail_per_bucket <= 0] = -np.inf
+            item = self._pick(ig, available, rng)
+            chosen.append(item)
+            available[item] = False
+            b_item = int(self.buckets.of_item[item])
+            avail_per_bucket[b_item] -= 1.0
+            if len(chosen) < k:
+                fantasy.condition(b_item)
+        return chosen
+
+    def _pick(self, ig: np.ndarray, available: np.ndarray, rng: np.random.Generator) -> int:
+        """The argmax bucket of ``ig`` (ties at random) and a random available item of it; random if ig ≤ 0."""
+        best = float(ig.max())
+        if not np.isfinite(best) or best <= 0.0:
+            # No information left to gain (e.g. Var R = 0): random fallback.
+            pool = np.flatnonzero(available)
+            return int(rng.choice(pool))
+        ties = np.flatnonzero(ig >= best - 1e-12 * abs(best))
+        b = int(ties[rng.integers(ties.size)]) if ties.size > 1 else int(ties[0])
+        members = self.buckets.members[b]
+        free = members[available[members]]
+        return int(free[rng.integers(free.size)]) if free.size > 1 else int(free[0])
+
     # ------------------------------------------------------------ selection
     def information_gains(self) -> np.ndarray:
-        """Eq. 6 for one unevaluated item of each bucket, shape (B,) (0 where none is left)."""
+        """Eq. 6 for one unevaluated item of each bucket, shape (B,) (0 where none is left).
+
+        With likelihood="logit": Eq. 6 through the linearisation (:func:`activeeval.logit.linearised_information_gain`).
+        """
+        if self.likelihood == "logit":
+            post, _, _, noise_slope, cov_su, scaled = self._logit_readout()
+            ig = linearised_information_gain(cov_su, post.diag, noise_slope, post.noise, scaled)
+            ig[post.remaining <= 0] = 0.0
+            return ig
         post = self._post
         ig = information_gain(post.cov_u, post.diag, self._counts, self.sigma2_, self._scaled_var())
         ig[post.remaining <= 0] = 0.0
@@ -373,6 +640,8 @@ class BayesAMEPaper(BaseMethod):
     def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
         if not self.active:
             return self._random_unobserved(rng, k, exclude)
+        if self.likelihood == "logit":
+            return self._select_logit(rng, k, exclude)
         available = ~self._observed
         available[list(exclude)] = False
         # Condition the covariance on pending and already-chosen items (their
@@ -389,17 +658,7 @@ class BayesAMEPaper(BaseMethod):
             scaled_var = self._scaled_var(fantasy.remaining, fantasy.cov_u)
             ig = information_gain(fantasy.cov_u, fantasy.diag, self._counts, self.sigma2_, scaled_var)
             ig[avail_per_bucket <= 0] = -np.inf
-            best = float(ig.max())
-            if not np.isfinite(best) or best <= 0.0:
-                # No information left to gain (e.g. Var R = 0): random fallback.
-                pool = np.flatnonzero(available)
-                item = int(rng.choice(pool))
-            else:
-                ties = np.flatnonzero(ig >= best - 1e-12 * abs(best))
-                b = int(ties[rng.integers(ties.size)]) if ties.size > 1 else int(ties[0])
-                members = self.buckets.members[b]
-                free = members[available[members]]
-                item = int(free[rng.integers(free.size)]) if free.size > 1 else int(free[0])
+            item = self._pick(ig, available, rng)
             chosen.append(item)
             available[item] = False
             b_item = int(self.buckets.of_item[item])
@@ -410,20 +669,24 @@ class BayesAMEPaper(BaseMethod):
 
     # ------------------------------------------------------------- estimate
     def _estimators(self) -> tuple[float, float]:
-        """(R̂ with w = 1/N, R̂ with w = 1/n) — Eq. 3 and Eq. 4."""
+        """(R̂ with w = 1/N, R̂ with w = 1/n) — Eq. 3 and Eq. 4 (with likelihood="logit", of E[θ_b | s_C])."""
         n_items = self.n_items
         post = self._post
-        bayes = (self._sum_obs + float(post.remaining @ post.mean)) / n_items
+        theta = post.mean if self.likelihood == "gaussian" else self._logit_readout()[1]
+        bayes = (self._sum_obs + float(post.remaining @ theta)) / n_items
         n = self.n_observed
         if n == 0:
             return bayes, bayes
-        cv = self._sum_obs / n + float((self._counts / n_items - post.n_obs / n) @ post.mean)
+        cv = self._sum_obs / n + float((self._counts / n_items - post.n_obs / n) @ theta)
         return bayes, cv
 
     def _current_estimate(self) -> Estimate:
         bayes, cv = self._estimators()
         mean = bayes if self.estimator_ == "bayes" else cv
-        var = var_r(self._post.remaining, self._counts, self._post.cov_u, self.sigma2_, self.n_items)
+        if self.likelihood == "logit":
+            var = self._logit_readout()[5] / (self.n_items * self.n_items)
+        else:
+            var = var_r(self._post.remaining, self._counts, self._post.cov_u, self.sigma2_, self.n_items)
         notes: tuple[str, ...] = ()
         if getattr(self, "refit_jumps", None):
             n, old_mean, new_mean, half = max(self.refit_jumps, key=lambda j: abs(j[2] - j[1]) / max(j[3], 1e-300))
