@@ -25,6 +25,7 @@ from activeeval.cli.common import (
     DUPLICATE_MODELS,
     KIND,
     MISSING,
+    PRIOR_WEIGHTS,
     SCORE_RANGE,
     app,
     cli_errors,
@@ -62,6 +63,61 @@ def _parse_methods(text: str) -> tuple[str, ...]:
     if not names:
         raise ConfigurationError(f"--methods must list at least one method, got {text!r}; e.g. rs-mean,bayesame")
     return check_methods(names)
+
+
+def _method_flags(names: tuple[str, ...], likelihood: Optional[str], prior_weights: Optional[Path]
+                  ) -> tuple[tuple[str, ...], dict]:
+    """--likelihood and --prior-weights applied to every method of --methods: (labels, method_options).
+
+    --likelihood goes into each label (``bayesame-paper[likelihood=logit]``); the weights, a mapping, into
+    ``BacktestConfig.method_options``. A method without the option is an error naming it.
+    """
+    from activeeval.experiments.runner import check_methods
+    from activeeval.methods.registry import method_parameters, method_spec, parse_method_spec
+
+    if likelihood is not None and likelihood not in ("gaussian", "logit"):
+        raise ConfigurationError(f"--likelihood must be 'gaussian' or 'logit', got {likelihood!r}")
+    weights = None
+    if prior_weights is not None:
+        from activeeval.data.io import read_prior_weights
+
+        weights = read_prior_weights(prior_weights)
+    labels, options_of = [], {}
+    for label in names:
+        name, options = parse_method_spec(label)
+        for flag, key, value in (("--likelihood", "likelihood", likelihood), ("--prior-weights", "weights", weights)):
+            if value is not None and key not in method_parameters(name):
+                raise ConfigurationError(
+                    f"{flag} applies to methods with a {key} option (bayesame-paper, bayesame-paper-rs); method "
+                    f"{name!r} has none: remove it from --methods (or run it in a backtest without {flag})")
+        if likelihood is not None:
+            if options.get("likelihood", likelihood) != likelihood:
+                raise ConfigurationError(f"method {label!r} sets likelihood={options['likelihood']}, --likelihood "
+                                         f"{likelihood}: give it once")
+            options["likelihood"] = likelihood
+        labels.append(method_spec(name, options))
+        if weights is not None:
+            options_of[labels[-1]] = {"weights": weights}
+    return check_methods(tuple(labels)), options_of
+
+
+def _check_weights_cover(weights: dict, matrix, config) -> None:  # noqa: ANN001
+    """Every model of the reference pool has a weight, and every weight names a model of the dataset."""
+    from activeeval.experiments.runner import backtest_split
+
+    models = set(matrix.model_ids)
+    unknown = [m for m in weights if m not in models]
+    missing = [m for m in backtest_split(matrix, config).pool if m not in weights]
+    if unknown or missing:
+        what = []
+        if missing:
+            what.append(f"no weight for {len(missing)} model(s) of the reference pool: {', '.join(missing[:5])}"
+                        + (", ..." if len(missing) > 5 else ""))
+        if unknown:
+            what.append(f"{len(unknown)} model(s) not in the dataset: {', '.join(unknown[:5])}"
+                        + (", ..." if len(unknown) > 5 else ""))
+        raise ConfigurationError(f"--prior-weights: {'; '.join(what)}; give one weight per model of the dataset "
+                                 "(the targets' weights are not used)")
 
 
 def _shared_order(orders: str) -> bool:
@@ -230,6 +286,11 @@ def backtest_command(
     kind: Optional[str] = KIND,
     score_range: Optional[tuple[float, float]] = SCORE_RANGE,
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
+    likelihood: Optional[str] = typer.Option(
+        None, "--likelihood",
+        help="gaussian or logit (the paper's logit-normal variants, App. B.3) for every method of --methods "
+        "(each must have the option: bayesame-paper, bayesame-paper-rs). [default: each method's own]"),
+    prior_weights: Optional[Path] = PRIOR_WEIGHTS,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Backtest methods on held-out models with the protocol of the BayesAME paper (§5; §5.2 with --multi-target)."""
@@ -239,7 +300,7 @@ def backtest_command(
 
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
-    names = _parse_methods(methods)
+    names, method_options = _method_flags(_parse_methods(methods), likelihood, prior_weights)
     _check_out(out)
     _check_multi_target_flags(multi_target, correlation, regime)
     if not (epsilon2 > 0):
@@ -252,7 +313,7 @@ def backtest_command(
     sweep = tuple(sorted(set(EPSILON2_SWEEP) | {float(epsilon2)}))
     settings = dict(
         methods=names, ref_fraction=refs, n_targets=targets, n_seeds=DEFAULT_SEEDS if seeds is None else seeds,
-        split_seed=split_seed, epsilon2=sweep, shared_order=shared,
+        split_seed=split_seed, epsilon2=sweep, shared_order=shared, method_options=method_options,
     )
     if multi_target:
         from activeeval.experiments.multi_target import MultiTargetConfig
@@ -262,6 +323,8 @@ def backtest_command(
         config = BacktestConfig(regime=regime or "interpolation", **settings)
     check_multi_target(config)  # a multi-target method without --multi-target: before loading anything
     matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models))
+    if method_options:
+        _check_weights_cover(next(iter(method_options.values()))["weights"], matrix, config)
     if seeds is None:
         _print_estimate(matrix, config, workers)
     with progress_bar("backtest", progress and not as_json) as update:
@@ -332,6 +395,8 @@ def _config_dict(config, dataset: str) -> dict:  # noqa: ANN001
         "targets": config.n_targets, "seeds": config.n_seeds, "split_seed": config.split_seed,
         "root_seed": config.root_seed, "epsilon1": config.epsilon1, "epsilon2_sweep": list(config.epsilon2),
         "window": config.window, "level": config.level, "orders": "shared" if config.shared_order else "independent",
+        **({"prior_weights": next(iter(config.method_options.values())).get("weights")} if config.method_options
+           else {}),
     }
 
 

@@ -112,6 +112,13 @@ DUPLICATE_MODELS = typer.Option(
 )
 
 
+PRIOR_WEIGHTS = typer.Option(
+    None, "--prior-weights", metavar="FILE",
+    help="Metadata prior weights of bayesame-paper (paper App. B.2), one per reference model: CSV/TSV with columns "
+    "model,weight, or JSON {model: weight}. [default: uniform]",
+)
+
+
 def read_options(kind: Optional[str], score_range: Optional[tuple[float, float]], duplicate_models: Optional[str]
                  ) -> dict[str, Any]:
     """The reference read options given on the command line (None = not given)."""

@@ -24,6 +24,7 @@ from activeeval.cli.common import (
     KIND,
     METHOD_HELP,
     MISSING,
+    PRIOR_WEIGHTS,
     SCORE_RANGE,
     app,
     cli_errors,
@@ -188,20 +189,25 @@ def new(
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
     label: Optional[str] = LABEL,
     targets: Optional[str] = typer.Option(None, "--targets", help=TARGETS_HELP),
+    prior_weights: Optional[Path] = PRIOR_WEIGHTS,
 ) -> None:
     """Create a session FILE against reference data (with --targets a,b,c: several target models)."""
     with _create(file, reference, parse_targets(targets), method=method, epsilon1=epsilon1, epsilon2=epsilon2,
                  window=window, max_items=max_items, seed=seed, missing=missing, label=label,
-                 **read_options(kind, score_range, duplicate_models)) as s:
+                 prior_weights=prior_weights, **read_options(kind, score_range, duplicate_models)) as s:
         typer.echo(_created_line(file, s, reference))
 
 
 def _create(file: Path, reference: str, targets: Optional[list[str]], **options: Any):  # noqa: ANN202
     """A new single-target session, or a multi-target one when ``targets`` are given."""
+    prior_weights = options.pop("prior_weights", None)
     if targets is None:
         from activeeval.session import Session
 
-        return Session.create(file, reference, **options)
+        return Session.create(file, reference, prior_weights=prior_weights, **options)
+    if prior_weights is not None:
+        raise ConfigurationError("--prior-weights applies to a single-target session (--method bayesame-paper); "
+                                 "drop --targets or --prior-weights")
     from activeeval.session.multi import MultiSession
 
     return MultiSession.create(file, reference, targets, **options)
@@ -211,6 +217,9 @@ def _created_line(file: Path, s: Any, reference: str) -> str:
     ref = s.settings["reference"]
     seed, epsilon2 = s.settings["method_kwargs"]["seed"], s.stopping_settings["epsilon2"]
     targets = f", targets {', '.join(s.targets)}" if s.KIND == "multi" else ""
+    weights = s.settings["method_kwargs"].get("weights")
+    if isinstance(weights, dict):
+        targets += f", prior weights for {len(weights)} models"
     spec = s.settings.get("method_spec", s.settings["method"])
     return (
         f"created {file}: method {spec}, reference {ref['name'] or reference!r} "
@@ -450,6 +459,7 @@ def run(
     device: Optional[str] = h.LM_DEVICE,
     gen_kwargs: Optional[str] = h.LM_GEN,
     apply_chat_template: bool = h.LM_CHAT,
+    prior_weights: Optional[Path] = PRIOR_WEIGHTS,
     as_json: bool = typer.Option(False, "--json", help="Print the final status as JSON."),
 ) -> None:
     """Score items with a command or lm-eval until the stopping rule is met (re-run to resume).
@@ -479,6 +489,7 @@ def run(
             _check_targets(s, session, names)
             sc = _make_scorer(scorer, harness, s.targets if s.KIND == "multi" else None, lm)
             _check_resume(s, session, reference, method, seed, missing, label, read)
+            _check_prior_weights(s, session, prior_weights)
             before = s.stopping_settings
             changed = s.change_settings(**stopping)
         except BaseException:
@@ -496,7 +507,7 @@ def run(
             session, reference, names, method=method or "bayesame",
             epsilon1=0.005 if epsilon1 is None else epsilon1, epsilon2=0.03 if epsilon2 is None else epsilon2,
             window=30 if window is None else window, max_items=max_items, seed=seed, missing=missing or "models",
-            label=label, **read,
+            label=label, prior_weights=prior_weights, **read,
         )
     with s:
         _drive_with_progress(s, sc, batch)
@@ -505,6 +516,19 @@ def run(
         print_json(st.to_dict())
     else:
         typer.echo(_status_line(st))
+
+
+def _check_prior_weights(s: Any, session: Path, prior_weights: Optional[Path]) -> None:
+    """--prior-weights on a resumed session must be the weights it was created with."""
+    if prior_weights is None:
+        return
+    from activeeval.session.base import prior_weights_option
+
+    stored = s.settings["method_kwargs"].get("weights")
+    if prior_weights_option(s.settings["method"], prior_weights) != stored:
+        raise ConfigurationError(
+            f"--prior-weights {str(prior_weights)!r} differs from the weights session {str(session)!r} was created "
+            "with; drop --prior-weights to resume it, or choose a new --session file")
 
 
 def _check_targets(s: Any, session: Path, names: Optional[list[str]]) -> None:

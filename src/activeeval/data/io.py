@@ -30,7 +30,7 @@ import numpy as np
 from activeeval.data.matrix import ScoreKind, ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError, InvalidScoresError
 
-__all__ = ["ITEM_ALIASES", "MODEL_ALIASES", "SCORE_ALIASES", "read_scores", "write_scores"]
+__all__ = ["ITEM_ALIASES", "MODEL_ALIASES", "SCORE_ALIASES", "read_prior_weights", "read_scores", "write_scores"]
 
 
 class _LazyPandas:
@@ -656,3 +656,64 @@ def _write_parquet(matrix: ScoreMatrix, path: Path, layout: Layout) -> None:
             "score": pa.array(matrix.scores.ravel(), pa.float64()),
         }
     pq.write_table(pa.table(columns), path)
+
+
+def read_prior_weights(path: str | Path) -> dict[str, float]:
+    """Metadata prior weights (BayesAME App. B.2), one per reference model: ``{model id: weight}``.
+
+    ``path`` is a JSON object ``{"model": weight, ...}`` (``.json``) or a
+    CSV/TSV table with a header naming the columns ``model`` and ``weight``
+    (``.tsv`` or a tab in the header: tab-separated). Weights must be finite
+    numbers ≥ 0; each model once. Whether the models are the reference's is
+    checked where the weights are used. Raises :class:`DataFormatError`
+    naming the file, the line and the fix.
+    """
+    path = Path(path).expanduser()
+    fix = "write one 'model,weight' row per reference model (or a JSON object {\"model\": weight})"
+    if not path.is_file():
+        raise DataFormatError(f"prior weights file {str(path)!r} does not exist; {fix}")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataFormatError(f"cannot read the prior weights file {str(path)!r} ({exc})") from exc
+    rows: list[tuple[str, object, str]] = []  # (model, value, where)
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DataFormatError(f"prior weights file {str(path)!r} is not valid JSON ({exc}); {fix}") from exc
+        if not isinstance(data, dict):
+            raise DataFormatError(f"prior weights file {str(path)!r} must hold a JSON object {{model: weight}}, "
+                                  f"got {type(data).__name__}")
+        rows = [(str(k), v, f"key {k!r}") for k, v in data.items()]
+    else:
+        lines = text.splitlines()
+        delimiter = "\t" if path.suffix.lower() == ".tsv" or (lines and "\t" in lines[0]) else ","
+        reader = csv.reader(lines, delimiter=delimiter)
+        header = [c.strip().lower() for c in next(reader, [])]
+        if "model" not in header or "weight" not in header:
+            raise DataFormatError(f"prior weights file {str(path)!r} needs a header with the columns model and "
+                                  f"weight, got {header!r}; {fix}")
+        i_model, i_weight = header.index("model"), header.index("weight")
+        for line_no, cells in enumerate(reader, start=2):
+            if not any(c.strip() for c in cells):
+                continue
+            if len(cells) <= max(i_model, i_weight):
+                raise DataFormatError(f"prior weights file {str(path)!r}, line {line_no}: expected the columns "
+                                      f"{', '.join(header)}, got {cells!r}")
+            rows.append((cells[i_model].strip(), cells[i_weight].strip(), f"line {line_no}"))
+    if not rows:
+        raise DataFormatError(f"prior weights file {str(path)!r} has no weights; {fix}")
+    out: dict[str, float] = {}
+    for model, value, where in rows:
+        try:
+            weight = float(value) if not isinstance(value, bool) else math.nan
+        except (TypeError, ValueError):
+            weight = math.nan
+        if not math.isfinite(weight) or weight < 0:
+            raise DataFormatError(f"prior weights file {str(path)!r}, {where}: the weight of {model!r} must be a "
+                                  f"number >= 0, got {value!r}")
+        if model in out:
+            raise DataFormatError(f"prior weights file {str(path)!r}, {where}: model {model!r} is given twice")
+        out[model] = weight
+    return out

@@ -33,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -114,10 +114,18 @@ def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def method_and_options(config: BacktestConfig, label: str) -> tuple[str, dict]:
-    """Registry name and constructor options of ``label``: its bracketed options over ``config.method_options``."""
+def method_and_options(config: BacktestConfig, label: str, reference: ScoreMatrix | None = None) -> tuple[str, dict]:
+    """Registry name and constructor options of ``label``: its bracketed options over ``config.method_options``.
+
+    Prior weights given by model id (``{"weights": {model: w}}``, ``--prior-weights``) cover the whole pool;
+    with ``reference`` they are restricted to its models (each seed samples its own).
+    """
     name, options = parse_method_spec(label)
-    return name, {**config.method_options.get(label, {}), **options}
+    options = {**config.method_options.get(label, {}), **options}
+    weights = options.get("weights")
+    if reference is not None and isinstance(weights, Mapping):
+        options["weights"] = {m: weights[m] for m in reference.model_ids if m in weights}
+    return name, options
 
 
 def check_method_options(config: BacktestConfig, reference: ScoreMatrix, targets: Sequence[str] = ()) -> None:
@@ -126,7 +134,7 @@ def check_method_options(config: BacktestConfig, reference: ScoreMatrix, targets
     A multi-target method is built on ``targets`` (the split's).
     """
     for label in config.methods:
-        name, options = method_and_options(config, label)
+        name, options = method_and_options(config, label, reference)
         if not options:
             continue
         try:
@@ -158,7 +166,7 @@ def _repeats_source(config: BacktestConfig, label: str, reference: ScoreMatrix) 
     """Whether ``label`` would replay its copy source exactly on ``reference`` (see :func:`_copy_source`)."""
     if _copy_source(config, label) is None:
         return False
-    name, options = method_and_options(config, label)
+    name, options = method_and_options(config, label, reference)
     return bool(resolve_factory(name).repeats(reference, **options))
 
 
@@ -202,7 +210,7 @@ def run_task(
     reference = matrix.select_models(refs)
     n_items = matrix.n_items
     n_t = len(split.targets)
-    name, options = method_and_options(config, method)
+    name, options = method_and_options(config, method, reference)
     truths = np.stack([np.asarray(matrix.model_scores(t), dtype=float) for t in split.targets])
     if _repeats_source(config, method, reference):
         return method, seed_index, None, None

@@ -35,7 +35,7 @@ from activeeval.session.storage import DEFAULT_TIMEOUT, CorruptedSessionError, E
 from activeeval.stopping import StoppingRule, default_rule
 
 __all__ = ["JournalSession", "StoppingChanges", "open_session", "resolve_method", "check_stopping",
-           "stopping_settings", "new_seed", "stopping_of", "method_options_of"]
+           "stopping_settings", "new_seed", "stopping_of", "method_options_of", "prior_weights_option"]
 
 # Options of a method spec that a session sets itself, with the flag (and keyword) that sets them.
 SESSION_OPTIONS = {
@@ -110,6 +110,38 @@ def resolve_method(spec: str, kwargs: Mapping[str, Any] | None = None, reserved:
             f"session method options must be JSON-serialisable to be stored in the journal ({exc})"
         ) from exc
     return name, options, method_spec(name, options)
+
+
+def prior_weights_option(name: str, prior_weights: Mapping[str, float] | str | os.PathLike[str] | None
+                         ) -> dict[str, float] | None:
+    """The metadata prior weights (App. B.2) to store with a session: ``{model: weight}``, or None.
+
+    ``prior_weights`` is a mapping or a file (:func:`~activeeval.data.io.read_prior_weights`: CSV/TSV with
+    columns model,weight, or JSON). Only methods with a ``weights`` option take them (the paper's
+    ``bayesame-paper``, ``bayesame-paper-rs``); the method checks, when it is built, that they name
+    exactly its reference models.
+    """
+    if prior_weights is None:
+        return None
+    from activeeval.methods.registry import method_parameters
+
+    if "weights" not in method_parameters(name):
+        why = (" (its kernel and interval are fitted and calibrated on the reference models themselves, each "
+               "predicted from the others, which a fixed weight per model does not fit)") if name == "bayesame" else ""
+        raise ConfigurationError(
+            f"--prior-weights (prior_weights=) sets the metadata-weighted prior of the paper's BayesAME (App. B.2); "
+            f"method {name!r} has no such prior{why}: use --method bayesame-paper (or bayesame-paper-rs)")
+    if isinstance(prior_weights, Mapping):
+        weights = {str(k): v for k, v in prior_weights.items()}
+        for model, value in weights.items():
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not number or not 0 <= value < float("inf"):
+                raise ConfigurationError(
+                    f"prior_weights: the weight of {model!r} must be a number >= 0, got {value!r}")
+        return {k: float(v) for k, v in weights.items()}
+    from activeeval.data.io import read_prior_weights
+
+    return read_prior_weights(prior_weights)
 
 
 def check_stopping(epsilon1: float, epsilon2: float, window: int, max_items: int | None) -> StoppingRule:

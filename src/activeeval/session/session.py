@@ -34,6 +34,7 @@ from activeeval.session.base import (
     StoppingChanges,
     method_options_of,
     new_seed,
+    prior_weights_option,
     resolve_method,
     stopping_settings,
 )
@@ -153,6 +154,7 @@ class Session(StoppingChanges, JournalSession):
         duplicate_models: str | None = None,
         label: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        prior_weights: Mapping[str, float] | str | os.PathLike[str] | None = None,
         **method_kwargs: Any,
     ) -> Session:
         """Start a new session file at ``path``.
@@ -187,10 +189,21 @@ class Session(StoppingChanges, JournalSession):
             The name of the model being evaluated (shown in status and reports).
         timeout : float
             Seconds to wait for another process's write lock.
+        prior_weights : mapping or path, optional
+            Metadata prior weights (BayesAME App. B.2), one per reference
+            model: ``{model: weight}`` or a file (CSV/TSV with columns
+            model,weight, or JSON), as ``--prior-weights``. Stored with the
+            session (the method's ``weights=``); only for methods that have
+            that option (``bayesame-paper``, ``bayesame-paper-rs``).
         **method_kwargs
             Further options of the method (JSON-serialisable), as in brackets.
         """
         name, options, spec = resolve_method(method, method_kwargs)
+        weights = prior_weights_option(name, prior_weights)
+        if weights is not None:
+            if "weights" in options:
+                raise ConfigurationError("give the prior weights once: prior_weights= or weights=, not both")
+            options = {**options, "weights": weights}  # stored with the options, kept out of the spec label
         stopping = stopping_settings(epsilon1, epsilon2, window, max_items)
         meta = {"method": name, "method_spec": spec, "method_kwargs": {"seed": new_seed(seed), **options},
                 "stopping": stopping, "missing": missing, "label": label}
