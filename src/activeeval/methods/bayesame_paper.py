@@ -456,7 +456,22 @@ class BayesAMEPaper(BaseMethod):
         return SquaredExponential(self.alpha_f_, self.beta_f_, self._n_refs, alpha_bounds=bounds, beta_bounds=bounds)
 
     def _prior_col_f(self, b: int) -> np.ndarray:
-        return self._f_kernel()(self._d2_row(b))
+        full = self._f_kernel_matrix()
+        return full[b] if full is not None else self._f_kernel()(self._d2_row(b))
+
+    def _f_kernel_matrix(self) -> np.ndarray | None:
+        """The prior covariance of f (B, B) while the squared distances are cached; kept until (α, β) change.
+
+        The logit variants multiply it by a new vector at every step (Σ (g∘u)), so
+        forming it once per refit instead of exponentiating B² distances per product saves most of a step.
+        """
+        if self._d2_full is None:
+            return None
+        kernel = self._f_kernel()
+        key = (kernel.alpha, kernel.beta)
+        if getattr(self, "_kf_key", None) != key:
+            self._kf_key, self._kf = key, kernel(self._d2_full)
+        return self._kf
 
     def _init_bernoulli(self, alpha: float, beta: float) -> None:
         """The model of f for binary scores: its own prior (logit of the prior mean, α_f, β_f) and posterior."""
@@ -538,7 +553,8 @@ class BayesAMEPaper(BaseMethod):
     def _cov_times(self, post: BucketPosterior, kernel: SquaredExponential, w: np.ndarray,
                    extra: np.ndarray | None = None) -> np.ndarray:
         """Σ|C w = Σ w − Vᵀ(V w) (− Eᵀ(E w) for fantasy rows E), shape (B,): one kernel matvec, O(B² + rB)."""
-        out = kernel.matvec(self._feat, w, self._d2_full)
+        full = self._f_kernel_matrix()
+        out = full @ w if full is not None else kernel.matvec(self._feat, w, None)
         v = post.v
         out -= v.T @ (v @ w)
         if extra is not None and extra.shape[0]:
@@ -589,9 +605,12 @@ class BayesAMEPaper(BaseMethod):
                 fantasy.condition(int(self.buckets.of_item[item]))
         avail_per_bucket = np.bincount(self.buckets.of_item[available], minlength=self.n_buckets).astype(float)
         chosen: list[int] = []
-        for _ in range(k):
-            cov_su = self._cov_times(post, kernel, slope * fantasy.remaining, fantasy.extra_rows)
-            scaled = linearised_var_r(fantasy.remaining, slope, cov_su, noise_slope, post.noise, 1)
+        for step in range(k):
+            if step == 0 and fantasy.extra_rows is None:  # nothing pending: the readout's Σ|C (g∘u) and Var(R)
+                cov_su, scaled = self._logit_readout()[4:]
+            else:
+                cov_su = self._cov_times(post, kernel, slope * fantasy.remaining, fantasy.extra_rows)
+                scaled = linearised_var_r(fantasy.remaining, slope, cov_su, noise_slope, post.noise, 1)
             ig = linearised_information_gain(cov_su, fantasy.diag, noise_slope, post.noise, scaled)
             ig[avail_per_bucket <= 0] = -np.inf
             item = self._pick(ig, available, rng)
