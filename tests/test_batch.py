@@ -396,3 +396,18 @@ def test_bucket_covariance_is_the_documented_object() -> None:
     _, cov, _, _ = problem()
     assert isinstance(cov, BucketCovariance)
     np.testing.assert_array_equal(cov.v, cov.cov_u + cov.noise)
+
+
+@pytest.mark.parametrize("cls", [BayesAMEPaper, BayesAME])
+def test_block_prior_columns_equal_the_column_by_column_ones(ifeval_split, cls) -> None:
+    ref, truth = ifeval_split
+    method = _played(cls, ref, truth)
+    post = method._batch_posterior()
+    bs = np.array([0, 7, 100, 3])
+    block = post.cov_cols(bs)
+    post.prior_cols, saved = None, post.prior_cols
+    try:
+        np.testing.assert_allclose(block, post.cov_cols(bs), rtol=0, atol=1e-12)  # the same kernel, vectorised
+    finally:
+        post.prior_cols = saved
+    np.testing.assert_allclose(block[:, 1], post.cov_col(7), rtol=0, atol=1e-12)

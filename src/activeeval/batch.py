@@ -224,15 +224,22 @@ def best_pair(cov: BucketCovariance, block: int = 256) -> tuple[int, int, float]
     """argmax of β over every pair of candidate items: (bucket a, bucket b, β), a == b for two items of one bucket.
 
     Vectorised by the closed form (:func:`pair_beta`) over blocks of ``block``
-    bucket rows against all candidate buckets, so memory is O(block · B).
-    Two items of one bucket b: Σ_ij = Σθ[b, b], giving β = 2 v_b² / (2 Σθ[b, b] + noise_b).
+    bucket rows against the candidate buckets after them (each pair once), so
+    memory is O(block · B). Written with z_a = T_a / √Σ_aa and the
+    correlation r_ab = Σ_ab / √(Σ_aa Σ_bb), the same β reads
+    (z_a² + z_b² − 2 z_a z_b r_ab) / (1 − r_ab²): fewer passes over the block.
+    Two items of one bucket b: Σ_ij = Σθ[b, b], so β = 2 v_b² / (2 Σθ[b, b] + noise_b).
     Ties go to the first pair in bucket order. Raises ValueError with fewer than 2 candidate items.
     """
     idx = np.flatnonzero(cov.available > 0)
     if cov.available[idx].sum() < 2:
         raise ValueError("a pair needs at least 2 candidate items")
+    full = idx.size == cov.n_buckets
     t = cov.v[idx]
     s = cov.item_var[idx]
+    inv_sd = 1.0 / np.sqrt(s)
+    z = t * inv_sd
+    z2 = z * z
     same_ok = cov.available[idx] >= 2
     same = np.where(same_ok, 2.0 * t * t / (2.0 * np.maximum(cov.diag[idx], 0.0) + cov.noise[idx]), -np.inf)
     best = (-np.inf, -1, -1)
@@ -240,18 +247,29 @@ def best_pair(cov: BucketCovariance, block: int = 256) -> tuple[int, int, float]
         j = int(np.argmax(same))
         best = (float(same[j]), j, j)
     m = idx.size
-    for start in range(0, m, block):
-        rows = np.arange(start, min(start + block, m))
-        s_ab = cov.cov_cols(idx[rows])[idx, :].T  # (rows, m): Σθ[a, b]
-        beta = pair_beta(t[rows, None], t[None, :], s[rows, None], s[None, :], s_ab)
-        # each pair once (b > a); a == b, two items of one bucket, is scored above
-        beta[np.arange(m)[None, :] <= rows[:, None]] = -np.inf
-        beta[np.isnan(beta)] = -np.inf
+    for start in range(0, m - 1, block):
+        stop = min(start + block, m)
+        cols = cov.cov_cols(idx[start:stop])  # (B, rows): Σθ[·, a] for the block's buckets a
+        r = (cols if full else cols[idx]).T[:, start:]  # (rows, m − start): Σθ[a, b] for b ≥ the block's first
+        r = r * inv_sd[start:stop, None]
+        r *= inv_sd[None, start:]
+        num = r * (-2.0 * z[start:stop, None])
+        num *= z[None, start:]
+        num += z2[start:stop, None]
+        num += z2[None, start:]
+        den = r
+        np.multiply(r, r, out=den)
+        np.subtract(1.0, den, out=den)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            beta = np.divide(num, den, out=num, where=den > 1e-14)
+        beta[den <= 1e-14] = -np.inf  # singular 2 × 2 matrix (numerically identical items)
+        rows = np.arange(stop - start)
+        beta[np.arange(m - start)[None, :] <= rows[:, None]] = -np.inf  # b > a only; a == b is scored above
         flat = int(np.argmax(beta))
         value = float(beta.flat[flat])
         if value > best[0]:
-            r, c = divmod(flat, m)
-            best = (value, int(rows[r]), int(c))
+            i, j = divmod(flat, m - start)
+            best = (value, start + int(i), start + int(j))
     value, a, b = best
     if not np.isfinite(value):
         raise ValueError("no pair of candidate items has a finite variance reduction")

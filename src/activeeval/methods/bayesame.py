@@ -391,10 +391,11 @@ class BayesAME(BatchSelection, BaseMethod):
         if self._d2_full is None:
             return np.column_stack([self._prior_col(int(b)) for b in bs]) if bs.size else np.zeros((self.n_buckets, 0))
         kern = self.kernel
-        out = kern.se(self._n_refs)(self._d2_full[:, bs]) + kern.tau0 + kern.tau1 * np.outer(self._m, self._m[bs])
+        # rows of the symmetric matrices (contiguous reads), transposed at the end
+        out = kern.se(self._n_refs)(self._d2_full[bs]) + kern.tau0 + kern.tau1 * np.outer(self._m[bs], self._m)
         if kern.gamma:
-            out += (kern.gamma / self._n_refs) * (self._psi @ self._psi[bs].T)
-        return out
+            out += (kern.gamma / self._n_refs) * (self._psi[bs] @ self._psi.T)
+        return out.T
 
     def _batch_posterior(self) -> BucketPosterior:
         return self.posterior

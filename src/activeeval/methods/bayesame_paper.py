@@ -275,7 +275,7 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
     def _prior_cols(self, bs: np.ndarray) -> np.ndarray:
         """Σ[:, bs] (B, len(bs)) at the current (α, β): one kernel call on cached distances when they fit."""
         if self._d2_full is not None:
-            return self.kernel(self._d2_full[:, bs])
+            return self.kernel(self._d2_full[bs]).T  # rows of the symmetric matrix: contiguous reads
         return np.column_stack([self._prior_col(int(b)) for b in bs]) if len(bs) else np.zeros((self.n_buckets, 0))
 
     def _batch_posterior(self) -> BucketPosterior:
