@@ -436,6 +436,8 @@ class BucketPosterior:
         self.auto_compress = bool(auto_compress)
         self._v = np.empty((self.capacity, n_b))
         self._rows = 0
+        #: Optional ``prior_cols(bs)`` → Σ[:, bs] (B, len(bs)), a block of prior columns at once (batch selection).
+        self.prior_cols = None
 
     @property
     def n_buckets(self) -> int:
@@ -467,6 +469,25 @@ class BucketPosterior:
         if extra is not None and extra.shape[0]:
             col -= extra.T @ extra[:, b]
         return col
+
+    def cov_cols(self, bs: np.ndarray, extra: np.ndarray | None = None) -> np.ndarray:
+        """Columns ``bs`` of Σ|C, shape (B, len(bs)) (optionally also conditioned on the fantasy rows ``extra``).
+
+        The prior's columns come from ``prior_cols(bs)`` when the owner sets
+        that attribute (a block at once), else from ``prior_col`` one by one.
+        """
+        bs = np.asarray(bs, dtype=np.intp)
+        if self.prior_cols is not None:
+            prior = self.prior_cols(bs)
+        elif bs.size:
+            prior = np.column_stack([self.prior_col(int(b)) for b in bs])
+        else:
+            prior = np.zeros((self.n_buckets, 0))
+        v = self._v[: self._rows]
+        out = prior - v.T @ v[:, bs]
+        if extra is not None and extra.shape[0]:
+            out -= extra.T @ extra[:, bs]
+        return out
 
     def predictive(self, b: int) -> tuple[float, float]:
         """Mean and variance of the score of one unobserved item of bucket b."""
@@ -587,6 +608,20 @@ class _Fantasy:
     def extra_rows(self) -> np.ndarray | None:
         """The fantasy rows E (one per conditioned item, shape (r, B)): Σ|C' = Σ|C − EᵀE; None if none."""
         return np.array(self._rows) if self._rows else None
+
+    def cov_cols(self, bs: np.ndarray) -> np.ndarray:
+        """Columns ``bs`` of Σ|C conditioned also on the fantasy items, shape (B, len(bs))."""
+        return self.post.cov_cols(bs, np.array(self._rows) if self._rows else None)
+
+    def batch_covariance(self, available: np.ndarray):  # noqa: ANN201 - activeeval.batch.BucketCovariance
+        """The batch-selection problem from here (:class:`activeeval.batch.BucketCovariance`).
+
+        ``available`` (B,): candidate items per bucket (unobserved, not pending).
+        """
+        from activeeval.batch import BucketCovariance
+
+        return BucketCovariance(self.cov_cols, self.diag.copy(), self.cov_u.copy(), self.post.noise,
+                                self.remaining.copy(), np.asarray(available, dtype=float).copy())
 
 
 class LeaveOneOutNLML:

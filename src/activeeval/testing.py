@@ -16,7 +16,7 @@ from scipy.linalg import cho_solve
 from activeeval.gaussian import chol
 from activeeval.kernels import SquaredExponential
 
-__all__ = ["posterior_item_form", "posterior_bucket_form", "nlml_dense"]
+__all__ = ["posterior_item_form", "posterior_bucket_form", "nlml_dense", "item_covariance", "batch_beta_dense"]
 
 
 def posterior_item_form(
@@ -92,3 +92,24 @@ def nlml_dense(
         ]
     )
     return value, grad
+
+
+def item_covariance(post_cov: np.ndarray, of_item: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """Σ|C of ITEM scores (App. B.1): H Σθ|C Hᵀ + D, shape (N, N).
+
+    ``post_cov`` (B, B) is Σθ|C, ``of_item`` (N,) each item's bucket, ``noise``
+    (B,) the noise variance of one item of each bucket (σ² N_b in the paper).
+    """
+    of_item = np.asarray(of_item, dtype=np.intp)
+    return post_cov[np.ix_(of_item, of_item)] + np.diag(np.asarray(noise, dtype=float)[of_item])
+
+
+def batch_beta_dense(item_cov: np.ndarray, unevaluated: np.ndarray, batch) -> float:  # noqa: ANN001
+    """β(A) = (Σ_{A,U} 1)ᵀ Σ_AA⁻¹ (Σ_{A,U} 1) straight from the dense item covariance (Eq. 12 times N²).
+
+    ``unevaluated`` (N,) bool marks U; ``batch`` the item indices of A. A
+    plain linear solve: a reference for the tests, never on a user path.
+    """
+    a = np.asarray(batch, dtype=np.intp)
+    v = item_cov[np.ix_(a, np.flatnonzero(unevaluated))].sum(1)
+    return float(v @ np.linalg.solve(item_cov[np.ix_(a, a)], v))

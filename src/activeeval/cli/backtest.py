@@ -282,6 +282,21 @@ def backtest_command(
         "shared", "--orders",
         help="shared: one random item order per seed for all targets (fast); independent: one per target.",
     ),
+    batch_size: int = typer.Option(
+        1, "--batch-size",
+        help="|A|: the BayesAME methods select batches of this many items (App. B.1); --myopic observes the whole "
+        "batch per step, --non-myopic one random member. 1: one item at a time.",
+    ),
+    batch_strategy: str = typer.Option(
+        "greedy", "--batch-strategy",
+        help="How the BayesAME methods pick a batch: greedy (condition on each pick), pair (the |A| = 2 closed "
+        "form, in steps of two), lars, dpp or kmeans (warm starts, then local search and SMC).",
+    ),
+    myopic: bool = typer.Option(
+        True, "--myopic/--non-myopic",
+        help="With --batch-size K > 1: observe all K items of each batch (myopic; the stopping window becomes "
+        "ceil(30/K) batches) or one random member of it (non-myopic).",
+    ),
     missing: str = MISSING,
     kind: Optional[str] = KIND,
     score_range: Optional[tuple[float, float]] = SCORE_RANGE,
@@ -295,7 +310,7 @@ def backtest_command(
 ) -> None:
     """Backtest methods on held-out models with the protocol of the BayesAME paper (§5; §5.2 with --multi-target)."""
     from activeeval.experiments.protocol import EPSILON2_SWEEP, BacktestConfig
-    from activeeval.experiments.runner import check_multi_target, run_backtest
+    from activeeval.experiments.runner import check_batch, check_multi_target, run_backtest
     from activeeval.experiments.tables import summarize
 
     output_format = _check_common(workers, backend, output_format)
@@ -311,9 +326,13 @@ def backtest_command(
         names = names + (BASELINE,)
         typer.echo(f"note: added {BASELINE} (the baseline of RMSE Gain)", err=True)
     sweep = tuple(sorted(set(EPSILON2_SWEEP) | {float(epsilon2)}))
+    if batch_size < 1:
+        raise ConfigurationError(f"--batch-size must be a positive integer, got {batch_size}; 1 selects one item "
+                                 "at a time")
+    batch = dict(batch_size=batch_size, batch_strategy=batch_strategy, myopic=myopic)
     settings = dict(
         methods=names, ref_fraction=refs, n_targets=targets, n_seeds=DEFAULT_SEEDS if seeds is None else seeds,
-        split_seed=split_seed, epsilon2=sweep, shared_order=shared, method_options=method_options,
+        split_seed=split_seed, epsilon2=sweep, shared_order=shared, method_options=method_options, **batch,
     )
     if multi_target:
         from activeeval.experiments.multi_target import MultiTargetConfig
@@ -325,6 +344,7 @@ def backtest_command(
     matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models))
     if method_options:
         _check_weights_cover(next(iter(method_options.values()))["weights"], matrix, config)
+    check_batch(config, matrix.n_items)
     if seeds is None:
         _print_estimate(matrix, config, workers)
     with progress_bar("backtest", progress and not as_json) as update:
@@ -397,6 +417,7 @@ def _config_dict(config, dataset: str) -> dict:  # noqa: ANN001
         "window": config.window, "level": config.level, "orders": "shared" if config.shared_order else "independent",
         **({"prior_weights": next(iter(config.method_options.values())).get("weights")} if config.method_options
            else {}),
+        "batch_size": config.batch_size, "batch_strategy": config.batch_strategy, "myopic": config.myopic,
     }
 
 
@@ -406,6 +427,8 @@ def _print_table(result, summary: dict, epsilon2: float) -> None:  # noqa: ANN00
         title=f"{result.dataset}: {_regime_title(result)}, {cfg.ref_fraction:.0%} refs, "
         f"{len(result.split.targets)} targets, "
         f"{cfg.n_seeds} seeds, N = {result.n_items}; at stop: ε2 = {epsilon2:g}"
+        + (f"; batches |A| = {cfg.batch_size} {'myopic' if cfg.myopic else 'non-myopic'}, {cfg.batch_strategy}"
+           if cfg.batched else "")
     )
     table.add_column("method", justify="left", no_wrap=True)  # a spec label stays on one line
     for col in ("EW-IRMSE", "gain@5%", "gain@10%", "gain@25%", "cov@stop", "n/N@stop"):

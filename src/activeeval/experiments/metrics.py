@@ -7,6 +7,7 @@ n − 1) — for one method; ``truth`` has shape (n_targets,) (R* of each target
 
 from __future__ import annotations
 
+import math
 from statistics import NormalDist
 
 import numpy as np
@@ -69,7 +70,8 @@ def coverage_curve(means: np.ndarray, vars_: np.ndarray, truth: np.ndarray, leve
 
 
 def stop_indices(
-    means: np.ndarray, vars_: np.ndarray, epsilon1: float, epsilon2: float, window: int, level: float = 0.95
+    means: np.ndarray, vars_: np.ndarray, epsilon1: float, epsilon2: float, window: int, level: float = 0.95,
+    batch_size: int = 1,
 ) -> np.ndarray:
     """n at which Algorithm 1 stops, for every run (shape ``means.shape[:-1]``, values in 1..N).
 
@@ -77,8 +79,18 @@ def stop_indices(
     2·z·sd ≤ ε2 (exactly :class:`~activeeval.stopping.WindowCIRule`); N if
     never. Valid because no method's selection depends on ε1 or ε2, so one
     full trajectory gives the stop of every ε2.
+
+    With ``batch_size`` K > 1 (runs played in myopic batches of K) the rule
+    is read only at the ends of batches, n = K, 2K, …, N, over a window of
+    ⌈W / K⌉ batches (App. C.1: W = 30/|A| when batches are evaluated), so
+    the window still spans about W items.
     """
     n_items = means.shape[-1]
+    if batch_size > 1:
+        ends = np.unique(np.minimum(np.arange(batch_size, n_items + batch_size, batch_size), n_items))
+        steps = stop_indices(means[..., ends - 1], vars_[..., ends - 1], epsilon1, epsilon2,
+                             max(1, math.ceil(window / batch_size)), level)
+        return ends[steps - 1]
     z = NormalDist().inv_cdf(0.5 + level / 2.0)
     ok = np.zeros(means.shape, dtype=bool)
     if n_items >= window:

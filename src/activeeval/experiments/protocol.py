@@ -26,6 +26,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from activeeval.batch import check_strategy
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, InvalidScoresError
 
@@ -75,6 +76,15 @@ class BacktestConfig:
     epsilon1, window, level : stopping rule of Algorithm 1.
     gap : float
         Extrapolation: fraction of all models discarded below the targets.
+    batch_size, batch_strategy, myopic
+        Batch selection (App. B.1) of the methods that take these options
+        (the BayesAME ones): with ``myopic`` (default) and ``batch_size`` K > 1
+        each step asks ``select_batch(K)`` by ``batch_strategy`` and observes
+        all K items; the trajectory still has one estimate per item, and the
+        stopping rule is read only at the ends of batches with the window
+        scaled to ⌈W / K⌉ batches (App. C.1's W = 30/|A|). ``myopic=False``:
+        one random member of the best batch of K per step
+        (:mod:`activeeval.methods._batch`). Defaults: one item at a time.
     shared_order : bool
         True (default): every target of a seed gets the same method seed, so
         the randomly selecting methods play the same item order on all
@@ -99,6 +109,9 @@ class BacktestConfig:
     gap: float = 0.2
     method_options: dict = field(default_factory=dict)
     shared_order: bool = True
+    batch_size: int = 1
+    batch_strategy: str = "greedy"
+    myopic: bool = True
     #: Whether the targets are evaluated jointly (a multi-target backtest, see ``experiments.multi_target``).
     multi_target: ClassVar[bool] = False
 
@@ -116,6 +129,18 @@ class BacktestConfig:
             raise ConfigurationError("methods must name at least one method, e.g. rs-mean,bayesame")
         if not 0 <= self.gap < 1:
             raise ConfigurationError(f"gap must be in [0, 1), got {self.gap}")
+        if isinstance(self.batch_size, bool) or int(self.batch_size) != self.batch_size or self.batch_size < 1:
+            raise ConfigurationError(
+                f"batch_size (--batch-size) must be a positive integer, got {self.batch_size!r}; 1 selects one "
+                "item at a time")
+        check_strategy(self.batch_strategy, "batch_strategy (--batch-strategy)")
+        if not isinstance(self.myopic, bool):
+            raise ConfigurationError(f"myopic (--myopic/--non-myopic) must be True or False, got {self.myopic!r}")
+
+    @property
+    def batched(self) -> bool:
+        """Whether the batch options differ from one item at a time (they apply to the methods that take them)."""
+        return self.batch_size != 1 or self.batch_strategy != "greedy" or not self.myopic
 
     def _check_regime(self) -> None:
         if self.regime not in REGIMES:

@@ -41,11 +41,12 @@ import numpy as np
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.experiments.protocol import BacktestConfig, Split, make_split, method_seed, sample_references
-from activeeval.experiments.simulate import run_fixed, run_multi_to_end
+from activeeval.experiments.simulate import run_batches, run_fixed, run_multi_to_end
 from activeeval.methods.registry import (
     check_method_spec,
     is_multi_target,
     make_method,
+    method_parameters,
     method_spec,
     parse_method_spec,
     resolve_factory,
@@ -54,8 +55,8 @@ from activeeval.methods.registry import (
 )
 
 __all__ = [
-    "BACKENDS", "BacktestResult", "backtest_split", "check_method_options", "check_methods", "check_multi_target",
-    "run_backtest", "run_task",
+    "BACKENDS", "BacktestResult", "backtest_split", "batch_play_size", "check_batch", "check_method_options",
+    "check_methods", "check_multi_target", "run_backtest", "run_task", "takes_batch_options",
 ]
 
 BACKENDS = ("local", "ray", "dask")
@@ -84,6 +85,9 @@ class BacktestResult:
     backend: str = "local"
     workers: int = 1
     reference_sizes: list[int] = field(default_factory=list)
+    #: Methods played in myopic batches (``--batch-size`` K > 1): label → K. Their stops are read at the
+    #: ends of batches (:func:`~activeeval.experiments.metrics.stop_indices` with ``batch_size``).
+    batch_sizes: dict[str, int] = field(default_factory=dict)
 
     @property
     def methods(self) -> list[str]:
@@ -114,18 +118,58 @@ def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def takes_batch_options(name: str) -> bool:
+    """Whether the method ``name`` has the batch-selection options (batch_strategy, batch_size, myopic)."""
+    return not is_multi_target(name) and "batch_strategy" in method_parameters(name)
+
+
+def _batch_options(config: BacktestConfig, name: str) -> dict:
+    """The constructor options the backtest's batch settings give method ``name`` (none by default)."""
+    if not config.batched or not takes_batch_options(name):
+        return {}
+    options: dict = {"batch_strategy": config.batch_strategy}
+    if not config.myopic and config.batch_size > 1:
+        options.update(batch_size=config.batch_size, myopic=False)
+    return options
+
+
+def batch_play_size(config: BacktestConfig, label: str) -> int:
+    """K if ``label`` is played in myopic batches of K (``select_batch(K)``, all K observed), else 1."""
+    name, _ = parse_method_spec(label)
+    return config.batch_size if config.myopic and config.batch_size > 1 and takes_batch_options(name) else 1
+
+
 def method_and_options(config: BacktestConfig, label: str, reference: ScoreMatrix | None = None) -> tuple[str, dict]:
-    """Registry name and constructor options of ``label``: its bracketed options over ``config.method_options``.
+    """Registry name and constructor options of ``label``: its bracketed options over ``config.method_options``
+    over the options of the backtest's batch settings.
 
     Prior weights given by model id (``{"weights": {model: w}}``, ``--prior-weights``) cover the whole pool;
     with ``reference`` they are restricted to its models (each seed samples its own).
     """
     name, options = parse_method_spec(label)
-    options = {**config.method_options.get(label, {}), **options}
+    options = {**_batch_options(config, name), **config.method_options.get(label, {}), **options}
     weights = options.get("weights")
     if reference is not None and isinstance(weights, Mapping):
         options["weights"] = {m: weights[m] for m in reference.model_ids if m in weights}
     return name, options
+
+
+def check_batch(config: BacktestConfig, n_items: int) -> None:
+    """The batch settings need a method that takes them, and a batch no larger than the benchmark."""
+    if not config.batched:
+        return
+    if config.multi_target:
+        raise ConfigurationError(
+            "--batch-size/--batch-strategy/--non-myopic are for single-target backtests; drop them with "
+            "--multi-target")
+    if not any(takes_batch_options(parse_method_spec(label)[0]) for label in config.methods):
+        raise ConfigurationError(
+            "--batch-size/--batch-strategy/--non-myopic apply to the BayesAME methods (bayesame, bayesame-paper "
+            "and their -rs versions); add one to --methods or drop them")
+    if config.batch_size > n_items:
+        raise ConfigurationError(
+            f"--batch-size {config.batch_size} is larger than the benchmark's {n_items} items; choose at most "
+            f"{n_items}")
 
 
 def check_method_options(config: BacktestConfig, reference: ScoreMatrix, targets: Sequence[str] = ()) -> None:
@@ -221,7 +265,8 @@ def run_task(
         trajs = [joint.trajectory(t) for t in range(n_t)]
         return (method, seed_index, np.array([[e.mean for e in tr] for tr in trajs], dtype=float),
                 np.array([[e.var for e in tr] for tr in trajs], dtype=float))
-    replay = resolve_replay(name) if config.shared_order else None
+    batch = batch_play_size(config, method)
+    replay = resolve_replay(name) if config.shared_order and batch == 1 else None
     if replay is not None:
         means, vars_ = replay(reference, truths, seeds[0], **options)
         return method, seed_index, np.asarray(means, dtype=float), np.asarray(vars_, dtype=float)
@@ -230,7 +275,10 @@ def run_task(
     make = sharing_factory(name, reference, **options)  # reference-only state derived once, not per target
     for t_idx in range(n_t):
         m = make(seed=seeds[t_idx])
-        run_fixed(m, truths[t_idx], n_items)
+        if batch > 1:
+            run_batches(m, truths[t_idx], batch)
+        else:
+            run_fixed(m, truths[t_idx], n_items)
         traj = m.trajectory
         means[t_idx] = [e.mean for e in traj]
         vars_[t_idx] = [e.var for e in traj]
@@ -374,6 +422,7 @@ def run_backtest(
     if methods != tuple(config.methods):
         config = dataclasses.replace(config, methods=methods)
     check_multi_target(config)
+    check_batch(config, matrix.n_items)
     split = backtest_split(matrix, config)
     first = sample_references(split.pool, config.ref_fraction, 0, config.root_seed)  # validates --refs
     check_method_options(config, matrix.select_models(first), split.targets)
@@ -422,4 +471,5 @@ def run_backtest(
         backend=backend,
         workers=int(workers),
         reference_sizes=[int(round(config.ref_fraction * len(split.pool)))],
+        batch_sizes={m: k for m in methods if (k := batch_play_size(config, m)) > 1},
     )

@@ -18,7 +18,8 @@ from activeeval.methods.estimate import Estimate
 from activeeval.methods.multi import MultiTargetMethod
 from activeeval.stopping import StoppingRule, default_rule, stop_reason
 
-__all__ = ["HoldOut", "hold_out", "run_until_stop", "run_fixed", "run_multi_to_end", "run_multi_until_stop"]
+__all__ = ["HoldOut", "hold_out", "run_until_stop", "run_fixed", "run_batches", "run_multi_to_end",
+           "run_multi_until_stop"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,22 @@ def run_fixed(method: BaseMethod, truth: np.ndarray, n: int, rng: np.random.Gene
     for _ in range(n - method.n_observed):
         item = method.select(rng)
         method.observe(item, float(truth[item]))
+    return method.estimate()
+
+
+def run_batches(method: BaseMethod, truth: np.ndarray, k: int, n: int | None = None,
+                rng: np.random.Generator | None = None) -> Estimate:
+    """Myopic batches: ask ``select_batch(k)``, observe all k true scores, repeat until ``n`` items (default N).
+
+    The last batch is smaller when k does not divide what is left. The
+    trajectory keeps one estimate per observed item, in the batch's order.
+    """
+    if int(k) != k or k < 1:
+        raise ConfigurationError(f"k (--batch-size) must be a positive integer, got {k}")
+    target = method.n_items if n is None else int(n)
+    while method.n_observed < target:
+        for item in method.select_batch(min(int(k), target - method.n_observed), rng=rng):
+            method.observe(item, float(truth[item]))
     return method.estimate()
 
 

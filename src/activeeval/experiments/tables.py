@@ -92,7 +92,8 @@ def summarize(result: BacktestResult, epsilon2: float = 0.03) -> dict[str, dict]
         for pct in GAIN_FRACTIONS:
             i = _gain_index(result.n_items, pct)
             gains[str(pct)] = None if base is None else float(rmse_gain_db(rmse[i], base[i]))
-        stop = stop_indices(mu, var, cfg.epsilon1, epsilon2, cfg.window, cfg.level)
+        stop = stop_indices(mu, var, cfg.epsilon1, epsilon2, cfg.window, cfg.level,
+                            batch_size=result.batch_sizes.get(name, 1))
         idx = stop[..., None] - 1
         est = np.take_along_axis(mu, idx, axis=-1)[..., 0]
         v = np.take_along_axis(var, idx, axis=-1)[..., 0]
@@ -138,12 +139,14 @@ def curves_frame(result: BacktestResult):  # noqa: ANN201 - pandas DataFrame
     return pd.concat(frames, ignore_index=True)
 
 
-def _at_stop(mu: np.ndarray, var: np.ndarray, cfg, eps2: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # noqa: ANN001
+def _at_stop(mu: np.ndarray, var: np.ndarray, cfg, eps2: float,  # noqa: ANN001
+             batch_size: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Coreset size at the stopping rule's stop, and the estimate and variance there.
 
     ``mu``, ``var``: arrays (..., n) of the trajectory; returns arrays of shape (...).
+    ``batch_size``: K of a run played in myopic batches (stops only at the ends of batches).
     """
-    stop = stop_indices(mu, var, cfg.epsilon1, eps2, cfg.window, cfg.level)
+    stop = stop_indices(mu, var, cfg.epsilon1, eps2, cfg.window, cfg.level, batch_size=batch_size)
     idx = stop[..., None] - 1
     return stop, np.take_along_axis(mu, idx, axis=-1)[..., 0], np.take_along_axis(var, idx, axis=-1)[..., 0]
 
@@ -158,7 +161,7 @@ def stops_frame(result: BacktestResult):  # noqa: ANN201
     for name in result.methods:
         mu, var = result.means[name], result.vars[name]
         for eps2 in cfg.epsilon2:
-            stop, est, v = _at_stop(mu, var, cfg, eps2)
+            stop, est, v = _at_stop(mu, var, cfg, eps2, result.batch_sizes.get(name, 1))
             rows.append(
                 pd.DataFrame(
                     {
@@ -187,7 +190,7 @@ def cost_accuracy_frame(result: BacktestResult):  # noqa: ANN201
     for name in result.methods:
         mu, var = result.means[name], result.vars[name]
         for eps2 in cfg.epsilon2:
-            stop, est, v = _at_stop(mu, var, cfg, eps2)
+            stop, est, v = _at_stop(mu, var, cfg, eps2, result.batch_sizes.get(name, 1))
             err = est - result.truth[:, None]
             rows.append(
                 {

@@ -42,6 +42,7 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.design import Prequential, sampling_var_floor
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import BucketPosterior, LeaveOneOutNLML, LevelKernel, bucketize, sq_dists
+from activeeval.methods._batch import BatchSelection
 from activeeval.methods.base import BaseMethod, SeedLike, random_order
 from activeeval.methods.estimate import Estimate
 
@@ -205,7 +206,7 @@ def _range_width(reference: ScoreMatrix) -> float:
     return spread if spread > 0 else 1.0
 
 
-class BayesAME(BaseMethod):
+class BayesAME(BatchSelection, BaseMethod):
     """Bayesian active model evaluation for one target model (the default, robust version).
 
     Parameters
@@ -261,6 +262,15 @@ class BayesAME(BaseMethod):
         Rounding tolerance for bucketing continuous scores (default 1e-3 of the range).
     cache_mb : float
         Memory allowed for caching the B×B squared distances.
+    batch_strategy : {"greedy", "pair", "lars", "dpp", "kmeans"}
+        How ``select_batch(k)`` picks k > 1 items while the selection is
+        model-based (App. B.1; :mod:`activeeval.methods._batch`): "greedy"
+        (the default) conditions on each chosen item and takes the next argmax of Eq. 6.
+    batch_size : int
+        |A| of the non-myopic selection (``myopic=False``): ``select()`` is a
+        random member of the best batch of this many items. 1: single-item Eq. 6.
+    myopic : bool
+        True (default): ``select()`` is Eq. 6's argmax. False: non-myopic (see ``batch_size``).
     """
 
     name = "bayesame"
@@ -286,8 +296,12 @@ class BayesAME(BaseMethod):
         warmup: int = 0,
         tolerance: float | None = None,
         cache_mb: float = 256.0,
+        batch_strategy: str = "greedy",
+        batch_size: int = 1,
+        myopic: bool = True,
     ) -> None:
         super().__init__(reference, seed=seed, missing=missing)
+        self._init_batch(batch_strategy, batch_size, myopic)
         # settings as given; resolved or learned values carry a trailing underscore
         self.switch_until, self.tolerance, self.controls = switch_until, tolerance, controls
         _check_options(selection, extrapolation, n_pseudo, fit_items, fit_seed, warmup, switch_until, scale_prior,
@@ -330,6 +344,7 @@ class BayesAME(BaseMethod):
             counts,
             np.full(n_buckets, self.sigma2_),
         )
+        self.posterior.prior_cols = self._prior_cols  # blocks of columns for batch selection
         full = ref.mean_scores()
         self.reference_range = (float(full.min()), float(full.max()))
         self.mode = "model"
@@ -369,6 +384,21 @@ class BayesAME(BaseMethod):
         if self.kernel.gamma:  # linear=False has no such term: skip the four vector operations
             psi_dot = 0.5 * (self._feat_sq + self._feat_sq[b] - d2) - self._phi_c - self._phi_c[b] + self._cc
         return self.kernel.column(d2, self._psi, self._psi[b], self._m, float(self._m[b]), psi_dot=psi_dot)
+
+    def _prior_cols(self, bs: np.ndarray) -> np.ndarray:
+        """Σ[:, bs] (B, len(bs)) of the :class:`LevelKernel`, in one block when the distances are cached."""
+        bs = np.asarray(bs, dtype=np.intp)
+        if self._d2_full is None:
+            return np.column_stack([self._prior_col(int(b)) for b in bs]) if bs.size else np.zeros((self.n_buckets, 0))
+        kern = self.kernel
+        # rows of the symmetric matrices (contiguous reads), transposed at the end
+        out = kern.se(self._n_refs)(self._d2_full[bs]) + kern.tau0 + kern.tau1 * np.outer(self._m[bs], self._m)
+        if kern.gamma:
+            out += (kern.gamma / self._n_refs) * (self._psi[bs] @ self._psi.T)
+        return out.T
+
+    def _batch_posterior(self) -> BucketPosterior:
+        return self.posterior
 
     # ------------------------------------------------------------ properties
     @property
@@ -426,6 +456,10 @@ class BayesAME(BaseMethod):
     def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
         if self.random_items:
             return self._random_items(k, exclude)
+        return self._batch_select(rng, k, exclude, self._greedy)
+
+    def _greedy(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> list[int]:
+        """k items greedily: condition on each chosen (and pending) item, take the next argmax of Eq. 6."""
         available = ~self._observed
         available[list(exclude)] = False
         fantasy = self.posterior.fantasy()

@@ -52,6 +52,7 @@ from activeeval.logit import (
     moderated_slope,
     to_unit,
 )
+from activeeval.methods._batch import BatchSelection
 from activeeval.methods.base import BaseMethod, SeedLike
 from activeeval.methods.estimate import Estimate
 
@@ -112,7 +113,7 @@ class RefitRecord:
     message: str
 
 
-class BayesAMEPaper(BaseMethod):
+class BayesAMEPaper(BatchSelection, BaseMethod):
     """Bayesian active model evaluation for one target model, exactly as in the paper.
 
     Parameters
@@ -164,6 +165,15 @@ class BayesAMEPaper(BaseMethod):
     cache_mb : float
         Memory allowed for caching the B×B squared distances (speeds up
         refits); above it the kernel is recomputed block by block.
+    batch_strategy : {"greedy", "pair", "lars", "dpp", "kmeans"}
+        How ``select_batch(k)`` picks k > 1 items in the unique regime (App.
+        B.1; :mod:`activeeval.methods._batch`): "greedy" (the default)
+        conditions on each chosen item and takes the next argmax of Eq. 6.
+    batch_size : int
+        |A| of the non-myopic selection (``myopic=False``): ``select()`` is a
+        random member of the best batch of this many items. 1: single-item Eq. 6.
+    myopic : bool
+        True (default): ``select()`` is Eq. 6's argmax. False: non-myopic (see ``batch_size``).
     """
 
     name = "bayesame-paper"
@@ -187,8 +197,12 @@ class BayesAMEPaper(BaseMethod):
         cache_mb: float = 256.0,
         likelihood: Literal["gaussian", "logit"] = "gaussian",
         logit_eps: float = LOGIT_EPS,
+        batch_strategy: str = "greedy",
+        batch_size: int = 1,
+        myopic: bool = True,
     ) -> None:
         super().__init__(reference, seed=seed, missing=missing)
+        self._init_batch(batch_strategy, batch_size, myopic)
         # settings as given; what the method resolves (estimator, noise, tolerance) or learns (alpha, beta and,
         # with noise="learned", sigma2: refitted every refit_every items) carries a trailing underscore
         self.alpha, self.beta, self.sigma2, self.estimator, self.tolerance = alpha, beta, sigma2, estimator, tolerance
@@ -217,6 +231,10 @@ class BayesAMEPaper(BaseMethod):
             raise ConfigurationError(
                 "likelihood='logit' needs bounded scores, but the reference has no score range; load it with "
                 "score_range=(low, high) (--score-range LOW HIGH)")
+        if likelihood == "logit" and (batch_strategy != "greedy" or not myopic):
+            raise ConfigurationError(
+                "likelihood='logit' selects greedily, one item at a time (its batch selection is not implemented); "
+                "drop batch_strategy/myopic (--batch-strategy/--non-myopic) or use likelihood='gaussian'")
         self.likelihood, self.logit_eps = likelihood, float(logit_eps)
 
         phi_items = self.reference.scores.T  # (N, K)
@@ -289,6 +307,7 @@ class BayesAMEPaper(BaseMethod):
         self._readout: tuple[np.ndarray, ...] | None = None
         if self.logit_model_ == "bernoulli":
             self._init_bernoulli(float(alpha), float(beta))
+        self._post.prior_cols = self._prior_cols  # blocks of columns for batch selection
 
     # ------------------------------------------------------------ properties
     @property
@@ -336,6 +355,15 @@ class BayesAMEPaper(BaseMethod):
 
     def _prior_col(self, b: int) -> np.ndarray:
         return self.kernel(self._d2_row(b))
+
+    def _prior_cols(self, bs: np.ndarray) -> np.ndarray:
+        """Σ[:, bs] (B, len(bs)) at the current (α, β): one kernel call on cached distances when they fit."""
+        if self._d2_full is not None:
+            return self.kernel(self._d2_full[bs]).T  # rows of the symmetric matrix: contiguous reads
+        return np.column_stack([self._prior_col(int(b)) for b in bs]) if len(bs) else np.zeros((self.n_buckets, 0))
+
+    def _batch_posterior(self) -> BucketPosterior:
+        return self._post
 
     # ------------------------------------------------------ posterior state
     def _rebuild(self) -> None:
@@ -661,6 +689,10 @@ class BayesAMEPaper(BaseMethod):
             return self._random_unobserved(rng, k, exclude)
         if self.likelihood == "logit":
             return self._select_logit(rng, k, exclude)
+        return self._batch_select(rng, k, exclude, self._greedy)
+
+    def _greedy(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> list[int]:
+        """k items greedily: condition on each chosen (and pending) item, take the next argmax of Eq. 6."""
         available = ~self._observed
         available[list(exclude)] = False
         # Condition the covariance on pending and already-chosen items (their
