@@ -206,6 +206,27 @@ def test_one_target_equals_the_single_target_default(ifeval):
     assert multi.scales()[0] == pytest.approx(single.scale, rel=1e-9)
 
 
+def test_uncoupled_targets_with_the_default_start_are_independent_single_target_runs(ifeval):
+    """coupling=0 and the default (no) warm start: every target is single-target BayesAME, refits and all."""
+    ref, targets, truth = ifeval
+    multi = BayesAMEMulti(ref, targets, seed=4, coupling=0.0, refit_every=10)
+    assert multi.warm_start == 0.0 and multi.warm_items_.size == 0
+    singles = [BayesAME(ref, seed=4, selection="active", extrapolation="off") for _ in targets]
+    for _ in range(20 * len(targets)):  # four refits, at 10, 20, ... observations of any target
+        t, j = multi.select()
+        left = np.bincount(multi.buckets.of_item[~multi._observed[t]], minlength=multi.n_buckets) > 0
+        # buckets with an item left for t (a used-up bucket's gain is 0 for the single-target method, unused here)
+        np.testing.assert_allclose(multi.information_gains(t)[left], singles[t].information_gains()[left], rtol=1e-9,
+                                   atol=1e-14)
+        multi.observe(t, j, float(truth[t, j]))
+        singles[t].observe(j, float(truth[t, j]))
+        a, b = singles[t].estimate(), multi.estimate(t)
+        assert b.mean == pytest.approx(a.mean, abs=1e-10)  # round-off of two orders of summation
+        assert b.var == pytest.approx(a.var, rel=1e-9)
+    assert len(multi.fits) >= 4
+    np.testing.assert_allclose(multi.correlations(), np.eye(len(targets)), atol=1e-12)
+
+
 def test_one_target_one_latent_equals_the_papers_single_target(ifeval):
     ref, targets, truth = ifeval
     paper = BayesAMEPaper(ref, seed=2, alpha=0.7, beta=2.0, sigma2=1e-3, refit_every=None, selection="active",
@@ -228,7 +249,7 @@ def test_exact_when_every_item_is_observed_and_the_state_replays(ifeval):
     ref, targets, truth = ifeval
     small = ref.select_items(list(ref.item_ids[:25]))
     tr = truth[:, :25]
-    m = BayesAMEMulti(small, targets, seed=0, refit_every=20)
+    m = BayesAMEMulti(small, targets, seed=0, refit_every=20, warm_start=0.1)
     assert m.warm_items_.size == 2
     _play(m, tr, 3 * 25)
     for t in range(3):

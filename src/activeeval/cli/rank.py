@@ -97,7 +97,7 @@ def rank_command(
     method: str = typer.Option(
         "cat", "--method", help="cat (ranks on ability θ), bayesame (on the score, one method per model) or "
         "bayesame-multi (on the joint posterior of all the models), options in brackets "
-        "(bayesame-multi[warm_start=0.02]); with --session any method spec."),
+        "(bayesame-multi[coupling=0.8]); with --session any method spec."),
     gamma: float = typer.Option(0.95, "--gamma", help="Pairwise confidence level, in (0, 1)."),
     budget_per_model: float = typer.Option(20.0, "--budget-per-model", help="Total budget = this x Σ costs."),
     costs: Optional[str] = typer.Option(None, "--costs", help="JSON {model: cost} or CSV model,cost file."),
@@ -267,7 +267,7 @@ def rank_backtest_command(
     dataset: str = typer.Option(..., "--dataset", help="Dataset name or score file (models x items)."),
     method: str = typer.Option(
         "cat", "--method", help="cat, bayesame, bayesame-paper or a joint method (bayesame-multi), options in "
-        "brackets (bayesame-multi[warm_start=0.02])."),
+        "brackets (bayesame-multi[coupling=0.8])."),
     folds: int = typer.Option(5, "--folds", help="Disjoint held-out sets per seed."),
     holdout: int = typer.Option(4, "--holdout", help="Models per held-out set."),
     seeds: int = typer.Option(20, "--seeds", help="Number of seeds (each reshuffles the folds)."),

@@ -1,9 +1,9 @@
 """BayesAME for several targets at once: the multi-target method (§3.2, App. A.4, C.1; SPEC.md §2).
 
 The targets' bucket abilities are tied by a linear model of coregionalisation
-(:mod:`activeeval.lmc`) with L = T latents: θ^t = μ + Σ_l W[t, l] u_l. Every
-target is first evaluated on the same random 10 % of the items; then the
-targets take turns, each choosing the item of highest information gain about
+(:mod:`activeeval.lmc`) with L = T latents: θ^t = μ + Σ_l W[t, l] u_l. In the
+paper every target is first evaluated on the same random 10 % of the items
+(the default starts without: ``warm_start``); then the targets take turns, each choosing the item of highest information gain about
 its own R given every target's scores (or, with ``selection="average"``, the
 item of highest information gain averaged over the targets, for a target
 drawn at random). The hyperparameters are refitted on the NLML every F
@@ -82,8 +82,13 @@ class BayesAMEMulti(MultiTargetMethod):
         The target models (names, or how many).
     seed, missing
         As :class:`~activeeval.methods.multi.MultiTargetMethod`.
-    warm_start : float
-        Fraction of the items every target is evaluated on first (the paper: 0.1).
+    warm_start : float, optional
+        Fraction of the items every target is evaluated on first, at random.
+        Default: 0 with the reference prior, the paper's 0.1 with ``prior="paper"``.
+        The default needs no shared start: its kernel comes from the references,
+        and random items cost more than the correlations they teach (with
+        independent targets, no start is single-target BayesAME exactly and a
+        10 % start is a third worse: docs/BENCHMARKS.md, "warm start").
     selection : {"round-robin", "average", "random"}
         "round-robin" (the paper): the targets in turn, each taking the item
         of highest information gain about its own R (uniform random in the
@@ -105,7 +110,11 @@ class BayesAMEMulti(MultiTargetMethod):
     coupling : float
         ``prior="reference"``: c, the largest share of a target's prior
         variance that it may share with the other targets (B = c UUᵀ + (1 − c) I;
-        see :func:`~activeeval.lmc.fit_correlations`). 0: independent targets.
+        see :func:`~activeeval.lmc.fit_correlations`). 0: independent targets
+        (with no warm start, exactly single-target BayesAME per target).
+        Default 0.5: 0.8 shared too much late in a run and its intervals
+        missed more often (coverage at the stop 0.90 against 0.96 on the
+        correlated IFEval set, docs/BENCHMARKS.md).
     refit_every : int or None
         F: refit every F observations (of any target); None or 0: never.
     fit_steps, min_fit_steps : int
@@ -148,14 +157,14 @@ class BayesAMEMulti(MultiTargetMethod):
         *,
         seed: SeedLike = None,
         missing: str = "models",
-        warm_start: float = 0.1,
+        warm_start: float | None = None,
         selection: Literal["round-robin", "average", "random"] = "round-robin",
         prior: Literal["reference", "paper"] = "reference",
         latents: int | None = None,
         hyperparameters: LMCParams | Mapping[str, Any] | None = None,
         reference_fit: Mapping[str, Any] | None = None,
         calibration: Mapping[str, Any] | Literal["auto"] | None = "auto",
-        coupling: float = 0.8,
+        coupling: float = 0.5,
         refit_every: int | None = 50,
         fit_steps: int = 500,
         min_fit_steps: int = 50,
@@ -171,6 +180,8 @@ class BayesAMEMulti(MultiTargetMethod):
         tolerance: float | None = None,
         cache_mb: float = 512.0,
     ) -> None:
+        if warm_start is None:
+            warm_start = 0.1 if prior == "paper" else 0.0
         super().__init__(reference, targets, seed=seed, missing=missing, warm_start=warm_start)
         self.selection, self.prior, self.latents, self.hyperparameters = selection, prior, latents, hyperparameters
         self.reference_fit, self.calibration, self.coupling = reference_fit, calibration, coupling

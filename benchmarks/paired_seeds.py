@@ -1,0 +1,71 @@
+"""Per-seed EW-IRMSE of backtest runs and each method's paired difference from a baseline method.
+
+The backtest's EW-IRMSE pools the squared errors of every seed; with few seeds
+the spread between seeds decides whether one method is "clearly better" than
+another, so this prints each seed's EW-IRMSE (on the curve grid that
+``runs.parquet`` keeps, which reproduces the pooled figure to about 0.5) and
+the paired difference from ``--baseline`` (same seed: same references, same
+targets), with its mean and standard deviation over seeds.
+
+    python benchmarks/paired_seeds.py DIR [DIR ...] --baseline bayesame
+
+Each DIR is a backtest ``--out`` directory (single- or multi-target) of the
+same dataset and protocol; a method found in several is taken from the first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+
+import numpy as np
+import pandas as pd
+
+
+def per_seed(dirs: list[pathlib.Path]) -> pd.DataFrame:
+    """EW-IRMSE per (method, seed): 100 ∫ x · 100·RMSE(x) dx over the stored grid, RMSE over the targets."""
+    rows: dict[tuple[str, int], float] = {}
+    for d in dirs:
+        n_items = _n_items(d)
+        runs = pd.read_parquet(d / "runs.parquet")
+        for (method, seed), g in runs.groupby(["method", "seed"]):
+            if (method, seed) in rows:
+                continue
+            rmse = g.groupby("n")["error"].apply(lambda e: float(np.sqrt(np.mean(np.square(e)))))
+            x = rmse.index.to_numpy(dtype=float) / n_items
+            rows[(method, int(seed))] = float(100.0 * np.trapezoid(x * 100.0 * rmse.to_numpy(), x))
+    return pd.Series(rows).unstack()
+
+
+def _n_items(d: pathlib.Path) -> int:
+    curves = pd.read_csv(d / "curves.csv")
+    first = curves.iloc[0]
+    return int(round(first["n"] / first["fraction"]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dirs", nargs="+", type=pathlib.Path)
+    parser.add_argument("--baseline", default="bayesame")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    table = per_seed(args.dirs)
+    if args.baseline not in table.index:
+        raise SystemExit(f"--baseline {args.baseline!r} is not among the runs: {', '.join(table.index)}")
+    diff = table.sub(table.loc[args.baseline], axis=1)
+    out = pd.DataFrame({"mean": table.mean(axis=1), "diff_mean": diff.mean(axis=1), "diff_sd": diff.std(axis=1),
+                        "better_seeds": (diff < 0).sum(axis=1)})
+    if args.json:
+        print(json.dumps({"per_seed": table.round(4).to_dict(orient="index"),
+                          "paired": out.round(4).to_dict(orient="index")}, indent=2))
+        return
+    with pd.option_context("display.width", 200, "display.max_columns", 50):
+        print("EW-IRMSE per seed (curve grid)")
+        print(table.round(2).to_string())
+        print(f"\npaired difference from {args.baseline} (negative: better), over {table.shape[1]} seeds")
+        print(out.round(2).to_string())
+
+
+if __name__ == "__main__":
+    main()
