@@ -80,7 +80,9 @@ def main() -> None:
     parser.add_argument("--configs", default="ifeval,mmlu_pro")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    rows = [run(name, args.steps, args.seed) for name in args.configs.split(",")]
+    # the paper's 10 % shared start: it fills every target's observations fast (n = 5 000 at B = 5 000); the
+    # default has none, and a step's work depends on n, not on the warm start or the coupling
+    rows = [run(name, args.steps, args.seed, warm_start=0.1) for name in args.configs.split(",")]
     keys = list(rows[0])
     print(" | ".join(keys))
     for row in rows:
