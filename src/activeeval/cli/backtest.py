@@ -1,4 +1,4 @@
-"""``activeeval backtest`` and ``activeeval reproduce table1``: the paper's protocol from the command line.
+"""``activeeval backtest`` and ``activeeval reproduce table1|table2``: the paper's protocol from the command line.
 
 Thin layer: argument parsing, output and files only; the work is in
 :mod:`activeeval.experiments` (protocol, runner, metrics, tables, plots).
@@ -448,23 +448,93 @@ def _print_table(result, summary: dict, epsilon2: float) -> None:  # noqa: ANN00
     typer.echo(f"wall time {result.wall_time:.1f} s ({result.backend}, {result.workers} worker(s))")
 
 
+# The flags every ``reproduce`` table shares.
+REPRO_WORKERS = typer.Option(None, "--workers", help="Worker processes. [default: all cores]")
+REPRO_BACKEND = typer.Option("local", "--backend", help="local, ray or dask.")
+REPRO_ADDRESS = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]")
+REPRO_OUT = typer.Option(None, "--out", help="Directory for raw results (must be new).")
+REPRO_FORMAT = typer.Option(None, "--format", help=FORMAT_HELP)
+REPRO_PROGRESS = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr.")
+REPRO_ORDERS = typer.Option(
+    "shared", "--orders", help="shared: one random item order per seed for all targets (fast); independent: one per "
+    "target.")
+REPRO_JSON = typer.Option(False, "--json", help="Print one JSON object.")
+
+
+def _run_reproduction(plan: list[tuple], workers: Optional[int], backend: str, address: Optional[str],
+                      progress: bool, as_json: bool) -> dict[str, tuple]:
+    """Run each ``(key, ScoreMatrix, BacktestConfig)`` of ``plan``: {key: (BacktestResult, summary)}.
+
+    The key is also the file prefix in ``--out`` (``ifeval_interpolation_``).
+    """
+    from activeeval.experiments.runner import run_backtest
+    from activeeval.experiments.tables import summarize
+
+    results: dict[str, tuple] = {}
+    for key, matrix, config in plan:
+        label = key.rstrip("_").replace("_", " ")
+        with progress_bar(label, progress and not as_json) as update:
+            res = run_backtest(matrix, config, workers=workers, backend=backend, address=address, progress=update)
+        results[key] = (res, summarize(res))
+        if not as_json:
+            typer.echo(f"{label}: {res.wall_time:.1f} s", err=True)
+    return results
+
+
+def _write_reproduction(out: Optional[Path], results: dict[str, tuple], output_format: str, name: str,
+                        meta: dict) -> None:
+    """Raw results of every run (prefixed by its key) and ``{name}.json`` with ``meta``, all or nothing."""
+    if out is None:
+        return
+    out = out.expanduser()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".reproduce-", dir=out.parent))
+    try:
+        for key, (res, summ) in results.items():
+            _write_result(res, summ, tmp, key, output_format, plots=False)
+        (tmp / f"{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
+        _finish_out(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _print_reproduction(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], width: int = 150) -> None:
+    """A Rich table of ours next to the paper's, at least ``width`` characters wide; text columns left-aligned."""
+    table = Table(title=title)
+    text = {"dataset", "row", "method", "note"}
+    for col in columns:
+        table.add_column(col, justify="left" if col in text else "right", no_wrap=col == "method")
+    for row in rows:
+        table.add_row(*(escape(cell) for cell in row))
+    Console(soft_wrap=False, width=max(Console().width, width)).print(table)  # as rank: logs keep whole rows
+
+
+def _reproduce_datasets(datasets: str, known: tuple[str, ...], what: str) -> list[str]:
+    """The names of --datasets, each one of ``known`` (else an error naming --datasets and ``what`` exists)."""
+    wanted = [d.strip().lower() for d in datasets.split(",") if d.strip()]
+    for d in wanted:
+        if d not in known:
+            raise ConfigurationError(f"--datasets: {what}, got {d!r}")
+    if not wanted:
+        raise ConfigurationError(f"--datasets must name at least one dataset: {what}")
+    return wanted
+
+
 @reproduce_app.command("table1")
 @cli_errors
 def table1_command(
     seeds: int = typer.Option(200, "--seeds", help="Seeds per (dataset, regime); the paper used 200."),
     datasets: str = typer.Option("ifeval,musr", "--datasets", help="Comma-separated: ifeval, musr."),
     methods: str = typer.Option(",".join(ALL_METHODS), "--methods", help="Comma-separated method names."),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes. [default: all cores]"),
-    backend: str = typer.Option("local", "--backend", help="local, ray or dask."),
-    address: Optional[str] = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]"),
-    out: Optional[Path] = typer.Option(None, "--out", help="Directory for raw results (must be new)."),
-    output_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
-    orders: str = typer.Option(
-        "shared", "--orders",
-        help="shared: one random item order per seed for all targets (fast); independent: one per target.",
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    workers: Optional[int] = REPRO_WORKERS,
+    backend: str = REPRO_BACKEND,
+    address: Optional[str] = REPRO_ADDRESS,
+    out: Optional[Path] = REPRO_OUT,
+    output_format: Optional[str] = REPRO_FORMAT,
+    progress: bool = REPRO_PROGRESS,
+    orders: str = REPRO_ORDERS,
+    as_json: bool = REPRO_JSON,
 ) -> None:
     """Table 1 of the BayesAME paper (EW-IRMSE, 50 % references, binary), ours next to the paper's.
 
@@ -473,32 +543,20 @@ def table1_command(
     """
     from activeeval.datasets import resolve
     from activeeval.experiments.protocol import BacktestConfig
-    from activeeval.experiments.runner import BacktestResult, run_backtest
-    from activeeval.experiments.tables import PAPER_TABLE1, summarize
+    from activeeval.experiments.tables import PAPER_TABLE1
 
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
     names = _parse_methods(methods)
     _check_out(out)
-    wanted = [d.strip().lower() for d in datasets.split(",") if d.strip()]
-    for d in wanted:
-        if d not in PAPER_TABLE1:
-            raise ConfigurationError(f"--datasets: Table 1 rows exist for {', '.join(PAPER_TABLE1)}, got {d!r}")
+    wanted = _reproduce_datasets(datasets, tuple(PAPER_TABLE1), f"Table 1 rows exist for {', '.join(PAPER_TABLE1)}")
     if BASELINE not in names:
         names = names + (BASELINE,)
     start = time.perf_counter()
-    results: dict[tuple[str, str], tuple[BacktestResult, dict]] = {}
-    for d in wanted:
-        matrix = resolve(d)
-        for regime in ("interpolation", "extrapolation"):
-            config = BacktestConfig(methods=names, regime=regime, ref_fraction=0.5, n_targets=10, n_seeds=seeds,
-                                    shared_order=shared)
-            with progress_bar(f"{d} {regime}", progress and not as_json) as update:
-                res = run_backtest(matrix, config, workers=workers, backend=backend, address=address,
-                                   progress=update)
-            results[(d, regime)] = (res, summarize(res))
-            if not as_json:
-                typer.echo(f"{d} {regime}: {res.wall_time:.1f} s", err=True)
+    plan = [(f"{d}_{regime}_", resolve(d), BacktestConfig(methods=names, regime=regime, ref_fraction=0.5, n_targets=10,
+                                                          n_seeds=seeds, shared_order=shared))
+            for d in wanted for regime in ("interpolation", "extrapolation")]
+    results = _run_reproduction(plan, workers, backend, address, progress, as_json)
     wall = time.perf_counter() - start
     rows = []
     for d in wanted:
@@ -506,32 +564,129 @@ def table1_command(
             paper = PAPER_TABLE1[d].get(name, (None, None))
             rows.append({
                 "dataset": d, "method": name,
-                "ours_interpolation": results[(d, "interpolation")][1][name]["ew_irmse"],
+                "ours_interpolation": results[f"{d}_interpolation_"][1][name]["ew_irmse"],
                 "paper_interpolation": paper[0],
-                "ours_extrapolation": results[(d, "extrapolation")][1][name]["ew_irmse"],
+                "ours_extrapolation": results[f"{d}_extrapolation_"][1][name]["ew_irmse"],
                 "paper_extrapolation": paper[1],
             })
-    if out is not None:
-        out = out.expanduser()
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".reproduce-", dir=out.parent))
-        try:
-            for (d, regime), (res, summ) in results.items():
-                _write_result(res, summ, tmp, f"{d}_{regime}_", output_format, plots=False)
-            meta = {"seeds": seeds, "wall_time_s": wall, "rows": rows}
-            (tmp / "table1.json").write_text(json.dumps(meta, indent=2) + "\n")
-            _finish_out(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+    _write_reproduction(out, results, output_format, "table1", {"seeds": seeds, "wall_time_s": wall, "rows": rows})
     if as_json:
         print_json({"seeds": seeds, "wall_time_s": round(wall, 1), "rows": rows})
         return
-    table = Table(title=f"Table 1 — EW-IRMSE, 50 % references, binary; ours: {seeds} seeds; paper: 200 seeds")
-    for col in ("dataset", "method", "ours interp.", "paper interp.", "ours extrap.", "paper extrap."):
-        table.add_column(col, justify="left" if col in ("dataset", "method") else "right", no_wrap=col == "method")
-    for r in rows:
-        table.add_row(r["dataset"], escape(r["method"]), _fmt(r["ours_interpolation"]), _fmt(r["paper_interpolation"]),
-                      _fmt(r["ours_extrapolation"]), _fmt(r["paper_extrapolation"]))
-    Console(soft_wrap=False, width=max(Console().width, 150)).print(table)  # as rank: logs keep whole rows
+    _print_reproduction(
+        f"Table 1 — EW-IRMSE, 50 % references, binary; ours: {seeds} seeds; paper: 200 seeds",
+        ("dataset", "method", "ours interp.", "paper interp.", "ours extrap.", "paper extrap."),
+        [(r["dataset"], r["method"], _fmt(r["ours_interpolation"]), _fmt(r["paper_interpolation"]),
+          _fmt(r["ours_extrapolation"]), _fmt(r["paper_extrapolation"])) for r in rows])
     typer.echo(f"wall time {wall:.1f} s")
+
+
+def _table2_datasets() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(datasets with paper numbers, the continuous bundled or shared sets): what --datasets of table2 takes."""
+    from activeeval.data.datasets import list_datasets
+    from activeeval.experiments.tables import PAPER_TABLE2
+
+    continuous = tuple(d.name for d in list_datasets(include_shared=True) if d.kind == "continuous")
+    return tuple(PAPER_TABLE2), continuous
+
+
+@reproduce_app.command("table2")
+@cli_errors
+def table2_command(
+    seeds: int = typer.Option(200, "--seeds", help="Seeds per (dataset, regime); the paper used 200."),
+    datasets: str = typer.Option(
+        "ifeval,musr", "--datasets",
+        help="Comma-separated: ifeval, musr (the paper's rows), and the continuous sets of 'activeeval datasets "
+        "--all' (alpacaeval2, wmt21_*: ours only, the paper has no numbers)."),
+    targets: int = typer.Option(10, "--targets", help="Target models per (dataset, regime); the paper used 10."),
+    workers: Optional[int] = REPRO_WORKERS,
+    backend: str = REPRO_BACKEND,
+    address: Optional[str] = REPRO_ADDRESS,
+    out: Optional[Path] = REPRO_OUT,
+    output_format: Optional[str] = REPRO_FORMAT,
+    progress: bool = REPRO_PROGRESS,
+    orders: str = REPRO_ORDERS,
+    as_json: bool = REPRO_JSON,
+) -> None:
+    """Table 2 of the BayesAME paper (batch selection, App. B.1; EW-IRMSE, 50 % references), ours next to the paper's.
+
+    Rows: BayesAME (bayesame-paper), BayesAME-RS, |A|=2 myopic (bayesame-paper played in myopic batches of two
+    by the pair closed form: a backtest of its own), |A|=2 non-myopic (one random member of the best pair per
+    step), Bayes-AIPW, and our default bayesame beside them. In the non-unique regime bayesame-paper selects at
+    random whatever its batch options; the note column says where that happened.
+    """
+    from activeeval.datasets import resolve
+    from activeeval.experiments.protocol import BacktestConfig
+    from activeeval.experiments.tables import (
+        PAPER_TABLE2,
+        TABLE2_NON_MYOPIC,
+        TABLE2_ROWS,
+        paper_regimes,
+        table2_note,
+    )
+
+    output_format = _check_common(workers, backend, output_format)
+    shared = _shared_order(orders)
+    _check_out(out)
+    if seeds < 1:
+        raise ConfigurationError(f"--seeds must be a positive integer, got {seeds}")
+    paper_sets, continuous = _table2_datasets()
+    wanted = _reproduce_datasets(
+        datasets, paper_sets + continuous,
+        f"Table 2 rows exist for {', '.join(paper_sets)}; ours only on the continuous sets "
+        f"{', '.join(continuous) or '(none found)'}")
+    single = tuple(dict.fromkeys(r.label for r in TABLE2_ROWS if r.myopic_batch == 1)) + (BASELINE,)
+    batches = sorted({r.myopic_batch for r in TABLE2_ROWS if r.myopic_batch > 1})
+    start = time.perf_counter()
+    plan, regimes = [], {}
+    for d in wanted:
+        matrix = resolve(d)
+        for regime in ("interpolation", "extrapolation"):
+            config = BacktestConfig(methods=single, regime=regime, ref_fraction=0.5, n_targets=targets,
+                                    n_seeds=seeds, shared_order=shared)
+            plan.append((f"{d}_{regime}_", matrix, config))
+            # myopic play is a backtest setting (all K items of a batch observed), so it needs a run of its own
+            for k in batches:
+                labels = tuple(r.label for r in TABLE2_ROWS if r.myopic_batch == k)
+                plan.append((f"{d}_{regime}_myopic{k}_", matrix, BacktestConfig(
+                    methods=labels, regime=regime, ref_fraction=0.5, n_targets=targets, n_seeds=seeds,
+                    shared_order=shared, batch_size=k, myopic=True, batch_strategy="pair")))
+            regimes.setdefault(d, {})[regime] = paper_regimes(matrix, config)
+    results = _run_reproduction(plan, workers, backend, address, progress, as_json)
+    wall = time.perf_counter() - start
+    rows, shown = [], []
+    for d in wanted:
+        for r in TABLE2_ROWS:
+            paper = PAPER_TABLE2.get(d, {}).get(r.key, (None, None))
+            suffix = "" if r.myopic_batch == 1 else f"myopic{r.myopic_batch}_"
+            rows.append({
+                "dataset": d, "row": r.name, "method": r.label, "myopic_batch": r.myopic_batch,
+                "ours_interpolation": results[f"{d}_interpolation_{suffix}"][1][r.label]["ew_irmse"],
+                "paper_interpolation": paper[0],
+                "ours_extrapolation": results[f"{d}_extrapolation_{suffix}"][1][r.label]["ew_irmse"],
+                "paper_extrapolation": paper[1],
+                "note": table2_note(d, r, regimes[d]),
+            })
+            shown.append((r.method, table2_note(d, r, regimes[d], short=True)))
+    meta = {"seeds": seeds, "targets": targets, "wall_time_s": round(wall, 1), "regimes": regimes, "rows": rows}
+    _write_reproduction(out, results, output_format, "table2", meta)
+    if as_json:
+        print_json(meta)
+        return
+    _print_reproduction(
+        f"Table 2 — batch selection (App. B.1), EW-IRMSE, 50 % references, {targets} targets; ours: {seeds} seeds; "
+        "paper: 200 seeds",
+        ("dataset", "row", "method", "ours interp.", "paper interp.", "ours extrap.", "paper extrap.", "note"),
+        [(r["dataset"], r["row"], method, _fmt(r["ours_interpolation"]), _fmt(r["paper_interpolation"]),
+          _fmt(r["ours_extrapolation"]), _fmt(r["paper_extrapolation"]), note)
+         for r, (method, note) in zip(rows, shown)], width=200)
+    for d in wanted:
+        typer.echo(f"{d}: bayesame-paper's regime per seed (B ≥ N − N0: unique): " + "; ".join(
+            f"{regime} {sum(g == 'unique' for g in regs)}/{len(regs)} unique" for regime, regs in regimes[d].items()))
+    typer.echo("note: 'ours random: interp. k/S' = bayesame-paper was in the non-unique regime (B < N − N0) on k of S "
+               "seeds, where it selects uniformly at random whatever its batch options: the |A|=2 rows there are "
+               "random selection too (as BayesAME-RS). 'paper –: non-unique regime': the paper omits the batch rows "
+               "of its MuSR for that reason. '—': no number (--json gives each note in full). non-myopic: "
+               f"{TABLE2_NON_MYOPIC} (one random member of the best pair per step).")
+    typer.echo(f"wall time {wall:.1f} s")
+

@@ -1,24 +1,34 @@
-"""Summaries of a backtest: per-method metrics, tidy tables, and the paper's Table 1."""
+"""Summaries of a backtest: per-method metrics, tidy tables, and the paper's Tables 1 and 2."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
 from activeeval.experiments.metrics import (
-    covered,
     coverage_curve,
+    covered,
     ew_irmse,
     rmse_curve,
     rmse_gain_db,
     spearman_across_targets,
     stop_indices,
 )
-from activeeval.experiments.runner import BacktestResult
+from activeeval.experiments.protocol import BacktestConfig, sample_references
+from activeeval.experiments.runner import BacktestResult, backtest_split
 
 __all__ = [
     "BASELINE",
     "GAIN_FRACTIONS",
     "PAPER_TABLE1",
+    "PAPER_TABLE2",
+    "PAPER_TABLE2_GAPS",
+    "TABLE2_NON_MYOPIC",
+    "TABLE2_ROWS",
+    "Table2Row",
+    "paper_regimes",
+    "table2_note",
     "summarize",
     "curves_frame",
     "stops_frame",
@@ -51,6 +61,110 @@ PAPER_TABLE1: dict[str, dict[str, tuple[float | None, float | None]]] = {
     },
 }
 
+
+
+class Table2Row(NamedTuple):
+    """One row of the paper's Table 2: its ``key``, the paper's ``name``, the method ``label`` we run, and
+    ``myopic_batch``: K > 1 if the row is the label played in myopic batches of K (a backtest setting,
+    ``BacktestConfig(batch_size=K, myopic=True)``, so the row needs a backtest of its own), else 1."""
+
+    key: str
+    name: str
+    label: str
+    myopic_batch: int = 1
+
+    @property
+    def method(self) -> str:
+        """What is run, for a table cell: the label, or the paper's method and how its batches are played."""
+        if self.myopic_batch > 1:
+            return f"bayesame-paper, myopic |A|={self.myopic_batch} (pair)"
+        if self.label == TABLE2_NON_MYOPIC:
+            return "bayesame-paper, non-myopic |A|=2 (pair)"
+        return self.label
+
+    @property
+    def selects_as_paper(self) -> bool:
+        """Whether the row selects as the paper's BayesAME does: actively in the unique regime, else at random."""
+        return self.label.startswith("bayesame-paper") and not self.label.startswith("bayesame-paper-rs")
+
+
+# The |A| = 2 rows of the paper's Table 2 both use the pair closed form (App. B.1). Myopic play observes the
+# whole batch (a backtest setting); non-myopic observes one random member of it (a method option).
+TABLE2_NON_MYOPIC = "bayesame-paper[batch_strategy=pair,batch_size=2,myopic=False]"
+TABLE2_ROWS: tuple[Table2Row, ...] = (
+    Table2Row("bayesame-paper", "BayesAME", "bayesame-paper"),
+    Table2Row("bayesame-paper-rs", "BayesAME-RS", "bayesame-paper-rs"),
+    Table2Row("myopic-2", "|A|=2 myopic", "bayesame-paper", 2),
+    Table2Row("non-myopic-2", "|A|=2 non-myopic", TABLE2_NON_MYOPIC),
+    Table2Row("bayes-aipw", "Bayes-AIPW", "bayes-aipw"),
+    Table2Row("bayesame", "bayesame (ours)", "bayesame"),
+)
+
+# Paper's Table 2 (BayesAME paper, App. B.1 "Batch selection", Table 2: EW-IRMSE, 50 % references, binary
+# scores; interpolation / extrapolation): {dataset: {row key: (interpolation, extrapolation)}}. None is the
+# paper's "–": its MuSR is in the non-unique regime (random selection), where the batch rows are omitted, and it
+# did not run the batch rows in IFEval extrapolation. BayesAME-RS equals BayesAME where selection is random.
+PAPER_TABLE2: dict[str, dict[str, tuple[float | None, float | None]]] = {
+    "ifeval": {
+        "bayesame-paper": (49.53, 58.08),
+        "bayesame-paper-rs": (56.14, 58.08),
+        "myopic-2": (49.99, None),
+        "non-myopic-2": (50.00, None),
+        "bayes-aipw": (56.71, 60.52),
+    },
+    "musr": {
+        "bayesame-paper": (47.86, 54.19),
+        "bayesame-paper-rs": (47.86, 54.19),
+        "myopic-2": (None, None),
+        "non-myopic-2": (None, None),
+        "bayes-aipw": (49.18, 56.72),
+    },
+}
+
+#: Why the paper has "–" (None in PAPER_TABLE2) for a dataset's cells: (in full, short for a table cell).
+PAPER_TABLE2_GAPS = {
+    "ifeval": ("no paper number (the paper did not run it)", "not in the paper"),
+    "musr": ("paper –: its MuSR is in the non-unique regime, where selection is random and the batch rows are "
+             "omitted", "paper –: non-unique regime"),
+}
+
+
+def table2_note(dataset: str, row: Table2Row, regimes: dict[str, list[str]], short: bool = False) -> str:
+    """The note of one row of ``activeeval reproduce table2``: why a paper cell is empty, and where ours select
+    at random (``regimes``: {regime: the per-seed regimes of :func:`paper_regimes`}); ``short`` for a table cell.
+    """
+    paper = PAPER_TABLE2.get(dataset, {}).get(row.key)
+    shorts = ("interp.", "extrap.")
+    if paper is None:
+        parts = ["no paper number" + ("" if short or dataset in PAPER_TABLE2 else " (a set the paper did not use)")]
+    else:
+        gaps = [name for name, value in zip(shorts, paper) if value is None]
+        gap = PAPER_TABLE2_GAPS[dataset][int(short)]
+        parts = [] if not gaps else [gap if len(gaps) == 2 else f"{gaps[0]}: {gap}"]
+    if row.selects_as_paper:
+        counts = [(name, regimes[regime].count("non-unique"), len(regimes[regime]))
+                  for name, regime in zip(shorts, ("interpolation", "extrapolation"))]
+        randoms = [f"{name} {k}/{n}" if short else f"{name} on {k}/{n} seeds" for name, k, n in counts if k]
+        if randoms:
+            parts.append(("ours random: " if short else "ours select at random (non-unique regime): ")
+                         + ", ".join(randoms))
+    return "; ".join(parts)
+
+
+def paper_regimes(matrix, config: BacktestConfig) -> list[str]:  # noqa: ANN001 - ScoreMatrix
+    """The regime (``"unique"`` or ``"non-unique"``, paper §3.1: unique ⇔ B ≥ N − N0) of the paper's BayesAME
+    on the reference sample of each seed of ``config``: a list of length ``config.n_seeds``.
+
+    In the non-unique regime ``bayesame-paper`` selects uniformly at random, whatever its batch options.
+    """
+    from activeeval.methods.bayesame_paper import BayesAMEPaper
+
+    pool = backtest_split(matrix, config).pool
+    return [
+        BayesAMEPaper(matrix.select_models(sample_references(pool, config.ref_fraction, s, config.root_seed)),
+                      seed=0).regime
+        for s in range(config.n_seeds)
+    ]
 
 def _nanmean(values: np.ndarray, axis: int | None = None) -> np.ndarray | float:
     """Mean ignoring NaN; NaN (without a RuntimeWarning) where every value is NaN."""
