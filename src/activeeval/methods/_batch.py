@@ -59,7 +59,9 @@ class BatchSelection:
         self.myopic = bool(myopic)
 
     def _batch_posterior(self):  # noqa: ANN202 - BucketPosterior
-        raise NotImplementedError
+        """The host's bucket posterior; every host class (BayesAME, BayesAMEPaper) overrides this."""
+        raise TypeError(f"{type(self).__name__} mixes in BatchSelection without defining _batch_posterior(), "
+                        "which must return its BucketPosterior")
 
     def _batch_select(
         self,
