@@ -8,6 +8,10 @@ the paired difference from ``--baseline`` (same seed: same references, same
 targets), with its mean and standard deviation over seeds.
 
     python benchmarks/paired_seeds.py DIR [DIR ...] --baseline bayesame
+    python benchmarks/paired_seeds.py DIR --fractions 0.05,0.1,0.2,0.3,0.4,0.5,0.6,0.8
+
+``--fractions`` also prints each method's pooled RMSE × 100 and coverage of
+the 95 % interval at the rows of ``curves.csv`` nearest those fractions of N.
 
 Each DIR is a backtest ``--out`` directory (single- or multi-target) of the
 same dataset and protocol; a method found in several is taken from the first.
@@ -44,11 +48,26 @@ def _n_items(d: pathlib.Path) -> int:
     return int(round(first["n"] / first["fraction"]))
 
 
+def along_the_run(dirs: list[pathlib.Path], fractions: list[float]) -> pd.DataFrame:
+    """RMSE × 100 and coverage per method at the ``curves.csv`` rows nearest each fraction (first DIR wins)."""
+    rows: dict[tuple[str, str], dict[float, float]] = {}
+    for d in dirs:
+        curves = pd.read_csv(d / "curves.csv")
+        for method, g in curves.groupby("method"):
+            if ("RMSE", method) in rows:
+                continue
+            near = [int((g["fraction"] - f).abs().idxmin()) for f in fractions]
+            rows[("RMSE", method)] = dict(zip(fractions, 100.0 * g.loc[near, "rmse"].to_numpy()))
+            rows[("coverage", method)] = dict(zip(fractions, g.loc[near, "coverage"].to_numpy()))
+    return pd.DataFrame.from_dict(rows, orient="index").sort_index()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dirs", nargs="+", type=pathlib.Path)
     parser.add_argument("--baseline", default="bayesame")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--fractions", default="", help="comma-separated fractions of N, e.g. 0.05,0.1,0.2")
     args = parser.parse_args()
     table = per_seed(args.dirs)
     if args.baseline not in table.index:
@@ -65,6 +84,10 @@ def main() -> None:
         print(table.round(2).to_string())
         print(f"\npaired difference from {args.baseline} (negative: better), over {table.shape[1]} seeds")
         print(out.round(2).to_string())
+        if args.fractions:
+            fractions = [float(f) for f in args.fractions.split(",")]
+            print("\nRMSE x 100 and coverage of the 95 % interval at these fractions of N")
+            print(along_the_run(args.dirs, fractions).round(2).to_string())
 
 
 if __name__ == "__main__":
