@@ -127,7 +127,8 @@ def _cell_stats(rows: list[dict]) -> dict:
 def report(records: list[dict], methods: list[str]) -> str:
     lines = [f"{'dataset':<17} {'set':<4} {'r':>5} {'method':<16} {'cov stop':>8} {'cov 5%':>6} {'cov 10%':>7} "
              f"{'cov 25%':>7} {'miss':>4} {'rmse':>6} {'n/N':>6} {'runs':>4} {'sec/seed':>8}"]
-    keys = sorted({(r["dataset"], r["set"]) for r in records}, key=lambda k: (DATASETS + (k[0],)).index(k[0]))
+    order = list(DATASETS) + sorted({r["dataset"] for r in records} - set(DATASETS))
+    keys = sorted({(r["dataset"], r["set"]) for r in records}, key=lambda k: (order.index(k[0]), k[1] != "high"))
     pooled: dict[str, list[dict]] = {m: [] for m in methods}
     for dataset, set_name in keys:
         recs = [r for r in records if r["dataset"] == dataset and r["set"] == set_name]
