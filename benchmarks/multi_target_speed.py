@@ -13,7 +13,8 @@ B = 5 000: the MMLU-Pro items of 5 000 distinct reference vectors (one item
 per bucket, drawn at random), so that B = N = 5 000 in the unique regime
 where selection is by information gain.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/multi_target_speed.py [--steps 200] [--configs ifeval,mmlu_pro]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/multi_target_speed.py [--steps 200] [--configs ifeval,mmlu_pro] \
+        [--level coupled|separate]
 """
 
 from __future__ import annotations
@@ -79,10 +80,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="round-robin steps after the warm start")
     parser.add_argument("--configs", default="ifeval,mmlu_pro")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--level", default="coupled", choices=("coupled", "separate"),
+                        help="the method's level option (separate: each target keeps its own level and slope terms)")
     args = parser.parse_args()
     # the paper's 10 % shared start: it fills every target's observations fast (n = 5 000 at B = 5 000); the
     # default has none, and a step's work depends on n, not on the warm start or the coupling
-    rows = [run(name, args.steps, args.seed, warm_start=0.1) for name in args.configs.split(",")]
+    rows = [run(name, args.steps, args.seed, warm_start=0.1, level=args.level) for name in args.configs.split(",")]
     keys = list(rows[0])
     print(" | ".join(keys))
     for row in rows:

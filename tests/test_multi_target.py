@@ -54,18 +54,31 @@ def _dense_prior(params, d2, n_refs):
                for l in range(params.n_latents))  # noqa: E741
 
 
-@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("shared", [False, True, "level", "mixed"])
 def test_joint_posterior_equals_dense_brute_force(shared):
     phi, counts, params, d2 = _toy()
     n_t, n_b = params.W.shape[0], phi.shape[0]
     mu = phi.mean(1)
-    fixed = None
-    if shared:  # one "fixed" kernel for every latent (the default's model), per-item noise
-        a = np.random.default_rng(7).normal(size=(n_b, 3))
-        kmat = a @ a.T + 0.3 * np.eye(n_b)
+    fixed = level = None
+    rng7 = np.random.default_rng(7)
+    a = rng7.normal(size=(n_b, 3))
+    kmat = a @ a.T + 0.3 * np.eye(n_b)
+    f = rng7.normal(size=(n_b, 2))
+    klev = f @ f.T  # rank 2, as the default's level and slope terms
+    if shared is True:  # one "fixed" kernel for every latent (the default's model), per-item noise
         params = LMCParams((1.5,) * 3, (1.0,) * 3, ("fixed",) * 3, params.weights, params.sigma2)
         fixed = lambda b: kmat[b]  # noqa: E731
-    post = LMCPosterior(params, counts, mu, lambda b: d2[b], phi.shape[1], n_t, fixed_row=fixed)
+    elif shared == "level":  # level="separate": B ⊗ K_rest + I ⊗ K_level (W = [chol(B) | I])
+        w = np.hstack([params.W, np.eye(n_t)])
+        params = LMCParams((1.5,) * 3 + (0.7,) * 3, (1.0,) * 6, ("fixed",) * 3 + ("level",) * 3,
+                           tuple(tuple(r) for r in w), params.sigma2)
+        fixed, level = (lambda b: kmat[b]), (lambda b: klev[b])  # noqa: E731
+    elif shared == "mixed":  # a caller's kernel beside two of the paper's latents
+        w = np.hstack([params.W, rng7.normal(size=(n_t, 1))])
+        params = LMCParams(params.alpha + (0.9,), params.beta + (1.0,), params.kinds + ("fixed",),
+                           tuple(tuple(r) for r in w), params.sigma2)
+        fixed = lambda b: kmat[b]  # noqa: E731
+    post = LMCPosterior(params, counts, mu, lambda b: d2[b], phi.shape[1], n_t, fixed_row=fixed, level_row=level)
     rng = np.random.default_rng(1)
     obs = [(int(rng.integers(n_t)), int(rng.integers(n_b)), float(rng.uniform())) for _ in range(9)]
     unobserved = np.repeat(counts[:, None], n_t, axis=1)
@@ -73,10 +86,11 @@ def test_joint_posterior_equals_dense_brute_force(shared):
         post.observe(t, b, s)
         unobserved[b, t] -= 1
     assert (unobserved >= 0).all()
-    if shared:
-        sigma = np.kron(params.W @ params.W.T, 1.5 * kmat)
-    else:
-        sigma = _dense_prior(params, d2, phi.shape[1])  # index t·B + b
+    sigma = sum(np.kron(np.outer(params.W[:, l], params.W[:, l]),  # index t·B + b
+                        kernel_values(params, l, d2, phi.shape[1], fixed=kmat, level=klev))
+                for l in range(params.n_latents))  # noqa: E741
+    if shared is True:
+        np.testing.assert_allclose(sigma, np.kron(params.W @ params.W.T, 1.5 * kmat))
     rows = [t * n_b + b for t, b, _ in obs]
     noise = np.diag([params.sigma2 * counts[b] for _, b, _ in obs])
     gram = sigma[np.ix_(rows, rows)] + noise
@@ -162,6 +176,22 @@ def test_icm_nlml_gradient_against_finite_differences_and_lmc():
     params = LMCParams((1.0,) * n_t, (1.0,) * n_t, ("fixed",) * n_t, tuple(tuple(r) for r in w), 0.1)
     lmc_value = nlml(params, t_obs, b_obs, resid, units, np.zeros((n_b, n_b)), 1, gradient=False, fixed=kfixed)
     assert value == pytest.approx(lmc_value, rel=1e-12)
+    # with an uncoupled kernel (level="separate"): I ⊗ K_level + B ⊗ K, against the LMC with W = [chol(B) | I]
+    f = rng.normal(size=(n_b, 2))
+    klevel = f @ f.T
+    value2, g_b2 = icm_nlml(bmat, t_obs, b_obs, resid, units, kfixed, 0.1, klevel)
+    params2 = LMCParams((1.0,) * 2 * n_t, (1.0,) * 2 * n_t, ("fixed",) * n_t + ("level",) * n_t,
+                        tuple(tuple(r) for r in np.hstack([w, np.eye(n_t)])), 0.1)
+    assert value2 == pytest.approx(nlml(params2, t_obs, b_obs, resid, units, np.zeros((n_b, n_b)), 1, gradient=False,
+                                        fixed=kfixed, level=klevel), rel=1e-12)
+    assert value2 != pytest.approx(value, rel=1e-6)
+    for s in range(n_t):
+        for t in range(s, n_t):
+            e = np.zeros((n_t, n_t))
+            e[s, t] = e[t, s] = 1e-6
+            fd = (icm_nlml(bmat + e, t_obs, b_obs, resid, units, kfixed, 0.1, klevel)[0]
+                  - icm_nlml(bmat - e, t_obs, b_obs, resid, units, kfixed, 0.1, klevel)[0]) / 2e-6
+            assert g_b2[s, t] + (g_b2[t, s] if s != t else 0.0) == pytest.approx(fd, rel=1e-5, abs=1e-8)
     # the correlation fit lowers the NLML and keeps a unit diagonal
     best, start, end, _ = fit_correlations(np.eye(n_t), lambda b: icm_nlml(b, t_obs, b_obs, resid, units, kfixed,
                                                                           0.1), 0.7)
@@ -206,10 +236,11 @@ def test_one_target_equals_the_single_target_default(ifeval):
     assert multi.scales()[0] == pytest.approx(single.scale, rel=1e-9)
 
 
-def test_uncoupled_targets_with_the_default_start_are_independent_single_target_runs(ifeval):
+@pytest.mark.parametrize("level", ["coupled", "separate"])
+def test_uncoupled_targets_with_the_default_start_are_independent_single_target_runs(ifeval, level):
     """coupling=0 and the default (no) warm start: every target is single-target BayesAME, refits and all."""
     ref, targets, truth = ifeval
-    multi = BayesAMEMulti(ref, targets, seed=4, coupling=0.0, refit_every=10)
+    multi = BayesAMEMulti(ref, targets, seed=4, coupling=0.0, refit_every=10, level=level)
     assert multi.warm_start == 0.0 and multi.warm_items_.size == 0
     singles = [BayesAME(ref, seed=4, selection="active", extrapolation="off") for _ in targets]
     for _ in range(20 * len(targets)):  # four refits, at 10, 20, ... observations of any target
@@ -348,13 +379,40 @@ def test_options_are_checked_and_registered(ifeval):
     assert not is_multi_target("bayesame")
     for kwargs, match in (({"selection": "greedy"}, "selection"), ({"coupling": 2.0}, "coupling"),
                           ({"warm_start": 1.5}, "warm_start"), ({"latents": 2}, "latents"),
-                          ({"fit_max": 1}, "fit_max"), ({"interval": "wide"}, "interval")):
+                          ({"fit_max": 1}, "fit_max"), ({"interval": "wide"}, "interval"),
+                          ({"level": "shared"}, "level"), ({"level": "separate", "prior": "paper"}, "level")):
         with pytest.raises(ConfigurationError, match=match):
             BayesAMEMulti(ref, targets, **kwargs)
     with pytest.raises(ConfigurationError, match="distinct"):
         BayesAMEMulti(ref, ["a", "a"])
     with pytest.raises(ConfigurationError, match="prior"):
         BayesAMEMultiPaper(ref, targets, prior="reference")
+
+
+def test_separate_level_keeps_each_targets_prior_and_couples_the_rest(ifeval):
+    """level="separate": every target's prior is the single-target kernel, the targets share only K − K_level."""
+    ref, targets, truth = ifeval
+    sep = BayesAMEMulti(ref, targets, seed=2, level="separate", refit_every=10)
+    single = sep.single_
+    np.testing.assert_allclose(sep.posterior.prior_diag[0], [single._prior_col(b)[b] for b in range(sep.n_buckets)],
+                               rtol=1e-12)
+    _play(sep, truth, 40)
+    assert len(sep.fits) >= 1
+    corr = sep.correlations()
+    np.testing.assert_allclose(np.diag(corr), 1.0)
+    # the cross-target prior covariance of two buckets is B_st (K − K_level), not B_st K
+    post = sep.posterior
+    b0, b1 = 0, 1
+    k_rest = single._prior_col(b0)[b1] - post.level_row(b0)[b1]
+    coupling_part = post._B[post._keys.index("fixed")]
+    assert coupling_part[0, 1] * k_rest == pytest.approx(
+        sum(post._B[g][0, 1] * post._group_rows(b0)[g][b1] for g in range(len(post._keys))), rel=1e-12)
+    assert post._B[post._keys.index("level")][0, 1] == 0.0
+    # rebuilding at the same parameters gives the incremental state
+    before = post.diag.copy(), post.sum_cov().copy()
+    post.set_params(post.params)
+    np.testing.assert_allclose(post.diag, before[0], atol=1e-10)
+    np.testing.assert_allclose(post.sum_cov(), before[1], atol=1e-9)
 
 
 def test_independent_runs_each_target_as_its_own_method(ifeval):

@@ -11,8 +11,10 @@ observation space (nothing of size (T·B)² is ever formed):
 * the Cholesky factor L of the Gram matrix G of the n observations grows by
   one row per observation (a triangular solve, O(n²));
 * the new row of V = L⁻¹ Cov(observations, θ) (T × B) is found without storing
-  V, through the kernel rows of the B_obs buckets observed so far
-  (O(n² + L·B_obs·B)); the posterior variances of every (target, bucket),
+  V, through the kernel rows of the B_obs buckets observed so far, one row
+  per kernel (latents of a kind the caller supplies share theirs):
+  O(n² + Σ_g min(L_g, T)·B_obs·B) over the kernel groups g of L_g latents;
+  the posterior variances of every (target, bucket),
   Σ|C = Σ − VᵀV, are kept up to date by subtracting its squares, and the
   information gain of target t costs the same;
 * Q = V U (each target's unobserved-count-weighted sum) and the whitened
@@ -20,7 +22,7 @@ observation space (nothing of size (T·B)² is ever formed):
   cross-covariance of the full-benchmark scores, in O(n·T²).
 
 After a change of hyperparameters the state is rebuilt from the observations
-(O(n³ + T·B_obs²·B) with one shared kernel): the refit schedule of
+(O(n³ + T·G²·B_obs²·B) with G shared kernels): the refit schedule of
 :class:`~activeeval.methods.bayesame_multi.BayesAMEMulti` keeps that rare.
 
 :func:`nlml` is the negative log marginal likelihood of the observations and
@@ -50,8 +52,11 @@ __all__ = ["FitRecord", "LMCParams", "LMCPosterior", "adamw_fit", "coupled", "fi
 #: The paper's lower clip of α, β and σ² after each AdamW update (App. A.4).
 CLIP = 1e-4
 #: "se": Eq. 1; "matern32": :class:`~activeeval.kernels.Matern32`; "fixed": a kernel given by the caller (the
-#: single-target default's reference-fitted kernel), scaled by α and with no β.
-KINDS = ("se", "matern32", "fixed")
+#: single-target default's reference-fitted kernel), scaled by α and with no β; "level": a second kernel given by
+#: the caller (the default's level and slope terms, when each target keeps its own: ``level="separate"``).
+KINDS = ("se", "matern32", "fixed", "level")
+#: Kinds whose kernel the caller supplies: every latent of such a kind shares it (scaled by its α).
+CALLER_KINDS = ("fixed", "level")
 
 
 @dataclass(frozen=True)
@@ -63,8 +68,9 @@ class LMCParams:
     alpha, beta : tuple of float, length L
         Amplitude and inverse lengthscale of each latent's kernel.
     kinds : tuple of str, length L
-        "se" (Eq. 1, distances divided by the number of references) or
-        "matern32" (:class:`~activeeval.kernels.Matern32`).
+        "se" (Eq. 1, distances divided by the number of references),
+        "matern32" (:class:`~activeeval.kernels.Matern32`), or a kernel the
+        caller supplies, "fixed" or "level" (α times it; β unused).
     weights : tuple of tuple of float, shape (T, L)
         The mixing weights W[t, l].
     sigma2 : float
@@ -143,16 +149,19 @@ def initial_params(n_targets: int, n_latents: int, sigma2: float, seed: int) -> 
 
 
 def kernel_values(params: LMCParams, l: int, d2: np.ndarray, n_refs: int,  # noqa: E741
-                  gradient: bool = False, fixed: np.ndarray | None = None):  # noqa: ANN201 - array, or a pair
+                  gradient: bool = False, fixed: np.ndarray | None = None,
+                  level: np.ndarray | None = None):  # noqa: ANN201 - array, or a pair
     """K_l on squared distances ``d2``; with ``gradient`` also ∂K_l/∂β_l (in value space).
 
-    A "fixed" kernel is α times ``fixed`` (its values at the same pairs), which the caller supplies.
+    A "fixed" ("level") kernel is α times ``fixed`` (``level``), its values at the same pairs, which the caller
+    supplies.
     """
     a, b = params.alpha[l], params.beta[l]
-    if params.kinds[l] == "fixed":
-        if fixed is None:
-            raise ConfigurationError("a 'fixed' LMC kernel needs its values (fixed=)")
-        k = a * fixed
+    if params.kinds[l] in CALLER_KINDS:
+        given = fixed if params.kinds[l] == "fixed" else level
+        if given is None:
+            raise ConfigurationError(f"a {params.kinds[l]!r} LMC kernel needs its values ({params.kinds[l]}=)")
+        k = a * given
         return (k, np.zeros_like(k)) if gradient else k
     if params.kinds[l] == "se":
         scaled = d2 / n_refs
@@ -166,16 +175,16 @@ def kernel_values(params: LMCParams, l: int, d2: np.ndarray, n_refs: int,  # noq
 
 # --------------------------------------------------------------------------- NLML
 def nlml(params: LMCParams, targets: np.ndarray, buckets: np.ndarray, resid: np.ndarray, counts: np.ndarray,
-         d2: np.ndarray, n_refs: int, gradient: bool = True,
-         fixed: np.ndarray | None = None):  # noqa: ANN201 - float, or (float, ndarray)
+         d2: np.ndarray, n_refs: int, gradient: bool = True, fixed: np.ndarray | None = None,
+         level: np.ndarray | None = None):  # noqa: ANN201 - float, or (float, ndarray)
     """Negative log marginal likelihood of observations (target, bucket, s − μ_b), and its gradient.
 
     ``buckets`` indexes the rows of ``d2``, the squared distances between the
     distinct buckets observed (the kernels are computed once per distinct
     pair: the warm start puts every target on the same items); ``counts``
     is each observation's noise unit (its noise variance is σ² times it: N_b
-    in the paper, 1 with per-item noise); ``fixed`` holds the values of a
-    "fixed" kernel between the distinct buckets. Returns ``inf`` (and a zero
+    in the paper, 1 with per-item noise); ``fixed`` and ``level`` hold the values of a
+    "fixed" and a "level" kernel between the distinct buckets. Returns ``inf`` (and a zero
     gradient) where the Gram matrix is not positive definite. The gradient is in the
     order of :meth:`LMCParams.to_vector`.
     """
@@ -185,7 +194,7 @@ def nlml(params: LMCParams, targets: np.ndarray, buckets: np.ndarray, resid: np.
     kernels = []
     pick = np.ix_(buckets, buckets)
     for l in range(params.n_latents):  # noqa: E741
-        values = kernel_values(params, l, d2, n_refs, gradient, fixed)
+        values = kernel_values(params, l, d2, n_refs, gradient, fixed, level)
         kl = (values[0] if gradient else values)[pick]
         kernels.append((kl, values[1][pick]) if gradient else None)
         gram += np.outer(w[:, l], w[:, l]) * kl
@@ -272,16 +281,19 @@ def adamw_fit(params: LMCParams, objective, steps: int, lr: float, *,  # noqa: A
 
 
 def icm_nlml(bmat: np.ndarray, targets: np.ndarray, buckets: np.ndarray, resid: np.ndarray, units: np.ndarray,
-             kfixed: np.ndarray, sigma2: float) -> tuple[float, np.ndarray]:
+             kfixed: np.ndarray, sigma2: float, klevel: np.ndarray | None = None) -> tuple[float, np.ndarray]:
     """NLML of the intrinsic coregionalisation model Σ = B ⊗ K (one kernel K for every latent) and ∂/∂B (T × T).
 
     ``kfixed`` is K between the distinct buckets that ``buckets`` indexes,
     ``units`` each observation's noise unit. ∂NLML/∂B_st = ½ Σ_{i: t_i = s, j: t_j = t} (G⁻¹ − aaᵀ)_ij K_ij,
     the aggregation of (G⁻¹ − aaᵀ) ∘ K by pairs of targets. ``inf`` where G is not positive definite.
+    With ``klevel`` the model is Σ = I ⊗ K_level + B ⊗ K: a kernel every target has on its own, uncoupled.
     """
     n = resid.size
     k = kfixed[np.ix_(buckets, buckets)]
     gram = bmat[np.ix_(targets, targets)] * k
+    if klevel is not None:
+        gram += (targets[:, None] == targets[None, :]) * klevel[np.ix_(buckets, buckets)]
     gram[np.diag_indices(n)] += sigma2 * units
     try:
         chol = np.linalg.cholesky(gram)
@@ -406,10 +418,13 @@ class _PackedCholesky:
 class LMCPosterior:
     """The exact LMC posterior over every target's bucket abilities, updated one observation at a time.
 
-    Nothing of size n × T × B is stored: a product with the whitened
-    cross-covariance, Vᵀg = Cov(θ, observations) G⁻¹-style, is computed as
-    Σ_l W[t, l] (c_l @ K_l[observed buckets, :]) with c_l the weights g·W[t_j, l]
-    summed per observed bucket — O(L · B_obs · B) — where B_obs ≤ B are the
+    Nothing of size n × T × B is stored. The latents are grouped by kernel:
+    latents of a kind the caller supplies ("fixed", "level") share one kernel
+    K_g (scaled by their α), the others have one each, so the prior is
+    Σ_g B_g ⊗ K_g with B_g = Σ_{l in g} α_l w_l w_lᵀ (α only for the caller's kinds) and
+    only one kernel row per group and observed bucket is kept. A product with
+    the cross-covariance, Σ_j g_j Cov(observation j, θ^t_b) = Σ_g Σ_j g_j B_g[t_j, t] K_g[b_j, b],
+    costs O(min(L_g, T) · B_obs · B) per group, where B_obs ≤ B are the
     distinct buckets observed so far (the warm start puts every target on the
     same ones).
 
@@ -425,8 +440,8 @@ class LMCPosterior:
     n_refs, n_targets : int
     noise_unit : ndarray (B,), optional
         An item of bucket b has noise variance σ² · noise_unit[b] (default N_b, the paper's).
-    fixed_row : callable b -> ndarray (B,), optional
-        Row b of the "fixed" kernel, for latents of that kind.
+    fixed_row, level_row : callable b -> ndarray (B,), optional
+        Row b of the "fixed" and of the "level" kernel, for latents of those kinds.
     """
 
     params: LMCParams
@@ -437,6 +452,7 @@ class LMCPosterior:
     n_targets: int
     noise_unit: np.ndarray | None = None
     fixed_row: Any = None
+    level_row: Any = None
 
     def __post_init__(self) -> None:
         self.counts = np.asarray(self.counts, dtype=float)
@@ -450,18 +466,46 @@ class LMCPosterior:
         self._reset()
 
     # ---------------------------------------------------------------- building
-    def _rows_of(self, b: int) -> np.ndarray:
-        """K_l[b, :] for every latent l, shape (L, B)."""
-        d2 = self.d2_row(b)
-        fixed = self.fixed_row(b) if "fixed" in self.params.kinds else None
-        return np.stack([kernel_values(self.params, l, d2, self.n_refs, fixed=fixed)
-                         for l in range(self.params.n_latents)])
+    def _group(self) -> None:
+        """The latents grouped by kernel, and B_g = Σ_{l in g} scale_l w_l w_lᵀ per group (G, T, T)."""
+        p = self.params
+        keys: list[Any] = []
+        grp = np.empty(p.n_latents, dtype=np.intp)
+        scale = np.ones(p.n_latents)
+        for l, kind in enumerate(p.kinds):  # noqa: E741
+            key = kind if kind in CALLER_KINDS else l
+            if key not in keys:
+                keys.append(key)
+            grp[l] = keys.index(key)
+            if kind in CALLER_KINDS:
+                scale[l] = p.alpha[l]
+        w = p.W
+        bg = np.zeros((len(keys), self.n_targets, self.n_targets))
+        for l in range(p.n_latents):  # noqa: E741
+            bg[grp[l]] += scale[l] * np.outer(w[:, l], w[:, l])
+        self._keys, self._grp, self._gscale, self._B = keys, grp, scale, bg
+        self._members = [np.flatnonzero(grp == g) for g in range(len(keys))]
+
+    def _group_rows(self, b: int) -> np.ndarray:
+        """K_g[b, :] for every kernel group g, shape (G, B)."""
+        d2 = None
+        out = np.empty((len(self._keys), self.n_buckets))
+        for g, key in enumerate(self._keys):
+            if key == "fixed":
+                out[g] = self.fixed_row(b)
+            elif key == "level":
+                out[g] = self.level_row(b)
+            else:
+                if d2 is None:
+                    d2 = self.d2_row(b)
+                out[g] = kernel_values(self.params, key, d2, self.n_refs)
+        return out
 
     def _observed_rows(self, b: int) -> tuple[int, np.ndarray]:
-        """(position of b among the observed buckets, its kernel rows), adding it if it is new."""
+        """(position of b among the observed buckets, its kernel rows per group), adding it if it is new."""
         pos = self._pos.get(b)
         if pos is None:
-            rows = self._rows_of(b)
+            rows = self._group_rows(b)
             pos = len(self._pos)
             if pos == self._R.shape[1]:
                 bigger = np.zeros((self._R.shape[0], max(2 * pos, 16), self._R.shape[2]))
@@ -474,24 +518,27 @@ class LMCPosterior:
     def _reset(self) -> None:
         """The prior state at the current parameters (no observation folded in)."""
         p, t_n, b_n = self.params, self.n_targets, self.n_buckets
-        self._w = w = p.W
+        self._w = p.W
+        self._group()
+        n_g = len(self._keys)
         self._pos: dict[int, int] = {}
-        self._R = np.zeros((p.n_latents, 16, b_n))  # kernel rows of the observed buckets
+        self._R = np.zeros((n_g, 16, b_n))  # kernel rows of the observed buckets, per group
         self._obs_pos = _Grow(np.zeros(16, dtype=np.intp))
         self.chol = _PackedCholesky()
         self.y = _Grow(np.zeros(16))
         self.Q = _Grow(np.zeros((16, t_n)))
         self.QN = _Grow(np.zeros((16, t_n)))
-        # K_l @ U and K_l @ N and the diagonals K_l[b, b], per latent: one pass over the kernel rows
-        self.KU = np.zeros((p.n_latents, b_n, t_n))
-        self.KN = np.zeros((p.n_latents, b_n))
-        kdiag = np.zeros((p.n_latents, b_n))
+        # K_g @ U and K_g @ N and the diagonals K_g[b, b], per group: one pass over the kernel rows
+        self.KU = np.zeros((n_g, b_n, t_n))
+        self.KN = np.zeros((n_g, b_n))
+        kdiag = np.zeros((n_g, b_n))
         for b in range(b_n):
-            rows = self._rows_of(b)
+            rows = self._group_rows(b)
             self.KU[:, b, :] = rows @ self.unobserved
             self.KN[:, b] = rows @ self.counts
             kdiag[:, b] = rows[:, b]
-        self.prior_diag = (w * w) @ kdiag  # (T, B): Σ_l W_tl² K_l[b, b], the prior variance of θ^t_b
+        # (T, B): Σ_g B_g[t, t] K_g[b, b], the prior variance of θ^t_b
+        self.prior_diag = np.einsum("gt,gb->tb", np.diagonal(self._B, axis1=1, axis2=2), kdiag)
         self.diag = self.prior_diag.copy()  # (T, B) posterior variances
 
     def set_params(self, params: LMCParams) -> None:
@@ -512,17 +559,16 @@ class LMCPosterior:
         b_obs = np.array([o[1] for o in obs], dtype=np.intp)
         s_obs = np.array([o[2] for o in obs], dtype=float)
         pos = np.array([self._observed_rows(int(b))[0] for b in b_obs], dtype=np.intp)
-        w = self._w
-        wt = w[t_obs]  # (n, L)
         gram = np.zeros((n, n))
-        for l in range(self.params.n_latents):  # noqa: E741
-            gram += np.outer(wt[:, l], wt[:, l]) * self._R[l][np.ix_(pos, b_obs)]
+        for g in range(len(self._keys)):
+            gram += self._B[g][np.ix_(t_obs, t_obs)] * self._R[g][np.ix_(pos, b_obs)]
         gram[np.diag_indices(n)] += self.params.sigma2 * self.noise_unit[b_obs]
         chol = np.linalg.cholesky(gram)
         resid = s_obs - self.prior_mean[b_obs]
-        # Cov(observation j, Σ_b u^t_b θ^t_b) = Σ_l W[t_j, l] W[t, l] (K_l U)[b_j, t], and with N for U
-        cov_u = np.einsum("jl,tl,ljt->jt", wt, w, self.KU[:, b_obs, :])
-        cov_n = np.einsum("jl,tl,lj->jt", wt, w, self.KN[:, b_obs])
+        # Cov(observation j, Σ_b u^t_b θ^t_b) = Σ_g B_g[t_j, t] (K_g U)[b_j, t], and with N for U
+        b_rows = self._B[:, t_obs, :]  # (G, n, T)
+        cov_u = np.einsum("gjt,gjt->jt", b_rows, self.KU[:, b_obs, :])
+        cov_n = np.einsum("gjt,gj->jt", b_rows, self.KN[:, b_obs])
         self.chol = _PackedCholesky(chol)
         self.y = _Grow(_padded(solve_triangular(chol, resid, lower=True, check_finite=False)), n)
         self.Q = _Grow(_padded(solve_triangular(chol, cov_u, lower=True, check_finite=False)), n)
@@ -534,60 +580,67 @@ class LMCPosterior:
     def _explained_variance(self, chol: np.ndarray) -> np.ndarray:
         """diag(Cov(θ^t, obs) G⁻¹ Cov(obs, θ^t)) for every target and bucket (T, B), after a rebuild.
 
-        With Z_l = diag(W[t_obs, l]) P (P: observation → observed bucket) the
-        cross-covariance of target t is Σ_l W[t, l] Z_l K_l[obs buckets], so the
-        quadratic form is Σ_{l,l'} W_tl W_tl' colsum(K_l ∘ (M_ll' K_l')) with
-        M_ll' = Z_lᵀ G⁻¹ Z_l' (B_obs × B_obs): O(n³ + L² n² + L² B_obs² B), the
-        terms with W_tl W_tl' = 0 skipped (the "fixed" latents share one kernel).
+        With P the observation → observed-bucket indicator, the cross-covariance of
+        target t is Σ_g Z_g K_g[obs buckets] with Z_g = diag(B_g[t_obs, t]) P, so the
+        quadratic form is Σ_{g,g'} colsum(K_g ∘ (M_gg' K_g')) with M_gg' = Z_gᵀ G⁻¹ Z_g'
+        (B_obs × B_obs): O(n³ + T·G²·(n² B_obs + B_obs² B)). When every group is one latent
+        (the paper's prior), B_g = w_g w_gᵀ factorises and the L² terms are shared by
+        the targets instead: O(n³ + L² (n² B_obs + B_obs² B)).
         """
         n = chol.shape[0]
-        n_lat, b_obs_n = self.params.n_latents, len(self._pos)
+        n_g, b_obs_n = len(self._keys), len(self._pos)
         ginv = cho_solve((chol, True), np.eye(n), check_finite=False)
         pos = self._obs_pos.view
         ind = np.zeros((n, b_obs_n))
         ind[np.arange(n), pos] = 1.0
-        wt = self._w[np.asarray(self.obs_t, dtype=np.intp)]
+        t_obs = np.asarray(self.obs_t, dtype=np.intp)
         r = self._R[:, :b_obs_n]
         out = np.zeros((self.n_targets, self.n_buckets))
-        shared = all(k == "fixed" for k in self.params.kinds)
-        if shared:  # one kernel K: Cov(θ^t_b, obs_j) = B[t_j, t] K[b_j, b], B = WWᵀ
-            bmat = self._w @ self._w.T
-            k0 = r[0] / self.params.alpha[0]
-            for t in range(self.n_targets):
-                z = ind * bmat[np.asarray(self.obs_t), t][:, None] * self.params.alpha[0]
-                m = z.T @ ginv @ z
-                out[t] = np.einsum("ib,ib->b", k0, m @ k0)
+        if n_g == self.params.n_latents:  # one latent per group: B_g[t_j, t] = scale_g W[t_j, g] W[t, g]
+            w = self._w * np.sqrt(self._gscale)[None, :]
+            zs = [ind * w[t_obs, g][:, None] for g in range(n_g)]
+            for g in range(n_g):
+                gz = ginv @ zs[g]
+                for g2 in range(n_g):
+                    m = zs[g2].T @ gz  # Z_g2ᵀ G⁻¹ Z_g
+                    q = np.einsum("ib,ib->b", r[g2], m @ r[g])
+                    out += np.outer(w[:, g2] * w[:, g], q)
             return out
-        zs = [ind * wt[:, l][:, None] for l in range(n_lat)]  # noqa: E741
-        for l in range(n_lat):  # noqa: E741
-            gz = ginv @ zs[l]
-            for l2 in range(n_lat):
-                m = zs[l2].T @ gz  # Z_l2ᵀ G⁻¹ Z_l
-                q = np.einsum("ib,ib->b", r[l2], m @ r[l])
-                out += np.outer(self._w[:, l2] * self._w[:, l], q)
+        for t in range(self.n_targets):
+            zs = [ind * self._B[g][t_obs, t][:, None] for g in range(n_g)]
+            for g in range(n_g):
+                gz = ginv @ zs[g]
+                for g2 in range(g, n_g):
+                    m = zs[g2].T @ gz  # Z_g2ᵀ G⁻¹ Z_g
+                    q = np.einsum("ib,ib->b", r[g2], m @ r[g])
+                    out[t] += q if g2 == g else 2.0 * q
         return out
 
     def _cross_apply(self, g: np.ndarray, targets: Sequence[int] | None = None) -> np.ndarray:
         """Σ_j g_j Cov(observation j, θ^t_b) for every target (or those given) and bucket: (T', B)."""
-        n_lat = self.params.n_latents
         pos = self._obs_pos.view
         b_obs_n = len(self._pos)
-        wt = self._w[np.asarray(self.obs_t, dtype=np.intp)]
-        y = np.empty((n_lat, self.n_buckets))
-        for l in range(n_lat):  # noqa: E741
-            c = np.bincount(pos, weights=g * wt[:, l], minlength=b_obs_n)
-            y[l] = c @ self._R[l, :b_obs_n]
-        w = self._w if targets is None else self._w[list(targets)]
-        return w @ y
+        t_obs = np.asarray(self.obs_t, dtype=np.intp)
+        sel = np.arange(self.n_targets) if targets is None else np.asarray(list(targets), dtype=np.intp)
+        out = np.zeros((sel.size, self.n_buckets))
+        for k, members in enumerate(self._members):
+            r = self._R[k, :b_obs_n]
+            if members.size < sel.size:  # by latent: Σ_l W[t, l] scale_l (Σ_j g_j W[t_j, l] K_g[b_j, :])
+                c = np.stack([np.bincount(pos, weights=g * self._w[t_obs, l], minlength=b_obs_n) for l in members])
+                out += (self._w[np.ix_(sel, members)] * self._gscale[members]) @ (c @ r)
+            else:  # by target: Σ_j g_j B_g[t_j, t] K_g[b_j, :]
+                coef = g[:, None] * self._B[k][np.ix_(t_obs, sel)]
+                c = np.stack([np.bincount(pos, weights=coef[:, i], minlength=b_obs_n) for i in range(sel.size)])
+                out += c @ r
+        return out
 
     # ---------------------------------------------------------------- updates
     def observe(self, target: int, bucket: int, score: float) -> tuple[float, float]:
         """Fold in target ``target``'s score on an item of ``bucket``; returns (innovation, its variance)."""
         t, b = int(target), int(bucket)
-        w = self._w
         n = self.chol.n
-        pos, rows = self._observed_rows(b)  # (L, B)
-        cross_new = (w * w[t][None, :]) @ rows  # (T, B): Cov(new observation, θ^{t'}_{b'})
+        pos, rows = self._observed_rows(b)  # (G, B)
+        cross_new = self._B[:, :, t].T @ rows  # (T, B): Cov(new observation, θ^{t'}_{b'}) = Σ_g B_g[t', t] K_g[b, b']
         noise = self.params.sigma2 * self.noise_unit[b]
         prior_var = float(cross_new[t, b]) + noise
         resid = score - float(self.prior_mean[b])
@@ -632,9 +685,8 @@ class LMCPosterior:
 
     def prior_cross(self) -> np.ndarray:
         """u^tᵀ Σ^{tt'} u^{t'} for every pair of targets (T, T), at the current unobserved counts."""
-        g = np.einsum("bt,lbs->lts", self.unobserved, self.KU)  # (L, T, T): U_tᵀ K_l U_s
-        w = self._w
-        return np.einsum("tl,sl,lts->ts", w, w, g)
+        g = np.einsum("bt,gbs->gts", self.unobserved, self.KU)  # (G, T, T): U_tᵀ K_g U_s
+        return np.einsum("gts,gts->ts", self._B, g)
 
     def sum_cov(self) -> np.ndarray:
         """Cov(Σ_b u^t_b θ^t_b, Σ_b u^s_b θ^s_b | data) for every pair (T, T) (without the items' own noise)."""
@@ -661,8 +713,7 @@ class LMCPosterior:
     def information_gain(self, target: int) -> np.ndarray:
         """Eq. 6 for target ``target``, an unobserved item of each bucket, given every target's data (B,)."""
         t = int(target)
-        w2 = self._w[t] ** 2
-        a = np.tensordot(w2, self.KU[:, :, t], axes=(0, 0))
+        a = np.tensordot(self._B[:, t, t], self.KU[:, :, t], axes=(0, 0))
         if self.chol.n:
             a = a - self._cross_apply(self._solve_t(self.Q.view[:, t]), [t])[0]
         noise = self.params.sigma2 * self.noise_unit

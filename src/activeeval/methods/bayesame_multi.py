@@ -3,8 +3,9 @@
 The targets' bucket abilities are tied by a linear model of coregionalisation
 (:mod:`activeeval.lmc`) with L = T latents: θ^t = μ + Σ_l W[t, l] u_l. In the
 paper every target is first evaluated on the same random 10 % of the items
-(the default starts without: ``warm_start``); then the targets take turns, each choosing the item of highest information gain about
-its own R given every target's scores (or, with ``selection="average"``, the
+(the default starts without: ``warm_start``); then the targets take turns,
+each choosing the item of highest information gain about its own R given
+every target's scores (or, with ``selection="average"``, the
 item of highest information gain averaged over the targets, for a target
 drawn at random). The hyperparameters are refitted on the NLML every F
 observations.
@@ -115,6 +116,13 @@ class BayesAMEMulti(MultiTargetMethod):
         Default 0.5: 0.8 shared too much late in a run and its intervals
         missed more often (coverage at the stop 0.90 against 0.96 on the
         correlated IFEval set, docs/BENCHMARKS.md).
+    level : {"coupled", "separate"}
+        ``prior="reference"``: whether the kernel's level and slope terms
+        (τ0 + τ1 m_b m_b', how far a target sits from the references and how
+        steeply it follows item difficulty) are coupled across targets by B
+        like the rest of the kernel ("coupled": Σ = B ⊗ K), or kept by each
+        target on its own ("separate": Σ = I ⊗ K_level + B ⊗ (K − K_level)),
+        so that targets that agree item by item need not agree in level.
     refit_every : int or None
         F: refit every F observations (of any target); None or 0: never.
     fit_steps, min_fit_steps : int
@@ -165,6 +173,7 @@ class BayesAMEMulti(MultiTargetMethod):
         reference_fit: Mapping[str, Any] | None = None,
         calibration: Mapping[str, Any] | Literal["auto"] | None = "auto",
         coupling: float = 0.5,
+        level: Literal["coupled", "separate"] = "coupled",
         refit_every: int | None = 50,
         fit_steps: int = 500,
         min_fit_steps: int = 50,
@@ -185,8 +194,14 @@ class BayesAMEMulti(MultiTargetMethod):
         super().__init__(reference, targets, seed=seed, missing=missing, warm_start=warm_start)
         self.selection, self.prior, self.latents, self.hyperparameters = selection, prior, latents, hyperparameters
         self.reference_fit, self.calibration, self.coupling = reference_fit, calibration, coupling
+        self.level = level
         if not (isinstance(coupling, (int, float)) and 0.0 <= coupling <= 1.0):
             raise ConfigurationError(f"coupling must be a number in [0, 1], got {coupling!r}")
+        if level not in ("coupled", "separate"):
+            raise ConfigurationError(f"level must be 'coupled' or 'separate', got {level!r}")
+        if level == "separate" and prior != "reference":
+            raise ConfigurationError("level='separate' splits the reference prior's kernel; it needs "
+                                     "prior='reference' (the paper's latents have no level term)")
         self.refit_every, self.fit_steps, self.min_fit_steps = refit_every, fit_steps, min_fit_steps
         self.learning_rate, self.weight_decay, self.sigma2, self.fit_max = learning_rate, weight_decay, sigma2, fit_max
         self.refit_growth, self.n0, self.estimator, self.interval = refit_growth, n0, estimator, interval
@@ -215,7 +230,15 @@ class BayesAMEMulti(MultiTargetMethod):
             self.tolerance_ = single.tolerance_
             self.factor_ = float(single.calibration_.factor)
             noise_unit = np.ones(self.buckets.n_buckets)
-            fixed_row = single._prior_col
+            fixed_row, level_row = single._prior_col, None
+            if level == "separate":  # K − K_level coupled by B, K_level = τ0 + τ1 m mᵀ each target's own
+                kern, m = single.kernel, single._m
+
+                def level_row(b: int) -> np.ndarray:
+                    return kern.tau0 + kern.tau1 * float(m[b]) * m
+
+                def fixed_row(b: int) -> np.ndarray:
+                    return single._prior_col(b) - level_row(b)
             self.unit_rows_ = np.eye(self.n_targets)  # U of B = c UUᵀ + (1 − c) I: B = I, independent targets
             start = self._icm_params(self.unit_rows_, single.sigma2_)
         else:
@@ -223,7 +246,7 @@ class BayesAMEMulti(MultiTargetMethod):
             self.buckets = bucketize(ref.scores.T, self.tolerance_)
             self.factor_ = 1.0
             noise_unit = None  # N_b σ²
-            fixed_row = None
+            fixed_row = level_row = None
             start = initial_params(self.n_targets, n_lat, sigma2 if sigma2 is not None else (0.1 if binary else 0.01),
                                    int(self.seed_))
         if hyperparameters is not None:
@@ -246,7 +269,8 @@ class BayesAMEMulti(MultiTargetMethod):
         else:
             self._d2_full = sq_dists(phi, phi) if n_buckets * n_buckets * 8 <= cache_mb * 2**20 / 2 else None
         self.posterior = LMCPosterior(start, self.buckets.counts, phi.mean(1), self._d2_row, self._n_refs,
-                                      self.n_targets, noise_unit=noise_unit, fixed_row=fixed_row)
+                                      self.n_targets, noise_unit=noise_unit, fixed_row=fixed_row,
+                                      level_row=level_row)
         self.fits: list[FitRecord] = []
         self._last_fit = 0
         self._sum_obs = np.zeros(self.n_targets)
@@ -259,16 +283,29 @@ class BayesAMEMulti(MultiTargetMethod):
         return {"reference_fit": self.single_.fit_.to_dict(), "calibration": self.single_.calibration_.to_dict()}
 
     def _icm_params(self, unit_rows: np.ndarray, sigma2: float | None = None) -> LMCParams:
-        """The LMC parameters of B = c UUᵀ + (1 − c) I over the single-target kernel: W = chol(B), "fixed" latents."""
+        """The LMC parameters of B = c UUᵀ + (1 − c) I over the single-target kernel: W = chol(B), "fixed" latents.
+
+        With ``level="separate"`` T more latents, "level", one per target (W = [chol(B) | I]).
+        """
         bmat = coupled(unit_rows, self.coupling)
         w = np.linalg.cholesky(bmat + 1e-12 * np.eye(bmat.shape[0]))
         n = w.shape[0]
+        kinds = ("fixed",) * n
+        if self.level == "separate":
+            w = np.hstack([w, np.eye(n)])
+            kinds += ("level",) * n
         s2 = self.posterior.params.sigma2 if sigma2 is None else sigma2
-        return LMCParams((1.0,) * n, (1.0,) * n, ("fixed",) * n, tuple(tuple(map(float, r)) for r in w), float(s2))
+        return LMCParams((1.0,) * len(kinds), (1.0,) * len(kinds), kinds, tuple(tuple(map(float, r)) for r in w),
+                         float(s2))
 
     def correlations(self) -> np.ndarray:
-        """B: the prior correlation of the targets' abilities on the same bucket (T × T), as learned."""
-        w = self.posterior.params.W
+        """B: the prior correlation of the targets' abilities on the same bucket (T × T), as learned.
+
+        With ``level="separate"``, that of the coupled part of the kernel (the level and slope terms are each
+        target's own).
+        """
+        params = self.posterior.params
+        w = params.W[:, [k != "level" for k in params.kinds]]
         b = w @ w.T
         d = np.sqrt(np.diag(b))
         return b / d[:, None] / d[None, :]
@@ -407,10 +444,12 @@ class BayesAMEMulti(MultiTargetMethod):
         steps = max(int(self.min_fit_steps), int(self.fit_steps) // k)
         if self.prior == "reference":  # only the targets' correlations are learned
             kfixed = np.stack([post.fixed_row(int(b))[distinct] for b in distinct])
+            klevel = None if post.level_row is None else np.stack([post.level_row(int(b))[distinct]
+                                                                   for b in distinct])
             sigma2 = post.params.sigma2
 
             def icm(bmat: np.ndarray):  # noqa: ANN202
-                return icm_nlml(bmat, t_obs, index, resid, units, kfixed, sigma2)
+                return icm_nlml(bmat, t_obs, index, resid, units, kfixed, sigma2, klevel)
 
             unit_rows, start, end, failures = fit_correlations(self.unit_rows_, icm, self.coupling, max_iter=steps)
             self.unit_rows_ = unit_rows
