@@ -160,7 +160,7 @@ def test_session_kinds_are_not_mixed_up(tmp_path, ref_file, multi_split) -> None
 
 
 # ------------------------------------------------------------------ resume and replay
-@pytest.mark.parametrize("method", ["bayesame-multi", "bayesame", "rs-mean"])
+@pytest.mark.parametrize("method", ["bayesame-multi", "bayesame-multi[level=separate]", "bayesame", "rs-mean"])
 def test_resume_gives_identical_state(tmp_path, ref_file, multi_split, method) -> None:
     """Reopening between every step asks the same pairs and ends in the same state, bit for bit."""
     _, targets, truth = multi_split
@@ -191,7 +191,7 @@ def test_resume_gives_identical_state(tmp_path, ref_file, multi_split, method) -
         assert _state(c) == _state(live)
     # ... and equal to the method driven directly with the same history
     kw = dict(live.settings["method_kwargs"])
-    if method == "bayesame-multi":
+    if method.startswith("bayesame-multi"):  # its options (level=separate) are among the stored kwargs
         direct = BayesAMEMulti(multi_split[0], targets, seed=kw.pop("seed"), **kw)
     else:
         direct = Independent(multi_split[0], targets, method=method, seed=kw.pop("seed"), **kw)

@@ -123,6 +123,10 @@ class BayesAMEMulti(MultiTargetMethod):
         like the rest of the kernel ("coupled": Σ = B ⊗ K), or kept by each
         target on its own ("separate": Σ = I ⊗ K_level + B ⊗ (K − K_level)),
         so that targets that agree item by item need not agree in level.
+        Default "coupled": "separate" covers better early on AlpacaEval 2's
+        correlated set (0.92 against 0.82 at 10 % of the items) but loses
+        most of the joint gain there and more on a random set
+        (docs/BENCHMARKS.md, "Ablation: each target its own level and slope").
     refit_every : int or None
         F: refit every F observations (of any target); None or 0: never.
     fit_steps, min_fit_steps : int
