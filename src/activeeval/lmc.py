@@ -596,25 +596,29 @@ class LMCPosterior:
         t_obs = np.asarray(self.obs_t, dtype=np.intp)
         r = self._R[:, :b_obs_n]
         out = np.zeros((self.n_targets, self.n_buckets))
+
+        def terms(zs: list[np.ndarray], upper: bool):  # noqa: ANN202 - (g, g2, colsum(K_g2 ∘ (M_g2g K_g)))
+            for g in range(n_g):
+                gz = ginv @ zs[g]
+                for g2 in range(g if upper else 0, n_g):
+                    m = zs[g2].T @ gz  # Z_g2ᵀ G⁻¹ Z_g
+                    yield g, g2, np.einsum("ib,ib->b", r[g2], m @ r[g])
+
         if n_g == self.params.n_latents:  # one latent per group: B_g[t_j, t] = scale_g W[t_j, g] W[t, g]
             w = self._w * np.sqrt(self._gscale)[None, :]
-            zs = [ind * w[t_obs, g][:, None] for g in range(n_g)]
-            for g in range(n_g):
-                gz = ginv @ zs[g]
-                for g2 in range(n_g):
-                    m = zs[g2].T @ gz  # Z_g2ᵀ G⁻¹ Z_g
-                    q = np.einsum("ib,ib->b", r[g2], m @ r[g])
-                    out += np.outer(w[:, g2] * w[:, g], q)
+            for g, g2, q in terms([ind * w[t_obs, g][:, None] for g in range(n_g)], upper=False):
+                out += np.outer(w[:, g2] * w[:, g], q)
             return out
-        for t in range(self.n_targets):
-            zs = [ind * self._B[g][t_obs, t][:, None] for g in range(n_g)]
-            for g in range(n_g):
-                gz = ginv @ zs[g]
-                for g2 in range(g, n_g):
-                    m = zs[g2].T @ gz  # Z_g2ᵀ G⁻¹ Z_g
-                    q = np.einsum("ib,ib->b", r[g2], m @ r[g])
-                    out[t] += q if g2 == g else 2.0 * q
+        for t in range(self.n_targets):  # M_gg' = M_g'gᵀ: the terms above the diagonal twice
+            for g, g2, q in terms([ind * self._B[g][t_obs, t][:, None] for g in range(n_g)], upper=True):
+                out[t] += q if g2 == g else 2.0 * q
         return out
+
+    def kernel_block(self, kind: str, buckets: np.ndarray) -> np.ndarray:
+        """The kernel of ``kind`` ("fixed" or "level") between observed ``buckets``, from the rows kept."""
+        g = self._keys.index(kind)
+        pos = np.array([self._pos[int(b)] for b in buckets], dtype=np.intp)
+        return self._R[g][np.ix_(pos, np.asarray(buckets, dtype=np.intp))]
 
     def _cross_apply(self, g: np.ndarray, targets: Sequence[int] | None = None) -> np.ndarray:
         """Σ_j g_j Cov(observation j, θ^t_b) for every target (or those given) and bucket: (T', B)."""

@@ -447,9 +447,8 @@ class BayesAMEMulti(MultiTargetMethod):
         k = len(self.fits) + 1
         steps = max(int(self.min_fit_steps), int(self.fit_steps) // k)
         if self.prior == "reference":  # only the targets' correlations are learned
-            kfixed = np.stack([post.fixed_row(int(b))[distinct] for b in distinct])
-            klevel = None if post.level_row is None else np.stack([post.level_row(int(b))[distinct]
-                                                                   for b in distinct])
+            kfixed = post.kernel_block("fixed", distinct)  # the rows the posterior keeps, not computed again
+            klevel = post.kernel_block("level", distinct) if self.level == "separate" else None
             sigma2 = post.params.sigma2
 
             def icm(bmat: np.ndarray):  # noqa: ANN202
