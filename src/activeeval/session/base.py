@@ -31,7 +31,15 @@ from activeeval.exceptions import (
 from activeeval.methods.registry import check_method_spec, method_spec
 from activeeval.session import snapshot as snap
 from activeeval.session.reference import apply_missing, load_reference, resolve_reference, source_stat
-from activeeval.session.storage import DEFAULT_TIMEOUT, CorruptedSessionError, Event, Journal, Transaction, now_iso
+from activeeval.session.storage import (
+    DEFAULT_TIMEOUT,
+    CorruptedSessionError,
+    Event,
+    Journal,
+    Transaction,
+    now_iso,
+    storable_text,
+)
 from activeeval.stopping import StoppingRule, default_rule
 
 __all__ = ["JournalSession", "StoppingChanges", "open_session", "resolve_method", "check_stopping",
@@ -216,6 +224,9 @@ class JournalSession(ABC):
         from activeeval import __version__
 
         matrix, source = resolve_reference(reference, read_options)
+        for what, ids in (("item id", matrix.item_ids), ("target", meta.get("targets") or ())):
+            for text in ids:  # what the journal will store, checked before the file exists
+                storable_text(what, text)
         meta = {
             "kind": cls.KIND,
             **meta,
@@ -471,12 +482,12 @@ class JournalSession(ABC):
             if new:
                 try:
                     for target, iid, value in new:
-                        seq = tx.append("tell", iid, value, target=target)
-                        self._observe(state, Event(seq, "tell", iid, value, None, "", target))
-                        self._told[(target, iid)] = value
-                        self._digest.add(seq, target, iid, value)
+                        ev = tx.append("tell", iid, value, target=target)
+                        self._observe(state, ev)  # the event as stored, exactly as a replay will see it
+                        self._told[(target, iid)] = ev.score  # type: ignore[assignment]
+                        self._digest.add(ev.seq, target, iid, ev.score)  # type: ignore[arg-type]
                         self._pending.pop((target, iid), None)
-                        self._seq = seq
+                        self._seq = ev.seq
                 except BaseException:
                     # The transaction rolls back; the in-memory state may be ahead of it, so rebuild lazily.
                     self._state = None

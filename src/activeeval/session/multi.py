@@ -236,7 +236,7 @@ class MultiSession(StoppingChanges, JournalSession):
                     chosen.append((name, i))
                     room[name] = None if room[name] is None else room[name] - 1
             batch = tx.next_batch()
-            seqs = [tx.append("ask", method.item_ids[i], batch=batch, target=t) for t, i in chosen]
+            seqs = [tx.append("ask", method.item_ids[i], batch=batch, target=t).seq for t, i in chosen]
         for (t, i), seq in zip(chosen, seqs):
             self._pending[(t, method.item_ids[i])] = batch
             self._seq = seq

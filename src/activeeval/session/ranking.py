@@ -208,7 +208,7 @@ class RankSession(JournalSession):
             partner = methods[step.partner].observed_items if step.partner is not None else ()
             idx = next_item(methods[step.model], partner, pairing=self._settings.get("pairing", "own"))
             iid = methods[step.model].item_ids[idx]
-            seq = tx.append("ask", iid, batch=tx.next_batch(), target=step.model)
+            seq = tx.append("ask", iid, batch=tx.next_batch(), target=step.model).seq
         self._pending[(step.model, iid)] = None
         self._seq = seq
         self._maybe_snapshot()
@@ -240,15 +240,15 @@ class RankSession(JournalSession):
                 )
             idx, value = method.check_observation(idx, value)
             try:
-                seq = tx.append("tell", iid, value, target=model)
-                method.observe(idx, value)
+                ev = tx.append("tell", iid, value, target=model)
+                method.observe(idx, ev.score)  # the score as stored, exactly as a replay will see it
             except BaseException:
                 self._state = None
                 raise
-            self._told[(model, iid)] = value
-            self._digest.add(seq, model, iid, value)
+            self._told[(model, iid)] = ev.score
+            self._digest.add(ev.seq, model, iid, ev.score)
             self._pending.pop((model, iid), None)
-            self._seq = seq
+            self._seq = ev.seq
         self._maybe_snapshot()
         return True
 

@@ -236,7 +236,7 @@ class Session(StoppingChanges, JournalSession):
             chosen = method.select_batch(int(k), exclude=[iid for _, iid in self._pending])
             batch = tx.next_batch()
             ids = [method.item_ids[i] for i in chosen]
-            seqs = [tx.append("ask", iid, batch=batch) for iid in ids]
+            seqs = [tx.append("ask", iid, batch=batch).seq for iid in ids]
         for iid, seq in zip(ids, seqs):
             self._pending[("", iid)] = batch
             self._seq = seq

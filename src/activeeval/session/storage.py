@@ -21,6 +21,12 @@ Layout (``FORMAT_VERSION`` 2):
 * ``snapshots``: at most one row, a cache of the rebuilt method state (see
   :mod:`activeeval.session.snapshot`); never needed for correctness.
 
+Every value is stored so that it reads back exactly as it was hashed
+(:func:`storable_score`, :func:`storable_text`): a score is a finite float,
+-0.0 stored as 0.0; ids are text UTF-8 can encode. Rows written before that
+rule with a score of -0.0 (hashed on ``repr(-0.0)``, read back as 0.0) still
+verify.
+
 Version 1 files (no ``target``/``chain`` columns, no ``changes``/``snapshots``
 tables, WAL mode) are still read and written; the missing tables are created
 by the first write that needs them.
@@ -42,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -50,7 +57,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from activeeval.exceptions import StorageError
+from activeeval.exceptions import InvalidScoresError, StorageError
 
 __all__ = ["Event", "Change", "Journal", "Transaction", "FORMAT_VERSION", "ReferenceMismatchError",
            "CorruptedSessionError"]
@@ -128,6 +135,38 @@ class Snapshot:
     info: dict[str, Any]
     checksum: str
     data: bytes
+
+
+def storable_score(score: float, item_id: str = "") -> float:
+    """``score`` as the journal stores it: a finite float, and 0.0 for -0.0.
+
+    Every row's checksum is computed on the values it stores, so a value
+    must read back exactly as written: SQLite returns -0.0 as 0.0 (the score
+    column stores whole numbers as integers), and cannot store NaN at all.
+    """
+    where = f" for item {item_id!r}" if item_id else ""
+    try:
+        value = float(score)
+    except (TypeError, ValueError) as exc:
+        raise InvalidScoresError(f"score{where} is not a number: {score!r}") from exc
+    if not math.isfinite(value):
+        raise InvalidScoresError(f"score{where} is {value}; scores must be finite numbers")
+    return value + 0.0  # -0.0 + 0.0 == +0.0; every other value is unchanged
+
+
+def storable_text(what: str, text: object) -> str:
+    """An id (item id, target) as the journal stores it: a str that UTF-8 can encode (SQLite's text)."""
+    if not isinstance(text, str):
+        raise StorageError(f"{what} {text!r} is a {type(text).__name__}, not a string; ids are stored as text")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start]
+        raise StorageError(
+            f"{what} {text!r} is not valid Unicode text (it holds the lone surrogate U+{ord(bad):04X} at "
+            f"position {exc.start}) and cannot be stored in a session file; fix the id where it comes from"
+        ) from exc
+    return str.__str__(text)  # a str subclass as a plain str (its repr is what the checksum hashes)
 
 
 def now_iso() -> str:
@@ -338,7 +377,12 @@ class Journal:
         for seq, kind, item_id, score, batch, created, target, chain in rows:
             if chained and seq > self._chain_seq:
                 # Rows come in order from the last verified one, so each is checked against its predecessor.
-                if chain != _digest(self._chain_last, seq, kind, target, item_id, score, batch, created):
+                if chain != _digest(self._chain_last, seq, kind, target, item_id, score, batch, created) and not (
+                    # earlier versions stored -0.0 as given: the row was hashed on repr(-0.0), but SQLite reads it
+                    # back as 0.0; such a row is intact, and its score is 0.0
+                    score == 0.0 and chain == _digest(self._chain_last, seq, kind, target, item_id, -0.0, batch,
+                                                      created)
+                ):
                     raise CorruptedSessionError(self._corrupted(f"journal event {seq} does not match its checksum"))
                 self._chain_seq, self._chain_last = seq, chain
             if seq > after:
@@ -417,7 +461,10 @@ class Journal:
     def _insert(
         self, conn: sqlite3.Connection, kind: str, item_id: str, score: float | None, batch: int | None,
         target: str = "",
-    ) -> int:
+    ) -> Event:
+        item_id, target = storable_text("item id", item_id), storable_text("target", target)
+        score = None if score is None else storable_score(score, item_id)
+        batch = None if batch is None else int(batch)
         created = now_iso()
         if "chain" not in self._columns:  # version 1
             if target:
@@ -426,7 +473,7 @@ class Journal:
                 "INSERT INTO events(kind, item_id, score, batch, created) VALUES (?, ?, ?, ?, ?)",
                 (kind, item_id, score, batch, created),
             )
-            return int(cur.lastrowid)
+            return Event(int(cur.lastrowid), kind, item_id, score, batch, created, target)
         # The chain continues from the last row, which the caller has replayed (and so verified) under this lock.
         last = conn.execute("SELECT seq, chain FROM events ORDER BY seq DESC LIMIT 1").fetchone()
         prev = last[1] if last else ""
@@ -437,7 +484,7 @@ class Journal:
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (seq, kind, target, item_id, score, batch, created, chain),
         )
-        return seq
+        return Event(seq, kind, item_id, score, batch, created, target)
 
     def _insert_change(self, conn: sqlite3.Connection, after_event: int, settings: dict[str, Any]) -> int:
         conn.execute(_CHANGES_SCHEMA)
@@ -490,8 +537,12 @@ class Transaction:
         return self._journal._changes(after, self._conn)
 
     def append(self, kind: str, item_id: str, score: float | None = None, batch: int | None = None,
-               target: str = "") -> int:
-        """Append one event ("ask" with its batch, or "tell" with its score); returns its seq."""
+               target: str = "") -> Event:
+        """Append one event ("ask" with its batch, or "tell" with its score); returns it as stored.
+
+        The returned event holds the values exactly as they read back from the file (a score of -0.0 is
+        stored as 0.0): fold that into the session's state, not the value given.
+        """
         return self._journal._insert(self._conn, kind, item_id, score, batch, target)
 
     def append_change(self, after_event: int, settings: dict[str, Any]) -> int:

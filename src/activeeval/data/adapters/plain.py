@@ -45,7 +45,8 @@ def read_item_scores(
         if name.endswith((".parquet", ".pq")):
             df = pd.read_parquet(p)
         elif name.endswith((".jsonl", ".ndjson", ".json")):
-            df = pd.read_json(p, lines=not name.endswith(".json") or _is_lines(p), dtype=False)
+            # precise_float: pandas' default float parser is off by an ulp on many numbers (1/3 among them)
+            df = pd.read_json(p, lines=not name.endswith(".json") or _is_lines(p), dtype=False, precise_float=True)
         elif name.endswith((".tsv", ".tab")):
             df = pd.read_csv(p, sep="\t", dtype=str, keep_default_na=False)
         elif name.endswith(".csv"):
