@@ -81,7 +81,8 @@ def test_minus_zero_from_a_scorer(tmp_path, math_ref_file) -> None:
     scorer.write_text("print('-0.0')\n")
     f = tmp_path / "s.aeval"
     cmd = [sys.executable, "-m", "activeeval", "run", "--session", str(f), "--reference", str(math_ref_file),
-           "--method", "rs-mean", "--max-items", "3", "--seed", "1", "--scorer", f"{sys.executable} {scorer} {{item_id}}"]
+           "--method", "rs-mean", "--max-items", "3", "--seed", "1",
+           "--scorer", f"{sys.executable} {scorer} {{item_id}}"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert [bits(x) for *_, x in verified_tells(f)] == [bits(0.0)] * 3
@@ -200,13 +201,13 @@ def test_any_accepted_score_id_and_label_read_back_identical_through_the_api(pai
     items = list(pairs.items())
     with tempfile.TemporaryDirectory() as tmp:
         f = Path(tmp) / "s.aeval"
-        with Session.create(f, ref, seed=0, method="rs-mean", label=label) as s:
+        with Session.create(f, ref, seed=0, method="rs-mean", label=label, cache=False) as s:
             first, rest = items[:split], items[split:]
             for i, x in first[:1]:
                 s.tell(i, x)
             s.tell_many(first[1:])
             s.record(dict(rest), include_unasked=True)
-        with Session.open(f, reference=ref) as s:
+        with Session.open(f, reference=ref, cache=False) as s:
             assert [(i, bits(x)) for i, x in s.observations] == _expected(pairs)
             assert s.label == label
         assert [(i, bits(x)) for _, i, x in verified_tells(f)] == _expected(pairs)

@@ -28,9 +28,10 @@ from activeeval.exceptions import (
     StorageError,
     UnknownItemError,
 )
+from activeeval import user_cache
 from activeeval.methods.registry import check_method_spec, method_spec
 from activeeval.session import snapshot as snap
-from activeeval.session.reference import apply_missing, load_reference, resolve_reference, source_stat
+from activeeval.session.reference import apply_missing, load_reference, resolve_reference
 from activeeval.session.storage import (
     DEFAULT_TIMEOUT,
     CorruptedSessionError,
@@ -194,10 +195,12 @@ class JournalSession(ABC):
         prepared: ScoreMatrix | None = None,
         state: Any = None,
         build_seconds: float = 0.0,
+        cache: bool = True,
     ) -> None:
         self._journal = journal
         self._settings = settings
-        self._raw_reference = reference  # loaded (and checked) lazily when a valid snapshot makes it unneeded
+        self._cache = bool(cache)  # keep the parsed reference and snapshots in the user cache
+        self._raw_reference = reference  # loaded (and checked) on first use
         self._override = override
         self._prepared = prepared
         self._state: Any = None
@@ -209,6 +212,7 @@ class JournalSession(ABC):
         self._digest = snap.TellDigest()
         self._cost = 0.0  # seconds spent building/replaying since the state's last snapshot
         self._rebuild(state, build_seconds)
+        self._maybe_snapshot()
 
     # ------------------------------------------------------------ creation
     @classmethod
@@ -219,11 +223,12 @@ class JournalSession(ABC):
         meta: dict[str, Any],
         read_options: Mapping[str, Any] | None,
         timeout: float,
+        cache: bool,
     ) -> Any:
         """Resolve the reference, build the state once (validating everything), write the file; the session."""
         from activeeval import __version__
 
-        matrix, source = resolve_reference(reference, read_options)
+        matrix, source = resolve_reference(reference, read_options, cache=cache)
         for what, ids in (("item id", matrix.item_ids), ("target", meta.get("targets") or ())):
             for text in ids:  # what the journal will store, checked before the file exists
                 storable_text(what, text)
@@ -248,10 +253,8 @@ class JournalSession(ABC):
         built = time.perf_counter() - start
         journal = Journal.create(path, meta, timeout=timeout)
         try:
-            session = cls(journal, journal.meta(), reference=matrix, prepared=probe._prepared, state=state,
-                          build_seconds=built)
-            session._maybe_snapshot()
-            return session
+            return cls(journal, journal.meta(), reference=matrix, prepared=probe._prepared, state=state,
+                       build_seconds=built, cache=cache)
         except BaseException:
             journal.close()
             raise
@@ -264,6 +267,7 @@ class JournalSession(ABC):
         reference: str | os.PathLike[str] | ScoreMatrix | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         readonly: bool = False,
+        cache: bool = True,
     ) -> Any:
         """Reopen a session: its reference data (fingerprint checked), and its state (snapshot and replay).
 
@@ -272,8 +276,10 @@ class JournalSession(ABC):
         fingerprint must still match the one stored at creation.
         ``readonly=True`` opens the file without any write (``ask``/``tell``
         then refuse); the file is never created, converted or changed.
+        ``cache=False`` uses no user cache (:mod:`activeeval.user_cache`): the
+        reference file is parsed and the state rebuilt from the journal.
         """
-        return cls._open_journal(path, reference, timeout, readonly)
+        return cls._open_journal(path, reference, timeout, readonly, cache)
 
     @classmethod
     def _open_journal(
@@ -282,6 +288,7 @@ class JournalSession(ABC):
         reference: str | os.PathLike[str] | ScoreMatrix | None,
         timeout: float,
         readonly: bool,
+        cache: bool = True,
     ) -> Any:
         journal = Journal.open(path, timeout=timeout, readonly=readonly)
         try:
@@ -294,13 +301,13 @@ class JournalSession(ABC):
             kind = meta.get("kind", "single")
             if cls is JournalSession and kind in _KIND_MODULES:
                 importlib.import_module(_KIND_MODULES[kind])  # registers the class (only the kind needed)
-                return cls.KINDS[kind](journal, meta, override=reference)
+                return cls.KINDS[kind](journal, meta, override=reference, cache=cache)
             if kind != cls.KIND:
                 raise StorageError(
                     f"{str(journal.path)!r} is a {kind} session, not a {cls.KIND} one; "
                     + _KIND_HINTS.get(kind, _KIND_HINTS["single"])
                 )
-            return cls(journal, meta, override=reference)
+            return cls(journal, meta, override=reference, cache=cache)
         except BaseException:
             journal.close()
             raise
@@ -310,7 +317,7 @@ class JournalSession(ABC):
     def reference(self) -> ScoreMatrix:
         """The reference data as loaded (checked against the fingerprint stored at creation)."""
         if self._raw_reference is None:
-            self._raw_reference = load_reference(self._journal.path, self._settings, self._override)
+            self._raw_reference = load_reference(self._journal.path, self._settings, self._override, cache=self._cache)
         return self._raw_reference
 
     def _prepared_reference(self) -> ScoreMatrix:
@@ -328,29 +335,36 @@ class JournalSession(ABC):
     def _observe(self, state: Any, ev: Event) -> None:
         """Fold one recorded score (a journal ``tell`` event) into ``state``."""
 
+    def _snapshot_slot(self) -> str:
+        """The user-cache key of this session file's snapshot (one slot per file, replaced as it goes on)."""
+        return user_cache.key("snapshot", str(self.path.resolve()), self._settings)
+
+    def _externals(self) -> dict[str, Any]:
+        """What a snapshot refers to by name instead of holding it: the reference the methods are built on."""
+        prepared = self._prepared_reference()
+        return {"reference": prepared, "reference.scores": prepared.scores}
+
     def _from_snapshot(self, events: list[Event]) -> tuple[Any, int]:
-        """(state, upto) from a valid stored snapshot, or (None, 0)."""
-        stored = self._journal.snapshot()
-        if stored is None:
+        """(state, upto) from a valid snapshot in the user cache, or (None, 0)."""
+        entry = user_cache.load("snapshot", self._snapshot_slot()) if self._cache else None
+        if entry is None:
             return None, 0
+        upto, key = entry.meta.get("upto"), entry.meta.get("key")
+        if type(upto) is not int or (events[-1].seq if events else 0) < upto:
+            return None, 0  # the journal is shorter than the snapshot: it does not belong to this file
         digest = snap.TellDigest()
         for ev in events:
-            if ev.seq > stored.upto:
+            if ev.seq > upto:
                 break
             if ev.kind == "tell":
                 digest.add(ev.seq, ev.target, ev.item_id, float(ev.score))  # type: ignore[arg-type]
-        if (events[-1].seq if events else 0) < stored.upto:
-            return None, 0  # the journal is shorter than the snapshot: it does not belong to this file
-        if snap.snapshot_key(self._settings, digest.hexdigest()) != stored.key:
+        if snap.snapshot_key(self._settings, digest.hexdigest()) != key:
             return None, 0  # stale (other code, settings or scores): rebuild
-        if self._override is not None or self._raw_reference is not None:
-            self.reference  # noqa: B018 - checks the given reference's fingerprint
-        else:
-            stat = source_stat(self._settings["reference_source"])
-            if stat is None or stat != stored.info.get("ref_stat"):
-                self.reference  # noqa: B018 - touched or moved since: check its fingerprint the slow way
-        state = snap.load_state(stored.data, stored.checksum, f"session file {str(self.path)!r}")
-        return (state, stored.upto) if state is not None else (None, 0)
+        externals = self._externals()  # loads and checks the reference
+        try:
+            return snap.decode_state(entry.meta.get("state"), entry.arrays, externals), upto
+        except Exception:  # noqa: BLE001 - an entry this version cannot read is rebuilt from the journal
+            return None, 0
 
     def _rebuild(self, state: Any = None, build_seconds: float = 0.0) -> None:
         """Rebuild the state: from ``state`` (just built), a valid snapshot, or from scratch; then replay."""
@@ -358,7 +372,7 @@ class JournalSession(ABC):
         upto = 0
         if state is None:
             state, upto = self._from_snapshot(events)
-        self._state, self._seq = state, 0
+        self._state, self._seq, self._snapshot_upto = state, 0, upto  # upto 0: not from a snapshot
         self._pending, self._told, self._digest = {}, {}, snap.TellDigest()
         self._cost = build_seconds
         if self._state is None:
@@ -409,17 +423,19 @@ class JournalSession(ABC):
         return self._state
 
     def _maybe_snapshot(self) -> None:
-        """Store the state as a snapshot once rebuilding it has become slow (write commands only)."""
-        if self._journal.readonly or self._state is None or self._cost <= snap.SNAPSHOT_AFTER_SECONDS:
+        """Keep the state as a snapshot in the user cache once rebuilding it has become slow."""
+        if not self._cache or self._state is None or self._cost <= snap.SNAPSHOT_AFTER_SECONDS:
             return
-        dumped = snap.dump_state(self._state, self._cost)
-        if dumped is None:
-            self._cost = 0.0  # not worth storing (or not picklable): do not try again after every write
+        try:
+            graph, arrays = snap.encode_state(self._state, self._externals())
+        except snap.Unencodable:
+            graph = None
+        if graph is None or not snap.worth_storing(arrays, self._cost):
+            self._cost = 0.0  # not worth storing (or not data): do not try again after every write
             return
-        data, checksum = dumped
-        info = {"ref_stat": source_stat(self._settings["reference_source"]), "n_tells": len(self._told)}
         key = snap.snapshot_key(self._settings, self._digest.hexdigest())
-        if self._journal.put_snapshot(self._seq, key, info, checksum, data):
+        meta = {"upto": self._seq, "key": key, "state": graph}
+        if user_cache.store("snapshot", self._snapshot_slot(), meta, arrays):
             self._cost = 0.0
 
     # ------------------------------------------------------------- scores
@@ -601,6 +617,7 @@ def open_session(
     reference: str | os.PathLike[str] | ScoreMatrix | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     readonly: bool = False,
+    cache: bool = True,
 ) -> JournalSession:
     """Open a session file of any kind: a :class:`Session` or a ranking :class:`RankSession`."""
-    return JournalSession._open_journal(path, reference, timeout, readonly)
+    return JournalSession._open_journal(path, reference, timeout, readonly, cache)

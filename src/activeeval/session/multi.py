@@ -144,6 +144,7 @@ class MultiSession(StoppingChanges, JournalSession):
         duplicate_models: str | None = None,
         label: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        cache: bool = True,
         **method_kwargs: Any,
     ) -> MultiSession:
         """Start a new session file at ``path`` evaluating ``targets`` (their names).
@@ -164,7 +165,7 @@ class MultiSession(StoppingChanges, JournalSession):
                 "targets": names, "stopping": stopping_settings(epsilon1, epsilon2, window, max_items),
                 "missing": missing, "label": label}
         read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
-        return cls._create_journal(path, reference, meta, read, timeout)
+        return cls._create_journal(path, reference, meta, read, timeout, cache)
 
     # -------------------------------------------------------------- replay
     def _fresh_state(self) -> MultiTargetMethod:

@@ -110,6 +110,7 @@ class RankSession(JournalSession):
         duplicate_models: str | None = None,
         label: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        cache: bool = True,
         **method_kwargs: Any,
     ) -> RankSession:
         """Start a ranking session of ``models`` (new models, scored by your harness) against ``reference``.
@@ -134,7 +135,7 @@ class RankSession(JournalSession):
             "missing": missing, "label": label, "pairing": check_pairing(pairing),
         }
         read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
-        return cls._create_journal(path, reference, meta, read, timeout)
+        return cls._create_journal(path, reference, meta, read, timeout, cache)
 
     # -------------------------------------------------------------- replay
     def _fresh_state(self) -> dict[str, BaseMethod]:

@@ -154,6 +154,7 @@ class Session(StoppingChanges, JournalSession):
         duplicate_models: str | None = None,
         label: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        cache: bool = True,
         prior_weights: Mapping[str, float] | str | os.PathLike[str] | None = None,
         **method_kwargs: Any,
     ) -> Session:
@@ -189,6 +190,10 @@ class Session(StoppingChanges, JournalSession):
             The name of the model being evaluated (shown in status and reports).
         timeout : float
             Seconds to wait for another process's write lock.
+        cache : bool
+            Keep the parsed reference file and snapshots of the rebuilt state
+            in the user cache (:mod:`activeeval.user_cache`), so later opens
+            are fast; False uses none (as ``activeeval --no-cache``).
         prior_weights : mapping or path, optional
             Metadata prior weights (BayesAME App. B.2), one per reference
             model: ``{model: weight}`` or a file (CSV/TSV with columns
@@ -208,7 +213,7 @@ class Session(StoppingChanges, JournalSession):
         meta = {"method": name, "method_spec": spec, "method_kwargs": {"seed": new_seed(seed), **options},
                 "stopping": stopping, "missing": missing, "label": label}
         read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
-        return cls._create_journal(path, reference, meta, read, timeout)
+        return cls._create_journal(path, reference, meta, read, timeout, cache)
 
     # -------------------------------------------------------------- replay
     def _fresh_state(self) -> BaseMethod:

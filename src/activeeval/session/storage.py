@@ -18,8 +18,11 @@ Layout (``FORMAT_VERSION`` 2):
 * ``changes(seq, after_event, settings, created, chain)``: changes of the
   stopping rule or budget made on resume (``--epsilon2``, ``--max-items``),
   as JSON, each after the event ``after_event``; checksummed like events.
-* ``snapshots``: at most one row, a cache of the rebuilt method state (see
-  :mod:`activeeval.session.snapshot`); never needed for correctness.
+
+Files written by earlier versions may also hold a table ``snapshots`` (a
+pickle of the rebuilt state): it is never read. Snapshots now live in the
+user cache, as data (:mod:`activeeval.session.snapshot`), so a session file
+holds nothing that could run code.
 
 Every value is stored so that it reads back exactly as it was hashed
 (:func:`storable_score`, :func:`storable_text`): a score is a finite float,
@@ -27,9 +30,9 @@ Every value is stored so that it reads back exactly as it was hashed
 rule with a score of -0.0 (hashed on ``repr(-0.0)``, read back as 0.0) still
 verify.
 
-Version 1 files (no ``target``/``chain`` columns, no ``changes``/``snapshots``
-tables, WAL mode) are still read and written; the missing tables are created
-by the first write that needs them.
+Version 1 files (no ``target``/``chain`` columns, no ``changes`` table, WAL
+mode) are still read and written; the missing table is created by the first
+write that needs it.
 
 Durability and concurrency: rollback-journal mode with ``synchronous=FULL`` (a
 committed ``tell`` survives a crash of the process and of the machine); every
@@ -88,11 +91,6 @@ CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, after_event INTEGER NOT NULL, settings TEXT NOT NULL,
     created TEXT NOT NULL, chain TEXT NOT NULL
 )"""
-_SNAPSHOTS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS snapshots (
-    id INTEGER PRIMARY KEY CHECK (id = 1), upto INTEGER NOT NULL, key TEXT NOT NULL,
-    info TEXT NOT NULL, checksum TEXT NOT NULL, data BLOB NOT NULL, created TEXT NOT NULL
-)"""
 
 
 class ReferenceMismatchError(StorageError):
@@ -124,17 +122,6 @@ class Change:
     after_event: int
     settings: dict[str, Any]
     created: str
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The stored snapshot row: valid for the journal up to event ``upto`` if ``key`` matches."""
-
-    upto: int
-    key: str
-    info: dict[str, Any]
-    checksum: str
-    data: bytes
 
 
 def storable_score(score: float, item_id: str = "") -> float:
@@ -219,7 +206,7 @@ class Journal:
             conn = sqlite3.connect(tmp, timeout=timeout, isolation_level=None)
             try:
                 conn.execute("PRAGMA journal_mode = DELETE")
-                conn.executescript(_SCHEMA + ";" + _CHANGES_SCHEMA + ";" + _SNAPSHOTS_SCHEMA)
+                conn.executescript(_SCHEMA + ";" + _CHANGES_SCHEMA)
                 conn.execute("BEGIN IMMEDIATE")
                 rows = {k: json.dumps(v, sort_keys=True) for k, v in {"format_version": FORMAT_VERSION, **meta}.items()}
                 rows["checksum"] = json.dumps(_meta_checksum(rows))
@@ -410,21 +397,6 @@ class Journal:
                 raise CorruptedSessionError(self._corrupted(f"settings change {seq}: {exc}")) from exc
         return out
 
-    def snapshot(self) -> Snapshot | None:
-        """The stored snapshot row, or None."""
-        if "snapshots" not in self._tables:
-            return None
-        rows = self._query("SELECT upto, key, info, checksum, data FROM snapshots WHERE id = 1", (),
-                           "read its snapshot")
-        if not rows:
-            return None
-        upto, key, info, checksum, data = rows[0]
-        try:
-            parsed = json.loads(info)
-        except json.JSONDecodeError:
-            parsed = {}
-        return Snapshot(int(upto), str(key), parsed, str(checksum), bytes(data))
-
     # ------------------------------------------------------------- writes
     @contextlib.contextmanager
     def write(self, what: str) -> Iterator[Transaction]:
@@ -498,22 +470,6 @@ class Journal:
             (seq, after_event, text, created, _digest(seq, after_event, text, created)),
         )
         return seq
-
-    def put_snapshot(self, upto: int, key: str, info: dict[str, Any], checksum: str, data: bytes) -> bool:
-        """Replace the snapshot (its own short transaction); False if the file was busy (it is only a cache)."""
-        try:
-            with self._transaction("store a snapshot") as conn:
-                conn.execute(_SNAPSHOTS_SCHEMA)
-                conn.execute(
-                    "INSERT OR REPLACE INTO snapshots(id, upto, key, info, checksum, data, created) "
-                    "VALUES (1, ?, ?, ?, ?, ?, ?)",
-                    (upto, key, json.dumps(info, sort_keys=True), checksum, sqlite3.Binary(data), now_iso()),
-                )
-            self._tables.add("snapshots")
-        except StorageError:
-            return False
-        return True
-
 
 
 class Transaction:
