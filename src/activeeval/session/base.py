@@ -10,13 +10,14 @@ events written since it last looked.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import secrets
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +229,7 @@ class JournalSession(ABC):
         """Resolve the reference, build the state once (validating everything), write the file; the session."""
         from activeeval import __version__
 
+        Journal.check_creatable(path)  # before the work of building the method (checked again when creating)
         matrix, source = resolve_reference(reference, read_options, cache=cache)
         for what, ids in (("item id", matrix.item_ids), ("target", meta.get("targets") or ())):
             for text in ids:  # what the journal will store, checked before the file exists
@@ -373,6 +375,7 @@ class JournalSession(ABC):
         if state is None:
             state, upto = self._from_snapshot(events)
         self._state, self._seq, self._snapshot_upto = state, 0, upto  # upto 0: not from a snapshot
+        self._stopping, self._change_seq = stopping_of(self._settings), 0
         self._pending, self._told, self._digest = {}, {}, snap.TellDigest()
         self._cost = build_seconds
         if self._state is None:
@@ -438,6 +441,20 @@ class JournalSession(ABC):
         if user_cache.store("snapshot", self._snapshot_slot(), meta, arrays):
             self._cost = 0.0
 
+    @contextlib.contextmanager
+    def _write(self, what: str) -> Iterator[Transaction]:
+        """A write transaction of the journal (see :meth:`Journal.write`), for operations that update the
+        in-memory state as they append. If the transaction fails after an append (even at its COMMIT), the file
+        is rolled back and the state may be ahead of it: it is rebuilt from the file on next use."""
+        tx = None
+        try:
+            with self._journal.write(what) as tx:
+                yield tx
+        except BaseException:
+            if tx is not None and tx.written:
+                self._state = None
+            raise
+
     # ------------------------------------------------------------- scores
     def _target_key(self, state: Any, target: Any) -> str:
         """The journal's target of a score given for ``target`` (raises for an unknown one)."""
@@ -460,7 +477,7 @@ class JournalSession(ABC):
         """
         skipped: list[str] = []
         n_unknown = n_same = 0
-        with self._journal.write("record scores") as tx:
+        with self._write("record scores") as tx:
             state = self._sync(tx)
             ref = state.reference
             new: list[tuple[str, str, float]] = []
@@ -495,19 +512,13 @@ class JournalSession(ABC):
                 value = self._check_new(state, target, idx, value)
                 seen[key] = value
                 new.append((target, iid, value))
-            if new:
-                try:
-                    for target, iid, value in new:
-                        ev = tx.append("tell", iid, value, target=target)
-                        self._observe(state, ev)  # the event as stored, exactly as a replay will see it
-                        self._told[(target, iid)] = ev.score  # type: ignore[assignment]
-                        self._digest.add(ev.seq, target, iid, ev.score)  # type: ignore[arg-type]
-                        self._pending.pop((target, iid), None)
-                        self._seq = ev.seq
-                except BaseException:
-                    # The transaction rolls back; the in-memory state may be ahead of it, so rebuild lazily.
-                    self._state = None
-                    raise
+            for target, iid, value in new:
+                ev = tx.append("tell", iid, value, target=target)
+                self._observe(state, ev)  # the event as stored, exactly as a replay will see it
+                self._told[(target, iid)] = ev.score  # type: ignore[assignment]
+                self._digest.add(ev.seq, target, iid, ev.score)  # type: ignore[arg-type]
+                self._pending.pop((target, iid), None)
+                self._seq = ev.seq
         if new:
             self._maybe_snapshot()
         return len(new), n_same, tuple(skipped), n_unknown
@@ -515,7 +526,7 @@ class JournalSession(ABC):
     # ------------------------------------------------------------- changes
     def _record_change(self, changes: Mapping[str, Any]) -> dict[str, Any]:
         """Record changed stopping settings (only those that differ); returns what changed."""
-        with self._journal.write("change the settings") as tx:
+        with self._write("change the settings") as tx:
             self._sync(tx)
             new = {k: v for k, v in changes.items() if v is not None and self._stopping.get(k) != v}
             if new:

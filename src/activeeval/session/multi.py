@@ -219,7 +219,7 @@ class MultiSession(StoppingChanges, JournalSession):
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ConfigurationError(f"k must be a positive integer (--k on the command line), got {k!r}")
-        with self._journal.write("hand out items") as tx:
+        with self._write("hand out items") as tx:
             method = self._sync(tx)
             room = self._room(method)
             active = [t for t, r in room.items() if r is None or r > 0]

@@ -198,7 +198,7 @@ class RankSession(JournalSession):
 
         None once the ranking is done (see :meth:`stop_reason`).
         """
-        with self._journal.write("hand out an item") as tx:
+        with self._write("hand out an item") as tx:
             methods = self._sync(tx)
             if self._pending:
                 model, iid = next(iter(self._pending))
@@ -221,7 +221,7 @@ class RankSession(JournalSession):
         Raises, writing nothing, for an unknown model or item, an invalid
         score, or a different score on an item already recorded.
         """
-        with self._journal.write("record a score") as tx:
+        with self._write("record a score") as tx:
             methods = self._sync(tx)
             if model not in methods:
                 raise UnknownModelError(
@@ -240,12 +240,8 @@ class RankSession(JournalSession):
                     f"{value:g} (recorded scores are never altered)"
                 )
             idx, value = method.check_observation(idx, value)
-            try:
-                ev = tx.append("tell", iid, value, target=model)
-                method.observe(idx, ev.score)  # the score as stored, exactly as a replay will see it
-            except BaseException:
-                self._state = None
-                raise
+            ev = tx.append("tell", iid, value, target=model)
+            method.observe(idx, ev.score)  # the score as stored, exactly as a replay will see it
             self._told[(model, iid)] = ev.score
             self._digest.add(ev.seq, model, iid, ev.score)
             self._pending.pop((model, iid), None)

@@ -236,7 +236,7 @@ class Session(StoppingChanges, JournalSession):
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ConfigurationError(f"k must be a positive integer (--k on the command line), got {k!r}")
-        with self._journal.write("hand out items") as tx:
+        with self._write("hand out items") as tx:
             method = self._method(tx)
             chosen = method.select_batch(int(k), exclude=[iid for _, iid in self._pending])
             batch = tx.next_batch()

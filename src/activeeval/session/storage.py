@@ -189,16 +189,9 @@ class Journal:
     # ----------------------------------------------------------- lifecycle
     @classmethod
     def create(cls, path: str | os.PathLike[str], meta: dict[str, Any], *, timeout: float = DEFAULT_TIMEOUT) -> Journal:
-        p = Path(path)
-        if p.exists():
-            raise StorageError(
-                f"session file {str(p)!r} already exists; open it (Session.open / `activeeval session status`) "
-                "or choose another path"
-            )
-        if not p.parent.exists():
-            raise StorageError(f"cannot create session file {str(p)!r}: folder {str(p.parent)!r} does not exist")
+        p = cls.check_creatable(path)
         tmp = p.with_name(f".{p.name}.{os.getpid()}.creating")
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):  # a leftover of a crashed creation by a process of the same id
             tmp.unlink()
         # Build the file under a temporary name and rename it into place, so a
         # crash during creation never leaves a half-initialised session behind.
@@ -221,11 +214,28 @@ class Journal:
                 f"session file {str(p)!r} already exists (created concurrently); open it instead"
             ) from exc
         except (sqlite3.Error, OSError) as exc:
-            raise StorageError(f"cannot create session file {str(p)!r}: {exc}") from exc
+            raise StorageError(f"cannot create session file {str(p)!r} in folder {str(p.parent)!r}: {exc}; check that "
+                               "the folder is writable and has free space") from exc
         finally:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 tmp.unlink()
         return cls.open(p, timeout=timeout)
+
+    @staticmethod
+    def check_creatable(path: str | os.PathLike[str]) -> Path:
+        """``path`` as a Path if a new session file can be created there (StorageError naming why not)."""
+        p = Path(path)
+        if p.exists():
+            raise StorageError(
+                f"session file {str(p)!r} already exists; open it (Session.open / `activeeval session status`) "
+                "or choose another path"
+            )
+        if not p.parent.exists():
+            raise StorageError(f"cannot create session file {str(p)!r}: folder {str(p.parent)!r} does not exist")
+        if not os.access(p.parent, os.W_OK):
+            raise StorageError(f"cannot create session file {str(p)!r}: folder {str(p.parent)!r} is not writable "
+                               "(read-only); choose a folder you can write to")
+        return p
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT, readonly: bool = False) -> Journal:
@@ -483,6 +493,7 @@ class Transaction:
     def __init__(self, journal: Journal, conn: sqlite3.Connection) -> None:
         self._journal = journal
         self._conn = conn
+        self.written = 0  # rows appended so far (rolled back with the transaction if it fails)
 
     def events(self, after: int = 0) -> list[Event]:
         """As :meth:`Journal.events`, under the lock."""
@@ -499,10 +510,12 @@ class Transaction:
         The returned event holds the values exactly as they read back from the file (a score of -0.0 is
         stored as 0.0): fold that into the session's state, not the value given.
         """
+        self.written += 1
         return self._journal._insert(self._conn, kind, item_id, score, batch, target)
 
     def append_change(self, after_event: int, settings: dict[str, Any]) -> int:
         """Record changed settings (the stopping rule) after event ``after_event``; returns the change's seq."""
+        self.written += 1
         return self._journal._insert_change(self._conn, after_event, settings)
 
     def next_batch(self) -> int:
