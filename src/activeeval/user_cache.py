@@ -29,7 +29,9 @@ old entry or the new one, never half of one). An entry that is damaged
 ignored: the caller derives the data again and stores them anew. Writing
 never fails a command (a read-only or full disk just means no cache). The
 folder is kept under :data:`MAX_BYTES`, dropping the entries read least
-recently; deleting it at any time is safe.
+recently; deleting it at any time is safe (a running command keeps the
+entries it has mapped; only cutting a file short in place, which activeeval
+never does, would break one).
 """
 
 from __future__ import annotations

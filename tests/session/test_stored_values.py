@@ -27,7 +27,7 @@ from typer.testing import CliRunner
 from activeeval.cli import app
 from activeeval.data.io import write_scores
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import InvalidScoresError, StorageError
+from activeeval.exceptions import ConfigurationError, InvalidScoresError, StorageError
 from activeeval.session import Session
 from activeeval.session.storage import Journal, _digest
 
@@ -271,3 +271,9 @@ def test_any_accepted_score_reads_back_identical_through_real_processes(pairs) -
                              capture_output=True, text=True, timeout=120, env=env)
         assert run.returncode == 0, run.stderr
         assert sorted((i, bits(x)) for _, i, x in verified_tells(f)) == sorted(_expected(pairs))
+
+
+def test_a_label_that_is_not_text_is_refused(tmp_path) -> None:
+    with pytest.raises(ConfigurationError, match=r"--label \(label=\) must be text, got dict"):
+        Session.create(tmp_path / "s.aeval", reference(["a", "b"]), method="rs-mean", label={"x": 1})
+    assert list(tmp_path.iterdir()) == []

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from activeeval import user_cache
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import (
     ActiveEvalError,
@@ -29,7 +30,6 @@ from activeeval.exceptions import (
     StorageError,
     UnknownItemError,
 )
-from activeeval import user_cache
 from activeeval.methods.registry import check_method_spec, method_spec
 from activeeval.session import snapshot as snap
 from activeeval.session.reference import apply_missing, load_reference, resolve_reference
@@ -230,6 +230,8 @@ class JournalSession(ABC):
         from activeeval import __version__
 
         Journal.check_creatable(path)  # before the work of building the method (checked again when creating)
+        if meta.get("label") is not None and not isinstance(meta["label"], str):
+            raise ConfigurationError(f"--label (label=) must be text, got {type(meta['label']).__name__}")
         matrix, source = resolve_reference(reference, read_options, cache=cache)
         for what, ids in (("item id", matrix.item_ids), ("target", meta.get("targets") or ())):
             for text in ids:  # what the journal will store, checked before the file exists
@@ -319,7 +321,8 @@ class JournalSession(ABC):
     def reference(self) -> ScoreMatrix:
         """The reference data as loaded (checked against the fingerprint stored at creation)."""
         if self._raw_reference is None:
-            self._raw_reference = load_reference(self._journal.path, self._settings, self._override, cache=self._cache)
+            self._raw_reference = load_reference(self._journal.path, self._settings, self._override,
+                                                 cache=self._cache)
         return self._raw_reference
 
     def _prepared_reference(self) -> ScoreMatrix:

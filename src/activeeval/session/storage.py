@@ -471,6 +471,7 @@ class Journal:
     def _insert_change(self, conn: sqlite3.Connection, after_event: int, settings: dict[str, Any]) -> int:
         conn.execute(_CHANGES_SCHEMA)
         self._tables.add("changes")
+        after_event = int(after_event)  # hashed on its repr: a plain int, as it reads back
         created = now_iso()
         text = json.dumps(settings, sort_keys=True)
         row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()
