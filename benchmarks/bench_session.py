@@ -17,7 +17,8 @@ reference files, session snapshots) is a fresh folder of the run
 (``ACTIVEEVAL_CACHE``), as on a user's first use. ``new`` is run ``--repeats``
 times on fresh files; then, on one session, ``next`` / ``record`` (of the item
 just handed out) / ``status`` are each run ``--repeats`` times. The table
-shows medians and maxima, the session file's size, and, for ``new``, how much
+shows medians and maxima (and, first, those of ``activeeval --version``: the
+start-up every command pays), the session file's size, and, for ``new``, how much
 of it is building the method (timed in-process, the same construction the
 session does): the rest is the session machinery (reading the reference,
 fingerprint, journal, snapshot).
@@ -98,6 +99,10 @@ def main() -> None:
         folder = Path(tmp)
         os.environ["ACTIVEEVAL_CACHE"] = str(folder / "cache")  # the commands' user cache: fresh, and not the home's
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the commands run from compiled bytecode, as installed
+        # the floor of every command on this machine now: start-up and imports alone (`activeeval --version`)
+        floor = [run(["--version"])[0] for _ in range(a.repeats)]
+        print(f"{'':>6} {'':>6} {'':<10} {'start-up':<8} {statistics.median(floor):>9.2f} {max(floor):>7.2f} "
+              f"{'':>8} {'':>8}  python -m activeeval --version", flush=True)
         for n_items in (int(x) for x in a.items.split(",")):
             ref = make_reference(n_items, a.models, folder)
             for method in a.methods.split(","):
