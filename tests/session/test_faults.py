@@ -185,7 +185,7 @@ RECORDER = textwrap.dedent("""
 def test_two_processes_recording_through_the_cli_at_once(tmp_path, math_ref_file) -> None:
     f = tmp_path / "s.aeval"
     with Session.create(f, math_ref_file, seed=0, method="rs-mean") as s:
-        items = list(s.item_ids[:80])
+        items = list(s.item_ids[:40])
     halves = [items[0::2], items[1::2]]
     procs = [subprocess.Popen([sys.executable, "-c", RECORDER, str(f), *h], stdout=subprocess.PIPE, text=True)
              for h in halves]
