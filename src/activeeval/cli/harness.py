@@ -12,6 +12,13 @@ SCORER = typer.Option(
     None, "--scorer",
     help="Command scoring one item, with {item_id} (and {model} when ranking); its last output line is the score.",
 )
+# The number is the runner's DEFAULT_TIMEOUT (not imported here: the CLI starts without the session modules;
+# a test checks they agree).
+TIMEOUT = typer.Option(
+    None, "--timeout", metavar="SECONDS",
+    help="Seconds one scorer call may take; then its processes are killed and the item stays pending (--scorer). "
+    "0: no limit. [default: 600, ten minutes: longer than an item takes, short enough to notice a hung call]",
+)
 HARNESS = typer.Option(None, "--harness", help="Score with a harness instead of --scorer: lm-eval.")
 LM_MODEL = typer.Option(None, "--model", help="lm-eval model type, e.g. hf, vllm, dummy (with --harness lm-eval).")
 LM_MODEL_ARGS = typer.Option(
@@ -62,7 +69,8 @@ def make_scorer(
             raise ConfigurationError(f"{', '.join(given)} go with --harness lm-eval, not with --scorer; drop them")
         from activeeval.session.runner import Scorer
 
-        return Scorer(scorer, timeout=timeout, jobs=jobs, needs_model=ranking)
+        limit = {} if timeout is None else {"timeout": timeout}
+        return Scorer(scorer, jobs=jobs, needs_model=ranking, **limit)
     if harness != "lm-eval":
         raise ConfigurationError(f"--harness must be lm-eval, got {harness!r}")
     if timeout is not None:

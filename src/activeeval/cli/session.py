@@ -447,7 +447,7 @@ def run(
         None, "--targets", help=TARGETS_HELP + " The scorer gets each target's name as {model}."),
     jobs: int = typer.Option(1, "--jobs", "-j", help="Scorer commands to run concurrently (--scorer)."),
     k: int = typer.Option(8, "--k", "-k", help="Items per lm-eval call (--harness lm-eval)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds allowed per scorer call. [default: none]"),
+    timeout: Optional[float] = h.TIMEOUT,
     model: Optional[str] = h.LM_MODEL,
     model_args: str = h.LM_MODEL_ARGS,
     task: Optional[str] = h.LM_TASK,
