@@ -264,8 +264,15 @@ def test_cli_reference_build_from_helm_and_alpaca_eval(tmp_path) -> None:
     r = runner.invoke(app, ["reference", "build", "--from", "alpaca-eval", *files, "--out", str(out2)])
     assert r.exit_code == 0, r.output
     assert "(AlpacaEval win probabilities; item ids by index)" in r.stdout
+    out2_items = read_scores(out2).n_items
     r = runner.invoke(app, ["reference", "build", "--from", "helm", *runs, "--out", str(out)])
-    assert r.exit_code == 2 and r.stderr == f"error: --out {str(out)!r} already exists; choose another path or pass --force\n"
+    assert r.exit_code == 2 and r.stderr == (
+        f"error: --out {str(out)!r} exists; pass --force to overwrite it, or choose another path\n")
+    before = out.read_bytes()
+    r = runner.invoke(app, ["reference", "build", "--from", "alpaca-eval", *files, "--out", files[0], "--force"])
+    assert r.exit_code == 2 and "a file this command reads; refusing to write over it even with --force" in r.stderr
+    r = runner.invoke(app, ["reference", "build", "--from", "alpaca-eval", *files, "--out", str(out), "--force"])
+    assert r.exit_code == 0 and out.read_bytes() != before and read_scores(out).n_items == out2_items
     r = runner.invoke(app, ["reference", "build", "--from", "helm", *runs, "--task", "x", "--out", str(tmp_path / "a.csv")])
     assert r.exit_code == 2 and r.stderr == "error: --task do not apply to --from helm (it takes --metric, --split)\n"
     r = runner.invoke(app, ["reference", "build", "--from", "lm-eval", runs[0], "--out", str(tmp_path / "b.csv")])

@@ -98,7 +98,7 @@ def test_round_trip_property_csv(tmp_path: Path, data: st.DataObject, n_models: 
     cell = st.one_of(st.just(NAN), st.floats(0, 1, allow_nan=False))
     scores = [data.draw(st.lists(cell, min_size=n_items, max_size=n_items)) for _ in range(n_models)]
     matrix = ScoreMatrix(scores, model_ids, item_ids, kind="continuous")
-    path = write_scores(matrix, tmp_path / "p.csv.gz", layout=layout)  # type: ignore[arg-type]
+    path = write_scores(matrix, tmp_path / "p.csv.gz", layout=layout, overwrite=True)  # type: ignore[arg-type]
     back = read_scores(path, layout=layout, kind="continuous")  # type: ignore[arg-type]
     assert back.fingerprint() == matrix.fingerprint()
 
@@ -376,9 +376,8 @@ def test_write_errors(tmp_path: Path) -> None:
         write_scores([[1.0]], tmp_path / "x.csv")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match=r"layout must be 'wide', 'long' or None \(auto\), got 'tall'"):
         write_scores(awkward(), tmp_path / "x.csv", layout="tall")  # type: ignore[arg-type]
-    with pytest.raises(
-        DataFormatError, match=r"cannot write scores \(.*\); check that the folder exists and is writable"
-    ):
+    with pytest.raises(ConfigurationError, match=r"cannot write score file '.*x.csv': folder '.*missing' does not "
+                       "exist; create it first"):
         write_scores(awkward(), tmp_path / "missing" / "x.csv")
     with pytest.raises(DataFormatError, match=r"unsupported file type '.xlsx'"):
         write_scores(awkward(), tmp_path / "x.xlsx")

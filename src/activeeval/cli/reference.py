@@ -36,19 +36,19 @@ def build(
     split: Optional[str] = typer.Option(None, "--split", help="HELM split, when the metric has several."),
     id_by: str = typer.Option("index", "--id-by", help="AlpacaEval item ids: index (item000, ...) or instruction."),
     name: Optional[str] = typer.Option(None, "--name", help="Name of the reference. [default: the task]"),
-    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists (never one of PATHS)."),
 ) -> None:
     """Build a reference matrix (models x items) from other models' harness outputs and write it to --out.
 
     Example: activeeval reference build --from lm-eval out/org__model-a out/org__model-b --task arc_easy
     --metric acc --out arc_easy_ref.csv (item ids are lm-eval doc ids, which `run --harness lm-eval` asks for).
     """
+    from activeeval._files import check_output
     from activeeval.data.io import write_scores
 
     if source not in SOURCES:
         raise ConfigurationError(f"--from must be one of {', '.join(SOURCES)}, got {source!r}")
-    if out.exists() and not force:
-        raise ConfigurationError(f"--out {str(out)!r} already exists; choose another path or pass --force")
+    check_output(out, overwrite=force, protected=paths, what="--out")  # before reading every input
     given = {"--task": task, "--filter": filter_name, "--split": split,
              "--id-by": None if id_by == "index" else id_by, "--metric": metric}
     allowed = {"lm-eval": {"--task", "--filter", "--metric"}, "helm": {"--split", "--metric"},
@@ -75,8 +75,6 @@ def build(
 
         matrix = reference_from_alpaca_eval(paths, id_by=id_by, name=name)  # type: ignore[arg-type]
         what = f"AlpacaEval win probabilities; item ids by {id_by}"
-    if out.exists():
-        out.unlink()
-    write_scores(matrix, out)
+    write_scores(matrix, out, overwrite=force, protected=paths)
     missing = f", {matrix.n_missing} missing scores" if matrix.n_missing else ""
     typer.echo(f"wrote {out}: {matrix.n_models} models x {matrix.n_items} items, {matrix.kind}{missing} ({what})")

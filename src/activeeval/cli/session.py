@@ -405,7 +405,9 @@ def history(
 @cli_errors
 def report(
     file: Path = FILE,
-    out: Path = typer.Option(..., "--out", help="HTML file to write."),
+    out: Path = typer.Option(..., "--out", help="HTML file to write (a new file, or an old one with --force)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists (never the session or its "
+                               "reference)."),
     reference: Optional[str] = REFERENCE_OVERRIDE,
 ) -> None:
     """Write a self-contained HTML report (result, settings, trajectory plot, items used)."""
@@ -416,7 +418,7 @@ def report(
             what = "a ranking session" if s.KIND == "rank" else "a multi-target session"
             raise ConfigurationError(f"{str(file)!r} is {what}; reports are for single-model sessions "
                                      "(`activeeval session status FILE --json` shows every model)")
-        write_report(s, out)
+        write_report(s, out, overwrite=force)
     if not plot_available():
         typer.echo('note: matplotlib is not installed, so the report has no plot (pip install "activeeval[plot]")',
                    err=True)

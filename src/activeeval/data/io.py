@@ -27,6 +27,7 @@ from typing import IO, Literal
 
 import numpy as np
 
+from activeeval._files import atomic_output
 from activeeval.data.matrix import ScoreKind, ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError, InvalidScoresError
 
@@ -583,7 +584,10 @@ def _open_write(path: Path, gzipped: bool) -> Iterator[IO[str]]:
         handle.close()
 
 
-def write_scores(matrix: ScoreMatrix, path: str | Path, *, layout: Layout | None = None) -> Path:
+def write_scores(
+    matrix: ScoreMatrix, path: str | Path, *, layout: Layout | None = None, overwrite: bool = False,
+    protected: Sequence[str | Path] = (),
+) -> Path:
     """Write ``matrix`` to a CSV, CSV.gz, TSV, Parquet or JSONL file.
 
     Parameters
@@ -597,14 +601,31 @@ def write_scores(matrix: ScoreMatrix, path: str | Path, *, layout: Layout | None
         layout JSON supports). Long files hold every (model, item) pair in
         matrix order, with an empty / null score for a missing one, so the
         order of ids survives the round trip.
+    overwrite : bool
+        Replace an existing file (default: refuse it). An SQLite database
+        (a session file) is never overwritten.
+    protected : sequence of paths
+        Files never to write over, even with ``overwrite`` (the files the
+        matrix was read from, say).
 
     Returns
     -------
     Path
         The written file.
 
+    Raises
+    ------
+    ConfigurationError
+        ``path`` exists (without ``overwrite``), is protected, or its folder
+        does not exist.
+    StorageError
+        The file could not be written (no permission, a full disk); the
+        file at ``path``, if any, is left as it was.
+
     Notes
     -----
+    The file is written to a temporary file beside ``path`` and renamed over
+    it when complete (:mod:`activeeval._files`): never half-written.
     ``read_scores(path, kind=matrix.kind, score_range=matrix.score_range)``
     gives back a matrix with the same ids, order and scores (same
     :meth:`~ScoreMatrix.fingerprint`); without ``kind`` the kind is inferred.
@@ -618,15 +639,17 @@ def write_scores(matrix: ScoreMatrix, path: str | Path, *, layout: Layout | None
     if ftype.fmt == "jsonl" and layout == "wide":
         raise DataFormatError(f"{path}: JSON lines are always long; pass layout='long' or write a .csv/.parquet file")
     layout = layout or ("long" if ftype.fmt == "jsonl" else "wide")
-    try:
+    if ftype.fmt == "parquet":
+        _import_parquet(path)
+    with atomic_output(path, overwrite=overwrite, protected=protected, what="score file") as tmp:
         if ftype.fmt == "parquet":
-            _write_parquet(matrix, path, layout)
+            _write_parquet(matrix, tmp, layout)
         elif ftype.fmt == "jsonl":
-            with _open_write(path, ftype.gzipped) as f:
+            with _open_write(tmp, ftype.gzipped) as f:
                 for m, i, s in _long_records(matrix):
                     f.write(json.dumps({"model": m, "item": i, "score": None if math.isnan(s) else s}) + "\n")
         else:
-            with _open_write(path, ftype.gzipped) as f:
+            with _open_write(tmp, ftype.gzipped) as f:
                 writer = csv.writer(f, delimiter="\t" if ftype.fmt == "tsv" else ",", lineterminator="\n")
                 if layout == "wide":
                     writer.writerow([_model_header(matrix), *matrix.item_ids])
@@ -635,10 +658,6 @@ def write_scores(matrix: ScoreMatrix, path: str | Path, *, layout: Layout | None
                 else:
                     writer.writerow(["model", "item", "score"])
                     writer.writerows((m, i, _format_score(s)) for m, i, s in _long_records(matrix))
-    except OSError as exc:
-        raise DataFormatError(
-            f"{path}: cannot write scores ({exc.strerror or exc}); check that the folder exists and is writable"
-        ) from exc
     return path
 
 
