@@ -182,19 +182,33 @@ def test_alpaca_eval_reference_and_errors(tmp_path) -> None:
 
 # ------------------------------------------------------------------- plain
 def test_plain_files(tmp_path) -> None:
-    (tmp_path / "a.csv").write_text("Item_ID,Score\nq1,1\nq2,0.25\nq3,true\n")
+    (tmp_path / "a.csv").write_text("Item_ID,Score\nq1,1\nq2,0.25\nq3,1e0\n")
     assert read_item_scores(tmp_path / "a.csv") == {"q1": 1.0, "q2": 0.25, "q3": 1.0}
-    (tmp_path / "b.jsonl").write_text('{"doc_id": 7, "correct": false}\n{"doc_id": 8, "correct": 1}\n')
+    (tmp_path / "b.jsonl").write_text('{"doc_id": 7, "correct": 0}\n{"doc_id": 8, "correct": 1}\n')
     assert read_item_scores(tmp_path / "b.jsonl") == {"7": 0.0, "8": 1.0}
+    (tmp_path / "semi.csv").write_text("item;score\nq1;1\nq2;0.5\n")  # a spreadsheet's semicolons
+    assert read_item_scores(tmp_path / "semi.csv") == {"q1": 1.0, "q2": 0.5}
+    for name, text, message in [
+        ("t.csv", "item,score\nq1,true\n", r"score 'true' of item 'q1' \(data row 1, column 'score'\) is a boolean"),
+        ("t.jsonl", '{"item": "q1", "score": false}\n', r"score false of item 'q1' \(line 1, column 'score'\) is a boolean \(false\), not a score: write 1"),
+        ("l.jsonl", '\n{"item": "q1", "score": [1]}\n', r"score \[1\] of item 'q1' \(line 2, column 'score'\) is a list"),
+        ("u.csv", "item,score\nq1,1_0\n", r"score '1_0' .* is not a number \(digit separators"),
+    ]:
+        (tmp_path / name).write_text(text)
+        with pytest.raises(InvalidScoresError, match=message):
+            read_item_scores(tmp_path / name)
+    (tmp_path / "o.jsonl").write_text('{"item": {"id": "q1"}, "score": 1}\n')
+    with pytest.raises(DataFormatError, match=r"item id \{'id': 'q1'\} in line 1, column 'item', is an object"):
+        read_item_scores(tmp_path / "o.jsonl")
     (tmp_path / "c.csv").write_text("id,s\nq1,1\n")
     with pytest.raises(DataFormatError, match=r"has no item column \(looked for .*\); columns: \['id', 's'\]"):
         read_item_scores(tmp_path / "c.csv")
     assert read_item_scores(tmp_path / "c.csv", item_column="id", score_column="s") == {"q1": 1.0}
     (tmp_path / "d.csv").write_text("item,score\nq1,1\nq1,0\n")
-    with pytest.raises(DuplicateIdError, match="row 3: item 'q1' appears twice"):
+    with pytest.raises(DuplicateIdError, match=r"item 'q1' appears twice \(data row 1 and data row 2\)"):
         read_item_scores(tmp_path / "d.csv")
     (tmp_path / "e.csv").write_text("item,score\nq1,\n")
-    with pytest.raises(InvalidScoresError, match=r"row 2 \(item 'q1'\): score '' is not a number"):
+    with pytest.raises(InvalidScoresError, match=r"no score for item 'q1' \(data row 1, column 'score'\)"):
         read_item_scores(tmp_path / "e.csv")
 
 

@@ -122,7 +122,7 @@ def test_record_from_plain_csv_and_jsonl(tmp_path, math_ref_file, math_split) ->
     r = invoke("session", "record", f, "--from", tmp_path / "a.csv", "--all")
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith(f"recorded 4 score(s) from {tmp_path / 'a.csv'} (0 already recorded")
-    (tmp_path / "b.jsonl").write_text("".join(json.dumps({"item": i, "correct": bool(target[i])}) + "\n" for i in items))
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({"item": i, "correct": int(target[i])}) + "\n" for i in items))
     r = invoke("session", "record", f, "--from", tmp_path / "b.jsonl", "--all")
     assert r.exit_code == 0 and "recorded 2 score(s)" in r.stdout and "(4 already recorded" in r.stdout
     # A file with one bad row records nothing.
