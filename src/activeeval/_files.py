@@ -81,8 +81,9 @@ def check_output(path: PathLike, *, overwrite: bool = False, protected: Iterable
     shown = repr(str(out))
     guarded = _protecting(out, protected)
     if guarded is not None:
+        same = "" if str(guarded) == str(out) else f" (that is {str(guarded)!r})"
         raise ConfigurationError(
-            f"{what} {shown} is {str(guarded)!r}, a file this command reads; refusing to write over it even with "
+            f"{what} {shown}{same} is a file this command reads; refusing to write over it even with "
             "overwrite=True: choose another path")
     if out.is_dir():
         raise ConfigurationError(f"{what} {shown} is a folder; give the path of a file to write")

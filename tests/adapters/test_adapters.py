@@ -190,8 +190,10 @@ def test_plain_files(tmp_path) -> None:
     assert read_item_scores(tmp_path / "semi.csv") == {"q1": 1.0, "q2": 0.5}
     for name, text, message in [
         ("t.csv", "item,score\nq1,true\n", r"score 'true' of item 'q1' \(data row 1, column 'score'\) is a boolean"),
-        ("t.jsonl", '{"item": "q1", "score": false}\n', r"score false of item 'q1' \(line 1, column 'score'\) is a boolean \(false\), not a score: write 1"),
-        ("l.jsonl", '\n{"item": "q1", "score": [1]}\n', r"score \[1\] of item 'q1' \(line 2, column 'score'\) is a list"),
+        ("t.jsonl", '{"item": "q1", "score": false}\n',
+         r"score false of item 'q1' \(line 1, column 'score'\) is a boolean \(false\), not a score: write 1"),
+        ("l.jsonl", '\n{"item": "q1", "score": [1]}\n',
+         r"score \[1\] of item 'q1' \(line 2, column 'score'\) is a list"),
         ("u.csv", "item,score\nq1,1_0\n", r"score '1_0' .* is not a number \(digit separators"),
     ]:
         (tmp_path / name).write_text(text)

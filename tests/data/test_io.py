@@ -220,7 +220,8 @@ BAD_FILES = [
         InvalidScoresError,
         r"text.csv: score 'yes' of model 'm2' on item 'b' \(data row 2\) is not a number; scores must be numbers",
     ),
-    ("underscore.csv", "model,a\nm,1_0\n", InvalidScoresError, r"score '1_0' of model 'm' on item 'a' \(data row 1\) is not a number \(digit"),
+    ("underscore.csv", "model,a\nm,1_0\n", InvalidScoresError,
+     r"score '1_0' of model 'm' on item 'a' \(data row 1\) is not a number \(digit"),
     (
         "dupmodel.csv",
         "model,a\nm,1\nn,0\nm,0\n",
@@ -234,7 +235,8 @@ BAD_FILES = [
         r"dupitem.csv: column 'a' appears 2 times in the header \(columns 2 and 4\); each item must have exactly one",
     ),
     ("noname.csv", "model,a,,b\nm,1,0,1\n", DataFormatError, r"column 3 has an empty name in the header"),
-    ("nomodel.csv", "model,a\n,1\n", DataFormatError, r"empty model id in data row 1 \(column 'model'\); every row needs"),
+    ("nomodel.csv", "model,a\n,1\n", DataFormatError,
+     r"empty model id in data row 1 \(column 'model'\); every row needs"),
     (
         "range.csv",
         "model,a\nm,1.5\n",
@@ -446,7 +448,7 @@ def test_parquet_list_struct_and_bool_columns_are_refused(tmp_path: Path) -> Non
         ({"model": ["a", "b"], "item": ["x", "y"], "score": pa.array([{"v": 1}, {"v": 0}])}, InvalidScoresError,
          r"score \{'v': 1\} .*\(row 1, column 'score'\) is an object"),
         ({"model": ["a", "b"], "q1": [True, False]}, InvalidScoresError,
-         r"score True of model 'a' on item 'q1' \(row 1\) is a boolean, not a score"),
+         r"score true of model 'a' on item 'q1' \(row 1\) is a boolean, not a score"),
         ({"model": ["a", "b"], "q1": [1.0, 0.0], "q2": [False, True]}, InvalidScoresError,
          r"on item 'q2' \(row 1\) is a boolean"),
         ({"model": pa.array([["a"], ["b"]]), "q1": [1.0, 0.0]}, DataFormatError,

@@ -312,6 +312,7 @@ def _read_table(path: Path, ftype: _FileType) -> _Table:
 # ------------------------------------------------------------- cell values
 _SCORE_FIX = "scores must be numbers (0/1 for binary benchmarks), with an empty cell or null for a missing score"
 _DECIMAL_COMMA = re.compile(r"[+-]?[0-9]+,[0-9]+")
+_NO_BOOLEANS = "not a score: write 1 for true and 0 for false"
 
 
 def _unfit(value: object) -> str | None:
@@ -340,7 +341,7 @@ def _check_typed(values: np.ndarray, path: Path, what: str, describe: Callable[[
             problem = _unfit(v)
             if problem is not None:
                 if what == "score" and isinstance(v, (bool, np.bool_)):
-                    problem += ", not a score: write 1 for true and 0 for false"
+                    problem += f", {_NO_BOOLEANS}"
                 shown = json.dumps(bool(v)) if isinstance(v, (bool, np.bool_)) else repr(
                     v.tolist() if isinstance(v, np.ndarray) else v)
                 raise error(f"{path}: {what} {shown[:80]} {describe(k)} is {problem}; {fix}")
@@ -351,7 +352,7 @@ def _parse_score(value: object) -> float | str:
     if value is None:
         return math.nan
     if isinstance(value, (bool, np.bool_)):
-        return "is a boolean, not a score: write 1 for true and 0 for false"
+        return f"is a boolean, {_NO_BOOLEANS}"
     if isinstance(value, (numbers.Real, decimal.Decimal)):
         try:
             return float(value)
@@ -362,7 +363,7 @@ def _parse_score(value: object) -> float | str:
         if low in _MISSING_TEXT:
             return math.nan
         if low in _BOOL_TEXT:
-            return "is a boolean, not a score: write 1 for true and 0 for false"
+            return f"is a boolean, {_NO_BOOLEANS}"
         try:
             return parse_score_text(value)
         except InvalidScoresError as exc:
@@ -377,8 +378,8 @@ def _to_float(cells: np.ndarray, describe: Callable[[int], str], path: Path, typ
     ``typed``: the cells come from a Parquet or JSON file, so they may be booleans, lists or objects.
     """
     if cells.dtype.kind == "b" and cells.size:
-        raise InvalidScoresError(f"{path}: score {bool(cells.flat[0])} {describe(0)} is a boolean, not a score: "
-                                 "write 1 for true and 0 for false")
+        raise InvalidScoresError(f"{path}: score {json.dumps(bool(cells.flat[0]))} {describe(0)} is a boolean, "
+                                 f"{_NO_BOOLEANS}")
     if cells.dtype.kind in "iuf":
         return cells.astype(float)
     flat = cells.ravel()

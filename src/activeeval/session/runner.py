@@ -176,14 +176,7 @@ class Scorer:
             ) from None
 
     def _one(self, model: str | None, item_id: str) -> float | ScorerError:
-        try:
-            return self(item_id, model)
-        except ScorerError as exc:
-            return exc
-        except Exception as exc:  # noqa: BLE001 - one call's failure must not cost the batch's other scores
-            err = ScorerError(f"scorer for item {item_id!r} failed: {type(exc).__name__}: {exc}")
-            err.__cause__ = exc
-            return err
+        return _plain_score(lambda iid: self(iid, model), item_id)
 
     def score_many(self, item_ids: Sequence[str], model: str | None = None) -> list[float | ScorerError]:
         return self.score_pairs([(model, i) for i in item_ids])
