@@ -560,7 +560,8 @@ def table1_command(
                 "ours_extrapolation": results[f"{d}_extrapolation_"][1][name]["ew_irmse"],
                 "paper_extrapolation": paper[1],
             })
-    _write_reproduction(out, force, results, output_format, "table1", {"seeds": seeds, "wall_time_s": wall, "rows": rows})
+    _write_reproduction(out, force, results, output_format, "table1",
+                        {"seeds": seeds, "wall_time_s": wall, "rows": rows})
     if as_json:
         print_json({"seeds": seeds, "wall_time_s": round(wall, 1), "rows": rows})
         return
