@@ -60,6 +60,11 @@ def test_protected_files_are_refused_even_when_asked_however_they_are_named(tmp_
     with pytest.raises(ConfigurationError, match="a file this command reads"):  # SQLite's side files too
         with atomic_output(tmp_path / "ref.csv-journal", overwrite=True, protected=[ref]):
             pass
+    inputs = tmp_path / "harness-output"  # an input folder (reference build --from lm-eval DIR): nothing inside it
+    inputs.mkdir()
+    (inputs / "samples.jsonl").write_text("{}\n")
+    with pytest.raises(ConfigurationError, match=r"lies in '.*harness-output', a folder this command reads"):
+        write_scores(_matrix(), inputs / "samples.jsonl", overwrite=True, protected=[inputs])
     assert ref.read_text() == "precious\n" and (tmp_path / "ref.csv-journal").read_text() == "side\n"
 
 

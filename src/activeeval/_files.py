@@ -6,8 +6,9 @@ Three rules, for every command and function that writes a path it is given:
   unless ``overwrite=True`` (``--force`` on the command line).
 * **Some files are never overwritten**, even when asked: the ones the call
   reads (a session file and its reference, a command's inputs, with
-  symbolic links, relative paths and hard links resolved), their SQLite
-  side files, and any SQLite database (a session file, most likely).
+  symbolic links, relative paths and hard links resolved; anything inside
+  an input folder), their SQLite side files, and any SQLite database (a
+  session file, most likely).
 * **Nothing is left half-written**: the content goes to a temporary file in
   the same folder, is flushed to disk, and only then renamed over the path
   (an atomic step on POSIX and Windows), so a full disk or a crash leaves
@@ -52,11 +53,13 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def _protecting(path: Path, protected: Iterable[PathLike | None]) -> Path | None:
-    """The protected file ``path`` is (or is a side file of), if any."""
+    """The protected file ``path`` is (or is a side file of, or lies in, for a protected folder), if any."""
     for p in protected:
         if p is None:
             continue
         base = Path(p).expanduser()
+        if base.is_dir() and path.resolve().is_relative_to(base.resolve()):
+            return base
         for candidate in (base, *(base.with_name(base.name + s) for s in _SIDE_FILES)):
             if _same(path, candidate):
                 return base
@@ -80,6 +83,10 @@ def check_output(path: PathLike, *, overwrite: bool = False, protected: Iterable
     out = Path(path).expanduser()
     shown = repr(str(out))
     guarded = _protecting(out, protected)
+    if guarded is not None and guarded.is_dir():
+        raise ConfigurationError(
+            f"{what} {shown} lies in {str(guarded)!r}, a folder this command reads; refusing to write there even "
+            "with overwrite=True: choose another path")
     if guarded is not None:
         same = "" if str(guarded) == str(out) else f" (that is {str(guarded)!r})"
         raise ConfigurationError(
