@@ -76,8 +76,7 @@ class Result:
 
     @property
     def message(self) -> str:
-        text = (self.err.strip().splitlines() or [self.out.strip()])[-1] if (self.err or self.out) else ""
-        return text[:150]
+        return (self.err.strip().splitlines() or [self.out.strip()])[-1] if (self.err or self.out) else ""
 
 
 def cli(*args: object, cwd: Path, timeout: float = 600, fsize: int | None = None, memory: int | None = None
@@ -585,7 +584,8 @@ def main() -> None:
             outcomes[outcome] += 1
             if not ok and outcome != "n/a":
                 bad.append(n)
-            detail = " / ".join(detail.split("\n")).replace("|", "\\|").replace(str(root), "$TMP")
+            detail = " / ".join(detail.split("\n")).replace(str(root), "$TMP")
+            detail = (detail[:230] + " ...").replace("|", "\\|") if len(detail) > 230 else detail.replace("|", "\\|")
             print(f"| {n} | {case.source} | {case.tried.replace('|', '/')} | {outcome} | "
                   f"{'yes' if ok else 'n/a' if outcome == 'n/a' else '**no**'} | {detail} |", flush=True)
         summary = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
