@@ -245,3 +245,22 @@ def test_lm_eval_harness_keeps_the_good_documents_of_a_batch() -> None:
 def test_lm_eval_harness_failures_are_per_batch_errors_not_exceptions(returned: object) -> None:
     out = _fake_harness(returned).score_many(["0", "1"])
     assert len(out) == 2 and all(isinstance(r, ScorerError) for r in out), out
+
+
+@posix_only
+def test_ranking_run_passes_item_ids_with_placeholder_text_verbatim(tmp_path: Path) -> None:
+    from activeeval.session.ranking import RankSession
+    from activeeval.session.runner import drive_ranking
+
+    rng = np.random.default_rng(6)
+    items = ["{model}", "{item_id}", "x{model}{item_id}"] + [f"q{i}" for i in range(3)]
+    ref = ScoreMatrix(np.round(rng.uniform(size=(12, 6)), 2), [f"r{j}" for j in range(12)], items, name="odd")
+    log = tmp_path / "argv.log"
+    script = _script(tmp_path, f"import sys\nopen({str(log)!r}, 'a').write(repr(sys.argv[1:]) + '\\n')\n"
+                               f"print(0.25 if sys.argv[2] in {items!r} and sys.argv[1] in ('a', 'b') else 'wrong')\n")
+    with RankSession.create(tmp_path / "r.aeval", ref, ["a", "b"], method="rs-mean", seed=0, min_items=3,
+                            budget_per_model=6) as s:
+        drive_ranking(s, Scorer(f"{script} {{model}} {{item_id}}", needs_model=True))
+    calls = [eval(line) for line in log.read_text().splitlines()]  # noqa: S307 - our own log
+    assert all(model in ("a", "b") and item in items for model, item in calls)
+    assert sorted(calls) == sorted([m, i] for m in ("a", "b") for i in items)  # each item of each model, verbatim
