@@ -78,7 +78,8 @@ def test_lm_eval_filters_and_metric_errors() -> None:
         read_lm_eval_samples(GSM, "exact_match")
     with pytest.raises(DataFormatError, match="has no lines with filter 'none'"):
         read_lm_eval_samples(GSM, "exact_match", filter="none")
-    with pytest.raises(DataFormatError, match=r"line 1 has no metric 'exact_match'; metrics present: \['acc', 'acc_norm'\]"):
+    with pytest.raises(DataFormatError,
+                       match=r"has no metric 'exact_match' in any line; metrics present: \['acc', 'acc_norm'\]"):
         read_lm_eval_samples(ARC, "exact_match")
 
 

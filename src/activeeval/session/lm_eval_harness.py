@@ -200,8 +200,10 @@ class LmEvalHarness:
         try:
             samples = (results or {}).get("samples", {}).get(self.task, [])
             scores, bad = self._scores(samples)
-        except (ActiveEvalError, AttributeError, TypeError, ValueError) as exc:  # samples not as lm-eval writes them
-            err = ScorerError(f"lm-eval's samples of task {self.task!r} could not be read: {exc}")
+        except ActiveEvalError as exc:  # e.g. a --metric no document has
+            return [ScorerError(str(exc))] * len(item_ids)
+        except (AttributeError, TypeError, ValueError) as exc:  # samples not as lm-eval writes them
+            err = ScorerError(f"lm-eval's samples of task {self.task!r} could not be read: {type(exc).__name__}: {exc}")
             return [err] * len(item_ids)
         out: list[float | ScorerError] = []
         for iid, doc in zip(item_ids, docs):

@@ -137,6 +137,11 @@ def scores_from_samples(
                 "command line)"
             )
         metric = next(iter(metrics_seen))
+    if metric not in metrics_seen:  # a wrong --metric: no document has it
+        raise DataFormatError(
+            f"{source} has no metric {metric!r} in any {unit}; metrics present: {sorted(metrics_seen)} (choose one "
+            "with metric=... / --metric)"
+        )
     out: dict[str, float] = {}
     for (doc_id, _), (pos, obj) in rows.items():
         iid = id_format.format(task=task, doc_id=doc_id)
