@@ -42,7 +42,7 @@ pytest.importorskip("inspect_ai", reason='inspect-ai is not installed (pip insta
 sys.path.insert(0, str(Path(__file__).parent / "offline"))
 import offline_mockllm  # noqa: E402
 
-N = 30
+N = 18
 N_REFS = 6
 ANSWER = "Default output from mockllm/model"  # what Inspect's mockllm/model always answers
 
@@ -58,7 +58,7 @@ def target(i):
     return ANSWER if i % 3 == 0 else f"A{i}"
 
 @task
-def quiz(n: int = 30):
+def quiz(n: int = N):
     return Task(dataset=[Sample(id=f"q{i}", input=f"Q{i}: say it", target=target(i)) for i in range(n)],
                 solver=generate(), scorer=match())
 
@@ -87,7 +87,7 @@ def fails_on_q2():
 def flaky():
     return Task(dataset=[Sample(id=f"q{i}", input=f"Q{i}: say it", target=target(i)) for i in range(N)],
                 solver=fails_on_q2(), scorer=match())
-'''.replace("range(N)", f"range({N})")
+'''.replace("range(N)", f"range({N})").replace("n: int = N", f"n: int = {N}")
 
 
 def _target(i: int) -> str:
@@ -248,20 +248,20 @@ def test_errors_name_the_fix_and_keep_the_scores(setup, tmp_path) -> None:
     assert "give --model as PROVIDER/MODEL" in r.stderr
     assert not (tmp_path / "a.aeval").exists()  # refused before a session was created
 
-    # The task with 20 samples (--task-arg n=20) against a reference of 30: the 20 it has are scored and recorded,
+    # The task with 10 samples (--task-arg n=10) against a reference of 18: the 10 it has are scored and recorded,
     # the others stay pending, and the message says how to fix the reference.
-    r = invoke([*base, "--task", f"{task}@quiz", "--task-arg", "n=20", "--model", "mockllm/model", "--max-items", "30",
-                "--k", "30", "--session", str(tmp_path / "b.aeval")])
+    r = invoke([*base, "--task", f"{task}@quiz", "--task-arg", "n=10", "--model", "mockllm/model", "--max-items",
+                str(N), "--k", str(N), "--session", str(tmp_path / "b.aeval")])
     assert r.exit_code == 2
-    assert r.stderr.splitlines()[-1].startswith("error: Inspect task 'quiz' has no sample 'q2")
+    assert r.stderr.splitlines()[-1].startswith("error: Inspect task 'quiz' has no sample 'q1")
     assert "build it with `activeeval reference build --from inspect LOGS` from logs of this task (with the same " \
            "--task-arg)" in r.stderr
     with Session.open(tmp_path / "b.aeval") as s:
-        assert dict(s.observations) == {f"q{i}": TRUTH[f"q{i}"] for i in range(20)}
-        assert sorted(s.pending) == sorted(f"q{i}" for i in range(20, 30))
+        assert dict(s.observations) == {f"q{i}": TRUTH[f"q{i}"] for i in range(10)}
+        assert sorted(s.pending) == sorted(f"q{i}" for i in range(10, N))
 
     # A sample that fails (the model server went away): the others are recorded; re-running retries it.
-    r = invoke([*base, "--task", f"{task}@flaky", "--model", "mockllm/model", "--max-items", "30", "--k", "30",
+    r = invoke([*base, "--task", f"{task}@flaky", "--model", "mockllm/model", "--max-items", str(N), "--k", str(N),
                 "--session", str(tmp_path / "c.aeval")])
     assert r.exit_code == 2
     assert r.stderr.splitlines()[-1].startswith(
