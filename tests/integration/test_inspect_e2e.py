@@ -14,7 +14,8 @@ them over two epochs. Then, from the command line as a user would:
 4. ``activeeval rank --harness inspect --models mockllm/a,mockllm/b``;
 5. errors (a task or model that does not exist, samples the task lacks, a
    sample that fails) end in one line naming the fix, and every score
-   obtained before is kept.
+   obtained before is kept; Ctrl-C (SIGINT to a real ``activeeval run``
+   process) while Inspect runs stops it with exit code 130, the batch pending.
 
 Inspect runs in this process (as ``activeeval run`` runs it), so the test
 stays within seconds; tests/integration/offline/offline_mockllm.py says why
@@ -82,6 +83,25 @@ def fails_on_q2():
             raise RuntimeError("the model server went away on q2")
         return await generate(state)
     return solve
+
+@solver
+def hangs_after_two():
+    """Answers two samples, then hangs (a model server that stopped answering): for the Ctrl-C test."""
+    import asyncio, os
+    calls = os.path.join(os.path.dirname(__file__), "calls")
+    async def solve(state, generate):
+        os.makedirs(calls, exist_ok=True)
+        n = len(os.listdir(calls))
+        open(os.path.join(calls, str(state.sample_id)), "w").close()
+        if n >= 2:
+            await asyncio.sleep(600)
+        return await generate(state)
+    return solve
+
+@task
+def hangs():
+    return Task(dataset=[Sample(id=f"q{i}", input=f"Q{i}: say it", target=target(i)) for i in range(N)],
+                solver=hangs_after_two(), scorer=match())
 
 @task
 def flaky():
@@ -291,3 +311,46 @@ def test_rank_with_the_real_harness(setup, tmp_path) -> None:
 
     assert {read_eval_log(info, header_only=True).eval.model for info in list_eval_logs(str(tmp_path / "logs"))} \
         == {"mockllm/a", "mockllm/b"}
+
+
+def test_ctrl_c_while_inspect_runs(setup, tmp_path) -> None:
+    """SIGINT in the middle of an Inspect run: Inspect cancels it, the run exits 130, nothing recorded is lost."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    ref = _reference(setup, tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent / "offline")}
+    session = tmp_path / "s.aeval"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "activeeval", "run", "--harness", "inspect", "--task", f"{setup['file']}@hangs",
+         "--model", "mockllm/model", "--reference", str(ref), "--session", str(session), "--k", "2", "--method",
+         "rs-mean", "--seed", "0", "--log-dir", str(tmp_path / "logs")],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # a child of a background job ignores it
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # the first batch of two is recorded, the second hangs in Inspect
+            if session.exists():
+                with Session.open(session, readonly=True) as s:
+                    if len(s.observations) == 2 and len(s.pending) == 2:
+                        break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the first batch was not recorded")
+        time.sleep(1.0)  # Inspect is waiting on the hung samples now
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert err.splitlines()[-1] == "interrupted: 2 scores recorded, re-run to resume"
+    with Session.open(session) as s:
+        assert len(s.observations) == 2 and len(s.pending) == 2
+        assert all(score == TRUTH[iid] for iid, score in s.observations)
+    from inspect_ai.log import list_eval_logs, read_eval_log
+
+    statuses = sorted(read_eval_log(i, header_only=True).status for i in list_eval_logs(str(tmp_path / "logs")))
+    assert statuses == ["cancelled", "success"]  # Inspect's own log of the cancelled run is kept

@@ -142,8 +142,8 @@ def rank_command(
     """Rank models adaptively: new models with --session and a scorer, or held-out models by simulation.
 
     With --session, the scorer (--scorer 'python score.py {model} {item_id}', --harness lm-eval with
-    --model-args 'pretrained={model}', or --harness inspect, the ids being Inspect models) scores the (model, item) the ranker asks for, one at a time, until
-    every adjacent pair is decided at --gamma or the budget is spent; every score is committed to the
+    --model-args 'pretrained={model}', or --harness inspect, the ids being Inspect models) scores the
+    (model, item) the ranker asks for, one at a time, until every adjacent pair is decided at --gamma or the budget is spent; every score is committed to the
     session file, so Ctrl-C (exit 130) or a crash loses nothing: re-run the same command to resume.
     `activeeval session status FILE` shows the ranking, pairwise confidences and ties.
     """

@@ -127,9 +127,10 @@ class Board:
             head.update(_header(s))
             head.update(_single(s, full) if s.KIND == "single" else _multi(s, full) if s.KIND == "multi"
                         else _rank(s, full))
-        except ActiveEvalError as exc:
+        except Exception as exc:  # noqa: BLE001 - one session's problem is shown on it; the others are still read
             self._drop(path)  # reopened on the next read (a busy file, a reference put back, ...)
-            head["error"] = " ".join(str(exc).split())
+            text = str(exc) if isinstance(exc, ActiveEvalError) else f"{type(exc).__name__}: {exc}"
+            head["error"] = " ".join(text.split())
         return _clean(head)
 
 

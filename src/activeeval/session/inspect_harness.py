@@ -174,12 +174,6 @@ class InspectHarness:
         if MODEL_PLACEHOLDER not in model and not any(MODEL_PLACEHOLDER in str(v) for v in self.model_args.values()):
             self._model(None)  # so does a wrong --model
 
-    def describe(self) -> dict[str, Any]:
-        """The settings, for the journal's record of what scored the items."""
-        return {"harness": "inspect", "task": self.task, "model": self.model, "model_args": self.model_args,
-                "task_args": self.task_args, "score_name": self.score_name, "value_map": self.value_map,
-                "epochs": self.epochs, "log_dir": self.log_dir}
-
     # --------------------------------------------------------------- loading
     def _eval(self, **options: Any) -> Any:
         """``inspect_ai.eval`` of the task with the options every call shares: no display, no control server."""
@@ -191,7 +185,7 @@ class InspectHarness:
         scratch = tempfile.mkdtemp(prefix="activeeval-inspect-")
         try:
             with _quiet():
-                (log,) = self._eval(model=None, run_samples=False, log_dir=scratch)
+                logs = self._eval(model=None, run_samples=False, log_dir=scratch)
         except (KeyboardInterrupt, ActiveEvalError):
             raise
         except Exception as exc:  # noqa: BLE001 - task not found, a syntax error in it, ...: one line
@@ -200,8 +194,10 @@ class InspectHarness:
                 "file) or a registered task name, and its arguments with --task-arg KEY=VALUE") from exc
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        ids = log.eval.dataset.sample_ids or []
-        return str(log.eval.task), {_key(i): i for i in ids}
+        if not logs:  # Ctrl-C while the task loaded
+            raise KeyboardInterrupt
+        ids = logs[0].eval.dataset.sample_ids or []
+        return str(logs[0].eval.task), {_key(i): i for i in ids}
 
     def _model(self, model_id: str | None) -> Any:
         name = self.model if model_id is None else self.model.replace(MODEL_PLACEHOLDER, model_id)
@@ -246,12 +242,11 @@ class InspectHarness:
             except ConfigurationError as exc:
                 return [ScorerError(str(exc))] * len(item_ids)
             cancelled = self._run(wanted, lm, of, out)
-        results = [out[iid] for iid in item_ids]
         if cancelled:
-            # Inspect stops on Ctrl-C and returns what it scored: that is recorded, then the run stops as on an
-            # interrupt (the runner records the partial results and re-raises).
-            raise Interrupted([None if isinstance(r, ScorerError) else r for r in results])
-        return results
+            # Ctrl-C: Inspect cancelled the run. Whatever it returned scored is recorded by the runner, which then
+            # stops as on any interrupt; the rest of the batch stays pending for the next run.
+            raise Interrupted([v if isinstance(v := out.get(iid), float) else None for iid in item_ids])
+        return [out[iid] for iid in item_ids]
 
     def _run(self, wanted: list[str], lm: Any, of: str, out: dict[str, float | ScorerError]) -> bool:
         """Score ``wanted`` into ``out``; True if Inspect was cancelled (Ctrl-C) on the way."""
@@ -259,8 +254,7 @@ class InspectHarness:
         options = {k: v for k, v in (("epochs", self.epochs), ("log_dir", self.log_dir)) if v is not None}
         try:
             with _quiet():
-                (log,) = self._eval(model=lm, sample_id=[_selector(i) for i in wanted], fail_on_error=False,
-                                    **options)
+                logs = self._eval(model=lm, sample_id=[_selector(i) for i in wanted], fail_on_error=False, **options)
         except (KeyboardInterrupt, ActiveEvalError):
             raise
         except Exception as exc:  # noqa: BLE001 - one line naming the batch, never a traceback
@@ -268,6 +262,9 @@ class InspectHarness:
                               "model, then re-run the same command (the samples stay pending)")
             out.update(dict.fromkeys(wanted, err))
             return False
+        if not logs:  # on Ctrl-C Inspect cancels, writes the cancelled run's log into --log-dir, and returns none
+            return True
+        (log,) = logs
         where = f"Inspect log {log.location}" if getattr(log, "location", None) else f"Inspect task {self.task_name!r}"
         samples = [SampleScores.of(s) for s in (log.samples or [])]
         try:

@@ -68,8 +68,9 @@ def read_scores_any(path: str | os.PathLike[str], format: str | None = None, **o
 
     ``options`` go to the format's reader: ``metric``, ``task``, ``filter``
     (lm-eval); ``metric``, ``split`` (helm); ``generator``, ``id_by``
-    (alpaca-eval); ``score_name``, ``task``, ``value_map`` (inspect); ``item_column``, ``score_column`` (plain). Options that are
-    None are dropped.
+    (alpaca-eval); ``score_name``, ``task``, ``value_map`` (inspect);
+    ``item_column``, ``score_column`` (plain). Options that are None are
+    dropped.
     """
     fmt = format or detect_format(path)
     opts = {k: v for k, v in options.items() if v is not None}

@@ -116,7 +116,8 @@ def to_number(value: Any, where: str, value_map: Mapping[str, float] | None = No
         return float(value)
     if isinstance(value, (int, float)) and math.isfinite(float(value)):
         return float(value)
-    raise InvalidScoresError(f"{where}: score value {value!r} is not a number (expected a number, C/I/P/N or true/false)")
+    raise InvalidScoresError(
+        f"{where}: score value {value!r} is not a number (expected a number, C/I/P/N or true/false)")
 
 
 @dataclass(frozen=True)
