@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -121,21 +122,26 @@ def _right(i: int, k: int) -> bool:
 TRUTH = {f"q{i}": float(_target(i) == ANSWER) for i in range(N)}  # the mock model's true score per sample
 
 
-@pytest.fixture(autouse=True)
-def _offline(monkeypatch) -> None:
+@pytest.fixture(scope="module", autouse=True)
+def _offline() -> Iterator[None]:
+    """The mock model's tokenizer stand-in for this module's tests, removed after them."""
     import tiktoken.registry
 
-    monkeypatch.setitem(tiktoken.registry.ENCODINGS, "o200k_base", offline_mockllm.stand_in())
+    before = tiktoken.registry.ENCODINGS.get("o200k_base")
+    tiktoken.registry.ENCODINGS["o200k_base"] = offline_mockllm.stand_in()
+    yield
+    if before is None:
+        del tiktoken.registry.ENCODINGS["o200k_base"]
+    else:
+        tiktoken.registry.ENCODINGS["o200k_base"] = before
 
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> dict[str, Path]:
     """The task file and the reference models' logs (written by the real Inspect)."""
-    import tiktoken.registry
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import ModelOutput, get_model
 
-    tiktoken.registry.ENCODINGS.setdefault("o200k_base", offline_mockllm.stand_in())
     root = tmp_path_factory.mktemp("inspect")
     (root / "tasks.py").write_text(TASK_FILE)
     task = f"{root / 'tasks.py'}@quiz"

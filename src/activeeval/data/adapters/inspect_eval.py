@@ -45,6 +45,7 @@ INSTALL_HINT = 'pip install "activeeval[inspect]"'
 DEFAULT_VALUES: dict[str, float] = {"C": 1.0, "P": 0.5, "I": 0.0, "N": 0.0}
 _WORDS = {"yes": 1.0, "true": 1.0, "no": 0.0, "false": 0.0}
 LOG_SUFFIXES = (".eval", ".json")
+_NOT_LOGS = frozenset({"logs.json", "eval-set.json"})  # what Inspect also writes into a log folder
 
 
 def import_inspect_log() -> Any:
@@ -192,7 +193,8 @@ def find_logs(path: str | os.PathLike[str]) -> list[Path]:
     if p.is_file():
         return [p]
     found = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in LOG_SUFFIXES
-                   and not f.name.startswith(".") and f.name != "logs.json")
+                   and not any(part.startswith(".") for part in f.relative_to(p).parts)
+                   and f.name not in _NOT_LOGS)
     if not found:
         raise DataFormatError(f"no Inspect logs (*.eval, *.json) under {str(p)!r}; run `inspect eval` with "
                               "--log-dir pointing there")
