@@ -172,6 +172,11 @@ def invoke(args: list[str]):  # noqa: ANN201
     return CliRunner().invoke(app, args)
 
 
+def error(r) -> str:  # noqa: ANN001
+    """The command's error line (pytest shows Inspect's deprecation warnings, which the CLI prints after it)."""
+    return next(line for line in r.stderr.splitlines() if line.startswith("error: "))
+
+
 def _reference(setup: dict[str, Path], tmp_path: Path) -> Path:
     ref = tmp_path / "ref.csv"
     r = invoke(["reference", "build", "--from", "inspect", str(setup["logs"]), "--out", str(ref)])
@@ -242,7 +247,7 @@ def test_scorer_choice_and_value_map(setup, tmp_path) -> None:
             "--log-dir", str(tmp_path / "logs"), "--max-items", "12", "--k", "12", "--method", "rs-mean"]
     r = invoke([*base, "--session", str(tmp_path / "a.aeval")])
     assert r.exit_code == 2
-    assert r.stderr.splitlines()[-1].startswith("error: Inspect log ")
+    assert error(r).startswith("error: Inspect log ")
     assert "the score has several values ['grade', 'length']; choose one with score_name='SCORER/KEY' " \
            "(--score-name SCORER/KEY on the command line)" in r.stderr
     r = invoke([*base, "--session", str(tmp_path / "b.aeval"), "--score-name", "graded/grade", "--value-map", "P=0.25"])
@@ -264,13 +269,13 @@ def test_errors_name_the_fix_and_keep_the_scores(setup, tmp_path) -> None:
     r = invoke([*base, "--task", f"{task[:-3]}_nope.py@quiz", "--model", "mockllm/model", "--session",
                 str(tmp_path / "a.aeval")])
     assert r.exit_code == 2
-    assert r.stderr.startswith(f"error: Inspect could not load task '{task[:-3]}_nope.py@quiz': ")
+    assert error(r).startswith(f"error: Inspect could not load task '{task[:-3]}_nope.py@quiz': ")
     assert "give --task as FILE.py@TASK (a task file) or a registered task name" in r.stderr
     r = invoke([*base, "--task", f"{task}@nope", "--model", "mockllm/model", "--session", str(tmp_path / "a.aeval")])
     assert r.exit_code == 2 and "Task named 'nope' not found" in r.stderr
     r = invoke([*base, "--task", f"{task}@quiz", "--model", "nosuchprovider/x", "--session", str(tmp_path / "a.aeval")])
     assert r.exit_code == 2
-    assert r.stderr.startswith("error: Inspect could not create model 'nosuchprovider/x': ")
+    assert error(r).startswith("error: Inspect could not create model 'nosuchprovider/x': ")
     assert "give --model as PROVIDER/MODEL" in r.stderr
     assert not (tmp_path / "a.aeval").exists()  # refused before a session was created
 
@@ -279,7 +284,7 @@ def test_errors_name_the_fix_and_keep_the_scores(setup, tmp_path) -> None:
     r = invoke([*base, "--task", f"{task}@quiz", "--task-arg", "n=10", "--model", "mockllm/model", "--max-items",
                 str(N), "--k", str(N), "--session", str(tmp_path / "b.aeval")])
     assert r.exit_code == 2
-    assert r.stderr.splitlines()[-1].startswith("error: Inspect task 'quiz' has no sample 'q1")
+    assert error(r).startswith("error: Inspect task 'quiz' has no sample 'q1")
     assert "build it with `activeeval reference build --from inspect LOGS` from logs of this task (with the same " \
            "--task-arg)" in r.stderr
     with Session.open(tmp_path / "b.aeval") as s:
@@ -290,7 +295,7 @@ def test_errors_name_the_fix_and_keep_the_scores(setup, tmp_path) -> None:
     r = invoke([*base, "--task", f"{task}@flaky", "--model", "mockllm/model", "--max-items", str(N), "--k", str(N),
                 "--session", str(tmp_path / "c.aeval")])
     assert r.exit_code == 2
-    assert r.stderr.splitlines()[-1].startswith(
+    assert error(r).startswith(
         "error: Inspect sample 'q2' of task 'flaky' failed: RuntimeError('the model server went away on q2')")
     assert "fix the cause and re-run the same command to retry it" in r.stderr
     with Session.open(tmp_path / "c.aeval") as s:

@@ -83,7 +83,9 @@ def build(
         from activeeval.data.adapters import reference_from_inspect
 
         matrix = reference_from_inspect(paths, score_name, task=task, value_map=value_map, name=name)
-        what = f"Inspect task {matrix.name!r}, scorer {score_name or '(the only one)'}; item ids are its sample ids"
+        shown = task or (matrix.name if name is None else None)  # the task's name, unless --name renamed it
+        what = (f"Inspect task {shown!r}" if shown else "Inspect logs") + \
+            f", scorer {score_name or '(the only one)'}; item ids are its sample ids"
     else:
         from activeeval.data.adapters import reference_from_alpaca_eval
 

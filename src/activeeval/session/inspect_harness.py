@@ -157,8 +157,8 @@ class InspectHarness:
             raise ConfigurationError("--harness inspect needs --model (the Inspect model), e.g. --model openai/gpt-4o")
         self.model_args = parse_args(model_args, "--model-arg")
         self.task_args = {k: _value(v) for k, v in parse_args(task_args, "--task-arg").items()}
-        if needs_model and MODEL_PLACEHOLDER not in model and not any(
-                MODEL_PLACEHOLDER in str(v) for v in self.model_args.values()):
+        templated = MODEL_PLACEHOLDER in model or any(MODEL_PLACEHOLDER in str(v) for v in self.model_args.values())
+        if needs_model and not templated:
             raise ConfigurationError(
                 f"--model {model!r} has no {MODEL_PLACEHOLDER} placeholder; each model's id is passed there (drop "
                 "--model to use the ids as Inspect models, e.g. --models openai/gpt-4o,openai/gpt-4o-mini)")
@@ -171,7 +171,7 @@ class InspectHarness:
         self._inspect = import_inspect()
         logging.getLogger("inspect_ai").setLevel(logging.ERROR)  # its warnings would bury the progress
         self.task_name, self.sample_ids = self._load_task()  # a wrong --task fails here, before a session exists
-        if MODEL_PLACEHOLDER not in model and not any(MODEL_PLACEHOLDER in str(v) for v in self.model_args.values()):
+        if not templated:
             self._model(None)  # so does a wrong --model
 
     # --------------------------------------------------------------- loading
