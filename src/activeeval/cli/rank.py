@@ -143,8 +143,9 @@ def rank_command(
 
     With --session, the scorer (--scorer 'python score.py {model} {item_id}', --harness lm-eval with
     --model-args 'pretrained={model}', or --harness inspect, the ids being Inspect models) scores the
-    (model, item) the ranker asks for, one at a time, until every adjacent pair is decided at --gamma or the budget is spent; every score is committed to the
-    session file, so Ctrl-C (exit 130) or a crash loses nothing: re-run the same command to resume.
+    (model, item) the ranker asks for, one at a time, until every adjacent pair is decided at --gamma or the
+    budget is spent; every score is committed to the session file, so Ctrl-C (exit 130) or a crash loses
+    nothing: re-run the same command to resume.
     `activeeval session status FILE` shows the ranking, pairwise confidences and ties.
     """
     from activeeval.ranking import check_gamma, check_pairing, load_costs

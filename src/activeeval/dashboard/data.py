@@ -108,7 +108,7 @@ class Board:
         files = self._files()
         for gone in set(self._open) - set(files.values()):
             self._drop(gone)
-        return [self._summary(sid, path) for sid, path in files.items()]
+        return [self._read(sid, path, full=False) for sid, path in files.items()]
 
     def detail(self, sid: str) -> dict[str, Any] | None:
         """Everything shown for one session, or None if no session has that id."""
@@ -116,9 +116,6 @@ class Board:
         if path is None:
             return None
         return self._read(sid, path, full=True)
-
-    def _summary(self, sid: str, path: Path) -> dict[str, Any]:
-        return self._read(sid, path, full=False)
 
     def _read(self, sid: str, path: Path, full: bool) -> dict[str, Any]:
         head: dict[str, Any] = {"id": sid, "path": str(path), "name": path.name}
