@@ -295,4 +295,5 @@ def test_cli_reference_build_from_helm_and_alpaca_eval(tmp_path) -> None:
     r = runner.invoke(app, ["reference", "build", "--from", "lm-eval", runs[0], "--out", str(tmp_path / "b.csv")])
     assert r.exit_code == 2 and r.stderr.startswith("error: --from lm-eval needs --task")
     r = runner.invoke(app, ["reference", "build", "--from", "openai", runs[0], "--out", str(tmp_path / "c.csv")])
-    assert r.exit_code == 2 and r.stderr == "error: --from must be one of lm-eval, helm, alpaca-eval, got 'openai'\n"
+    assert r.exit_code == 2
+    assert r.stderr == "error: --from must be one of lm-eval, helm, alpaca-eval, inspect, got 'openai'\n"
