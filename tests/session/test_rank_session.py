@@ -125,7 +125,8 @@ def test_rank_cli_argument_errors(tmp_path, ref_file, alpaca) -> None:
     assert err("--session", f, "--models", "a,b", "--scorer", "x {model} {item_id}").startswith(
         f"error: session '{f}' does not exist yet: give --reference and --models M1,M2,... to create it")
     assert err("--session", f, "--reference", str(ref_file), "--models", "a,b") == (
-        "error: give exactly one of --scorer 'COMMAND {item_id}' or --harness lm-eval (with --model, --task)\n")
+        "error: give exactly one of --scorer 'COMMAND {item_id}' or --harness lm-eval / --harness inspect (with "
+        "--model, --task)\n")
     assert err("--reference", str(ref_file), "--scorer", "x {model} {item_id}").startswith(
         "error: --scorer/--harness/--reference rank new models for real: give --session FILE too")
     assert err("--session", f, "--dataset", "alpacaeval2", "--scorer", "x {model} {item_id}").startswith(

@@ -3,15 +3,15 @@
 Thin layer: argument parsing, output and files only; the work is in
 :mod:`activeeval.experiments` (protocol, runner, metrics, tables, plots).
 Files go to a temporary directory next to ``--out`` and are moved into place
-only when everything is written, so an error leaves nothing half-written.
+only when everything is written, so an error leaves nothing half-written
+(:func:`activeeval._files.output_folder`); ``--out`` must be new or empty, or
+(with ``--force``) a results folder activeeval wrote before.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -126,11 +126,16 @@ def _shared_order(orders: str) -> bool:
     return orders == "shared"
 
 
-def _check_out(out: Optional[Path]) -> None:
-    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigurationError(
-            f"--out {str(out)!r} already exists and is not an empty directory; choose a new directory or remove it"
-        )
+OUT_RULE = "new or empty, or with --force the results folder of an earlier run (never a folder of other files)."
+FORCE = typer.Option(False, "--force", help="Replace --out if it holds the results of an earlier run.")
+
+
+def _check_out(out: Optional[Path], force: bool) -> None:
+    """Refuse --out before the run (the same check runs again before the results are moved into place)."""
+    if out is not None:
+        from activeeval._files import check_output_folder
+
+        check_output_folder(out, overwrite=force, what="--out")
 
 
 def default_format() -> str:
@@ -235,12 +240,6 @@ def _payload(result, summary: dict) -> dict:  # noqa: ANN001
     }
 
 
-def _finish_out(tmp: Path, out: Path) -> None:
-    if out.exists():  # an empty directory (checked before the run)
-        out.rmdir()
-    shutil.move(str(tmp), str(out))
-
-
 @app.command("backtest")
 @cli_errors
 def backtest_command(
@@ -271,7 +270,8 @@ def backtest_command(
     workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes. [default: all cores]"),
     backend: str = typer.Option("local", "--backend", help="local, ray or dask."),
     address: Optional[str] = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]"),
-    out: Optional[Path] = typer.Option(None, "--out", help="Directory for raw results and PNG plots (must be new)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory for raw results and PNG plots: " + OUT_RULE),
+    force: bool = FORCE,
     epsilon2: float = typer.Option(0.03, "--epsilon2", help="ε2 of the 'at stop' columns (the sweep is always run)."),
     split_seed: int = typer.Option(
         0, "--split-seed", help="Seed of the random targets (interpolation; --multi-target --correlation low)."),
@@ -316,7 +316,7 @@ def backtest_command(
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
     names, method_options = _method_flags(_parse_methods(methods), likelihood, prior_weights)
-    _check_out(out)
+    _check_out(out, force)
     _check_multi_target_flags(multi_target, correlation, regime)
     if not (epsilon2 > 0):
         raise ConfigurationError(f"--epsilon2 must be > 0, got {epsilon2}")
@@ -351,16 +351,11 @@ def backtest_command(
         result = run_backtest(matrix, config, workers=workers, backend=backend, address=address, progress=update)
     summary = summarize(result, epsilon2)
     if out is not None:
-        out = out.expanduser()
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".backtest-", dir=out.parent))
-        try:
+        from activeeval._files import output_folder
+
+        with output_folder(out, overwrite=force, what="--out") as tmp:
             _write_result(result, summary, tmp, "", output_format, plots)
             (tmp / "config.json").write_text(json.dumps(_config_dict(config, dataset), indent=2) + "\n")
-            _finish_out(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
     if as_json:
         payload = _payload(result, summary)
         keys = ("dataset", "regime", "methods") + (("correlation", "targets") if config.multi_target else ())
@@ -452,7 +447,7 @@ def _print_table(result, summary: dict, epsilon2: float) -> None:  # noqa: ANN00
 REPRO_WORKERS = typer.Option(None, "--workers", help="Worker processes. [default: all cores]")
 REPRO_BACKEND = typer.Option("local", "--backend", help="local, ray or dask.")
 REPRO_ADDRESS = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]")
-REPRO_OUT = typer.Option(None, "--out", help="Directory for raw results (must be new).")
+REPRO_OUT = typer.Option(None, "--out", help="Directory for raw results: " + OUT_RULE)
 REPRO_FORMAT = typer.Option(None, "--format", help=FORMAT_HELP)
 REPRO_PROGRESS = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr.")
 REPRO_ORDERS = typer.Option(
@@ -481,22 +476,17 @@ def _run_reproduction(plan: list[tuple], workers: Optional[int], backend: str, a
     return results
 
 
-def _write_reproduction(out: Optional[Path], results: dict[str, tuple], output_format: str, name: str,
-                        meta: dict) -> None:
+def _write_reproduction(out: Optional[Path], force: bool, results: dict[str, tuple], output_format: str,
+                        name: str, meta: dict) -> None:
     """Raw results of every run (prefixed by its key) and ``{name}.json`` with ``meta``, all or nothing."""
     if out is None:
         return
-    out = out.expanduser()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".reproduce-", dir=out.parent))
-    try:
+    from activeeval._files import output_folder
+
+    with output_folder(out, overwrite=force, what="--out") as tmp:
         for key, (res, summ) in results.items():
             _write_result(res, summ, tmp, key, output_format, plots=False)
         (tmp / f"{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
-        _finish_out(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def _print_reproduction(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], width: int = 150) -> None:
@@ -531,6 +521,7 @@ def table1_command(
     backend: str = REPRO_BACKEND,
     address: Optional[str] = REPRO_ADDRESS,
     out: Optional[Path] = REPRO_OUT,
+    force: bool = FORCE,
     output_format: Optional[str] = REPRO_FORMAT,
     progress: bool = REPRO_PROGRESS,
     orders: str = REPRO_ORDERS,
@@ -548,7 +539,7 @@ def table1_command(
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
     names = _parse_methods(methods)
-    _check_out(out)
+    _check_out(out, force)
     wanted = _reproduce_datasets(datasets, tuple(PAPER_TABLE1), f"Table 1 rows exist for {', '.join(PAPER_TABLE1)}")
     if BASELINE not in names:
         names = names + (BASELINE,)
@@ -569,7 +560,8 @@ def table1_command(
                 "ours_extrapolation": results[f"{d}_extrapolation_"][1][name]["ew_irmse"],
                 "paper_extrapolation": paper[1],
             })
-    _write_reproduction(out, results, output_format, "table1", {"seeds": seeds, "wall_time_s": wall, "rows": rows})
+    _write_reproduction(out, force, results, output_format, "table1",
+                        {"seeds": seeds, "wall_time_s": wall, "rows": rows})
     if as_json:
         print_json({"seeds": seeds, "wall_time_s": round(wall, 1), "rows": rows})
         return
@@ -603,6 +595,7 @@ def table2_command(
     backend: str = REPRO_BACKEND,
     address: Optional[str] = REPRO_ADDRESS,
     out: Optional[Path] = REPRO_OUT,
+    force: bool = FORCE,
     output_format: Optional[str] = REPRO_FORMAT,
     progress: bool = REPRO_PROGRESS,
     orders: str = REPRO_ORDERS,
@@ -627,7 +620,7 @@ def table2_command(
 
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
-    _check_out(out)
+    _check_out(out, force)
     if seeds < 1:
         raise ConfigurationError(f"--seeds must be a positive integer, got {seeds}")
     paper_sets, continuous = _table2_datasets()
@@ -669,7 +662,7 @@ def table2_command(
             })
             shown.append((r.method, table2_note(d, r, regimes[d], short=True)))
     meta = {"seeds": seeds, "targets": targets, "wall_time_s": round(wall, 1), "regimes": regimes, "rows": rows}
-    _write_reproduction(out, results, output_format, "table2", meta)
+    _write_reproduction(out, force, results, output_format, "table2", meta)
     if as_json:
         print_json(meta)
         return

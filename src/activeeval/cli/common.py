@@ -6,6 +6,7 @@ import contextlib
 import functools
 import json
 import math
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -65,8 +66,7 @@ def _main(
         try:
             shared_data_dir(data_dir)
         except ActiveEvalError as exc:
-            typer.echo(f"error: {str(exc).replace('data_dir=', '--data-dir ')}", err=True)
-            raise typer.Exit(2) from exc
+            raise fail(cli_message(exc)) from exc
         os.environ[SHARED_DATA_ENV] = data_dir  # what every command's dataset lookup reads
 
 
@@ -159,6 +159,37 @@ def one_line(message: object) -> str:
     return " ".join(str(message).split())
 
 
+# The fixes library messages spell as Python keywords, and what a command-line user types instead. One pass,
+# longest phrase first, so a replacement is never replaced again (tests check that each phrase is still in the
+# library's messages, and that commands print the flags).
+CLI_FIXES = {
+    "score_range=(low, high) (None for unbounded scores)": "--score-range LOW HIGH",
+    "score_range=(low, high)": "--score-range LOW HIGH",
+    "a wider score_range": "a wider --score-range LOW HIGH",
+    "kind='continuous'": "--kind continuous",
+    "kind='binary'": "--kind binary",
+    "duplicate_models='drop_identical'": "--duplicate-models drop-identical",
+    "use dropna(axis='items')": "pass --missing items",
+    "use dropna(axis='models')": "pass --missing models",
+    "call .dropna() to drop incomplete models or items": "pass --missing models or --missing items to drop them",
+    "item_column=NAME": "--item-column NAME",
+    "score_column=NAME": "--score-column NAME",
+    "overwrite=True": "--force",
+    "data_dir=": "--data-dir ",
+}
+_FIX_RE = re.compile("|".join(re.escape(k) for k in sorted(CLI_FIXES, key=len, reverse=True)))
+# "--missing (missing=)": a message naming both spellings; the flag is enough here.
+_BOTH_RE = re.compile(r"(--[a-z][\w-]*) \(\w+=\)")
+# "--score-range LOW HIGH (--score-range LOW HIGH)": a message that gave both, once translated.
+_TWICE_RE = re.compile(r"(--[a-z][\w-]*(?: [A-Z]+)*) \(\1\)")
+
+
+def cli_message(exc: BaseException) -> str:
+    """A library error's message with its fixes as command-line flags (see :data:`CLI_FIXES`)."""
+    text = _FIX_RE.sub(lambda m: CLI_FIXES[m.group()], str(exc))
+    return _TWICE_RE.sub(r"\1", _BOTH_RE.sub(r"\1", text))
+
+
 def fail(message: object) -> typer.Exit:
     """Print ``error: message`` as one line on stderr; return Exit(2) for the caller to raise."""
     typer.echo(f"error: {one_line(message)}", err=True)
@@ -180,7 +211,7 @@ def cli_errors(func: F) -> F:
                 try:
                     return func(*args, **kwargs)
                 except ActiveEvalError as exc:
-                    raise fail(exc) from None
+                    raise fail(cli_message(exc)) from None
         finally:
             # Re-emit outside the recording context: showing a warning inside
             # it would append to `caught` while we iterate over it.

@@ -2,7 +2,7 @@
 
 Thin layer: argument parsing and printing only; the work is in
 :mod:`activeeval.ranking`, :mod:`activeeval.session.ranking` (real mode: a
-crash-safe session, your scorer or lm-eval) and
+crash-safe session, your scorer, lm-eval or Inspect) and
 :mod:`activeeval.experiments.ranking_eval` (simulation). Heavy modules are
 imported inside the commands, so other commands start fast.
 """
@@ -119,7 +119,7 @@ def rank_command(
     kind: Optional[str] = KIND,
     score_range: Optional[tuple[float, float]] = SCORE_RANGE,
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds allowed per scorer call. [default: none]"),
+    timeout: Optional[float] = h.TIMEOUT,
     model: Optional[str] = h.LM_MODEL,
     model_args: str = h.LM_MODEL_ARGS,
     task: Optional[str] = h.LM_TASK,
@@ -131,14 +131,21 @@ def rank_command(
     device: Optional[str] = h.LM_DEVICE,
     gen_kwargs: Optional[str] = h.LM_GEN,
     apply_chat_template: bool = h.LM_CHAT,
+    model_arg: Optional[list[str]] = h.IN_MODEL_ARG,
+    task_arg: Optional[list[str]] = h.IN_TASK_ARG,
+    score_name: Optional[str] = h.IN_SCORE_NAME,
+    value_map: Optional[str] = h.IN_VALUE_MAP,
+    epochs: Optional[int] = h.IN_EPOCHS,
+    log_dir: Optional[str] = h.IN_LOG_DIR,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Rank models adaptively: new models with --session and a scorer, or held-out models by simulation.
 
-    With --session, the scorer (--scorer 'python score.py {model} {item_id}', or --harness lm-eval with
-    --model-args 'pretrained={model}') scores the (model, item) the ranker asks for, one at a time, until
-    every adjacent pair is decided at --gamma or the budget is spent; every score is committed to the
-    session file, so Ctrl-C (exit 130) or a crash loses nothing: re-run the same command to resume.
+    With --session, the scorer (--scorer 'python score.py {model} {item_id}', --harness lm-eval with
+    --model-args 'pretrained={model}', or --harness inspect, the ids being Inspect models) scores the
+    (model, item) the ranker asks for, one at a time, until every adjacent pair is decided at --gamma or the
+    budget is spent; every score is committed to the session file, so Ctrl-C (exit 130) or a crash loses
+    nothing: re-run the same command to resume.
     `activeeval session status FILE` shows the ranking, pairwise confidences and ties.
     """
     from activeeval.ranking import check_gamma, check_pairing, load_costs
@@ -149,7 +156,9 @@ def rank_command(
     if session is not None:
         lm = {"model": model, "model_args": model_args, "task": task, "metric": metric, "filter_name": filter_name,
               "include_path": include_path, "num_fewshot": num_fewshot, "batch_size": batch_size, "device": device,
-              "gen_kwargs": gen_kwargs, "apply_chat_template": apply_chat_template}
+              "gen_kwargs": gen_kwargs, "apply_chat_template": apply_chat_template, "model_arg": model_arg,
+              "task_arg": task_arg, "score_name": score_name, "value_map": value_map, "epochs": epochs,
+              "log_dir": log_dir}
         if dataset is not None or holdout is not None:
             raise ConfigurationError("--dataset/--holdout simulate a ranking; with --session give --reference and "
                                      "--models (the new models to rank)")
