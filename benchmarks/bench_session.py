@@ -6,6 +6,8 @@ Usage::
     python benchmarks/bench_session.py --items 20000 --methods rs-mean --repeats 3
     python benchmarks/bench_session.py --items 12000 --models 2000 --methods rs-mean,bayesame --repeats 3
                                                                         # a 48 MB reference (24 M cells, issue 24)
+    python benchmarks/bench_session.py --items 20000 --methods bayesame --no-cache
+                                                                        # every command without the user cache
     python benchmarks/bench_session.py --smoke                          # 200 items x 20 models, rs-mean, 1 run
 
 Setup: a synthetic binary reference (50 models, a 1PL response model, seed 0)
@@ -14,7 +16,9 @@ command is run as its own process (``python -m activeeval ...``), as a user
 runs it, so the times include Python start-up and imports; peak memory is
 the process's maximum resident set (``wait4``). The user cache (parsed
 reference files, session snapshots) is a fresh folder of the run
-(``ACTIVEEVAL_CACHE``), as on a user's first use. ``new`` is run ``--repeats``
+(``ACTIVEEVAL_CACHE``), as on a user's first use; ``--no-cache`` runs every
+command with ``activeeval --no-cache`` (no parse cache, no snapshots: what
+the cache buys). ``new`` is run ``--repeats``
 times on fresh files; then, on one session, ``next`` / ``record`` (of the item
 just handed out) / ``status`` are each run ``--repeats`` times. The table
 shows medians and maxima (and, first, those of ``activeeval --version``: the
@@ -88,7 +92,9 @@ def main() -> None:
     ap.add_argument("--methods", default="bayesame,rs-mean", help="comma-separated method specs")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--smoke", action="store_true", help="200 items x 20 models, rs-mean, one run of each command")
+    ap.add_argument("--no-cache", action="store_true", help="run every command with `activeeval --no-cache`")
     a = ap.parse_args()
+    flags = ["--no-cache"] if a.no_cache else []
     if a.smoke:
         a.items, a.models, a.methods, a.repeats = "200", 20, "rs-mean", 1
     header = (f"{'items':>6} {'models':>6} {'method':<10} {'command':<8} {'median s':>9} {'max s':>7} "
@@ -109,7 +115,7 @@ def main() -> None:
                 times, peaks = [], []
                 for r in range(a.repeats):
                     f = folder / f"s{n_items}-{method}-{r}.aeval"
-                    wall, peak, _ = run(["session", "new", str(f), "--reference", str(ref), "--seed", "0",
+                    wall, peak, _ = run([*flags, "session", "new", str(f), "--reference", str(ref), "--seed", "0",
                                          "--method", method])
                     times.append(wall)
                     peaks.append(peak)
@@ -121,14 +127,14 @@ def main() -> None:
                 results: dict[str, tuple[list[float], list[float]]] = {
                     c: ([], []) for c in ("next", "record", "status")}
                 for _ in range(a.repeats):
-                    wall, peak, out = run(["session", "next", str(f)])
+                    wall, peak, out = run([*flags, "session", "next", str(f)])
                     results["next"][0].append(wall)
                     results["next"][1].append(peak)
                     item = out.split()[0]
-                    wall, peak, _ = run(["session", "record", str(f), item, "1"])
+                    wall, peak, _ = run([*flags, "session", "record", str(f), item, "1"])
                     results["record"][0].append(wall)
                     results["record"][1].append(peak)
-                    wall, peak, _ = run(["session", "status", str(f)])
+                    wall, peak, _ = run([*flags, "session", "status", str(f)])
                     results["status"][0].append(wall)
                     results["status"][1].append(peak)
                 size = f.stat().st_size / 1e6
