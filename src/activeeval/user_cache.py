@@ -17,15 +17,17 @@ one command; the library's readers and sessions take ``cache=False``.
 
 An entry is one file, ``<folder>/<kind>/<key>.aec``::
 
-    b"AECACHE1"                      8 bytes
-    SHA-256 of everything below      32 bytes
+    b"AECACHE2"                      8 bytes
+    CRC-32 of everything below       8 bytes, little-endian
     header length                    8 bytes, little-endian
     header                           JSON: kind, key, meta, and each array's dtype, shape, offset
     the arrays' bytes                each at a 64-byte aligned offset
 
 It is written to a temporary file and renamed into place (a reader sees the
 old entry or the new one, never half of one). An entry that is damaged
-(checksum), of another format, or stored under another kind or key is
+(its CRC-32: the check is for damage, such as a disk error or a file cut
+short; it is no seal, and needs none, since nothing in an entry is run and
+every use checks its key), of another format, or stored under another kind or key is
 ignored: the caller derives the data again and stores them anew. Writing
 never fails a command (a read-only or full disk just means no cache). The
 folder is kept under :data:`MAX_BYTES`, dropping the entries read least
@@ -44,6 +46,7 @@ import mmap
 import os
 import secrets
 import sys
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +60,8 @@ CACHE_ENV = "ACTIVEEVAL_CACHE"
 OFF = "off"
 # Keep the folder under this size (the least recently read entries go first).
 MAX_BYTES = 2 * 2**30
-_MAGIC = b"AECACHE1"
+_MAGIC = b"AECACHE2"  # 1 had a SHA-256 in place of the CRC
+_HEAD = 24  # magic, checksum, header length
 _FORMAT = 1
 _ALIGN = 64
 _SUFFIX = ".aec"
@@ -143,7 +147,7 @@ def load(kind: str, entry_key: str) -> Entry | None:
         return None
     try:
         with open(path, "rb") as fh:
-            if os.fstat(fh.fileno()).st_size < 48:
+            if os.fstat(fh.fileno()).st_size < _HEAD:
                 return None
             buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
     except (OSError, ValueError):
@@ -164,18 +168,18 @@ def load(kind: str, entry_key: str) -> Entry | None:
 def _decode(buf: mmap.mmap, kind: str, entry_key: str) -> Entry | None:
     view = memoryview(buf)
     try:
-        if bytes(view[:8]) != _MAGIC or hashlib.sha256(view[40:]).digest() != bytes(view[8:40]):
+        if bytes(view[:8]) != _MAGIC or zlib.crc32(view[16:]) != int.from_bytes(view[8:16], "little"):
             return None
     finally:
         view.release()  # (an exported view would keep the map from being closed)
-    n = int.from_bytes(buf[40:48], "little")
-    header = json.loads(buf[48:48 + n].decode("utf-8"))
+    n = int.from_bytes(buf[16:_HEAD], "little")
+    header = json.loads(buf[_HEAD:_HEAD + n].decode("utf-8"))
     if header.get("format") != _FORMAT or header.get("kind") != kind or header.get("key") != entry_key:
         return None  # another format, or a file renamed from another entry
     meta = header["meta"]
     if not isinstance(meta, dict):
         return None
-    start = _aligned(48 + n)
+    start = _aligned(_HEAD + n)
     arrays = []
     for spec in header["arrays"]:
         dtype = np.dtype(str(spec["dtype"]))
@@ -209,20 +213,20 @@ def store(kind: str, entry_key: str, meta: Mapping[str, Any], arrays: Sequence[n
         offset = _aligned(offset + a.nbytes)
     text = json.dumps({"format": _FORMAT, "kind": kind, "key": entry_key, "meta": dict(meta), "arrays": specs},
                       allow_nan=True).encode()
-    parts: list[Any] = [len(text).to_bytes(8, "little"), text, bytes(_aligned(48 + len(text)) - 48 - len(text))]
+    parts: list[Any] = [len(text).to_bytes(8, "little"), text, bytes(_aligned(_HEAD + len(text)) - _HEAD - len(text))]
     position = 0
     for spec, block in zip(specs, blocks):
         parts += [bytes(spec["offset"] - position), block]
         position = spec["offset"] + block.nbytes
-    digest = hashlib.sha256()
+    crc = 0
     for part in parts:
-        digest.update(part)
+        crc = zlib.crc32(part, crc)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as fh:
             fh.write(_MAGIC)
-            fh.write(digest.digest())
+            fh.write(crc.to_bytes(8, "little"))
             for part in parts:
                 fh.write(part)
         os.replace(tmp, path)

@@ -63,7 +63,8 @@ __all__ = ["SNAPSHOT_AFTER_SECONDS", "ALLOWED_MODULES", "TellDigest", "snapshot_
 SNAPSHOT_FORMAT = 2  # 1 was a pickle in the session file
 # Write a snapshot once rebuilding (building the method and replaying scores) took longer than this.
 SNAPSHOT_AFTER_SECONDS = 0.25
-# Reading a cache entry and checking its SHA-256 runs at about 300 MB/s here (benchmarks/bench_session.py);
+# Reading a cache entry (mapping it, checking its CRC-32) runs faster than 300 MB/s here, loaded or not
+# (benchmarks/bench_session.py);
 # a snapshot is kept only if loading it should take at most half the rebuild it saves (a method that caches a
 # large matrix may be cheaper to rebuild than to load).
 LOAD_BYTES_PER_SECOND = 300e6
