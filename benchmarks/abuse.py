@@ -412,7 +412,7 @@ def big_reference(d: Path, w: World) -> tuple[str, str]:
     runs: dict[Path, list[Result]] = {s: [], small: []}
     for k in range(3):
         for session, runs_of in runs.items():
-            r = cli("session", "record", session, f"q{k}", "1", cwd=d)
+            r = cli("session", "record", session, f"q{k}" if session == s else f"q{k:02d}", "1", cwd=d)
             if r.rc != 0:
                 return r.outcome, r.message
             runs_of.append(r)
