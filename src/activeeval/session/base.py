@@ -72,9 +72,18 @@ def stopping_of(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {new: kw.get(old) for old, new in _LEGACY_KEYS.items()}
 
 
+# The default BayesAME stores what it derived from the reference (its fit and calibration) and, since issue 25,
+# the two defaults that issue changed; a file written before has neither of the latter: it replays as it was made.
+_BAYESAME_BEFORE_25 = {"calibrate_by": "pooled", "warmup": 0}
+
+
 def method_options_of(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The method's constructor options: the stored ones without the stopping settings older files kept there."""
-    return {k: v for k, v in settings["method_kwargs"].items() if k not in _LEGACY_KEYS}
+    options = {k: v for k, v in settings["method_kwargs"].items() if k not in _LEGACY_KEYS}
+    if settings.get("method") in ("bayesame", "bayesame-rs") and "hyperparameters" in options \
+            and "calibrate_by" not in options:
+        options = {**_BAYESAME_BEFORE_25, **options}
+    return options
 
 # The module of each session kind, imported when a file of that kind is opened.
 _KIND_MODULES = {"single": "activeeval.session.session", "rank": "activeeval.session.ranking",
