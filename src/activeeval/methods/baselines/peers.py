@@ -41,7 +41,7 @@ from activeeval.methods.base import BaseMethod, random_order
 from activeeval.methods.baselines._common import eq9_variance, fast_replay, prior_estimate, worst_case_var
 from activeeval.methods.estimate import Estimate
 
-__all__ = ["AIPWRidge", "RSLearn", "aipw_ridge_estimates", "rs_learn_estimates", "RS_LEARN_ALPHAS"]
+__all__ = ["AIPWRidge", "RSLearn", "AIPW_ALPHA", "RS_LEARN_ALPHAS"]
 
 #: benchmark-prediction's AIPWPred penalty.
 AIPW_ALPHA = 10.0
@@ -81,28 +81,6 @@ def _aipw_from_moments(
     return mean, var
 
 
-def aipw_ridge_estimates(phi: np.ndarray, observed: np.ndarray, scores: np.ndarray,
-                         alpha: float = AIPW_ALPHA) -> tuple[float, float]:
-    """AIPW-ridge (R̂, Var) of one target from its scores on the items ``observed`` (n ≥ 1).
-
-    ``phi`` (N, K): the reference models' scores of every item.
-    """
-    n_items = phi.shape[0]
-    y = np.asarray(scores, dtype=float)
-    n = y.size
-    if n >= n_items:
-        return float(y.mean()), 0.0
-    x = phi[observed]
-    fallback = np.array([_rs_var(y, n_items, _worst(phi))])
-    mean, var = _aipw_from_moments(n, n_items, x.sum(0), x.T @ x, y.sum(keepdims=True), (x.T @ y)[:, None],
-                                   (y @ y)[None], phi.sum(0), fallback, alpha)
-    return float(mean[0]), float(var[0])
-
-
-def _worst(phi: np.ndarray) -> float:
-    return float(((phi.max() - phi.min()) / 2.0) ** 2) if phi.size else 0.25
-
-
 def _rs_var(y: np.ndarray, n_items: int, worst: float) -> float:
     n = y.size
     return eq9_variance(y, np.full(n, 1.0 / n), n_items, worst)
@@ -117,23 +95,34 @@ class AIPWRidge(BaseMethod):
         super().__init__(reference, **kwargs)  # type: ignore[arg-type]
         self.alpha = float(alpha)
         self._phi = np.ascontiguousarray(self.reference.scores.T, dtype=float)
+        k = self._phi.shape[1]
+        self._sx, self._sxx, self._sxy = np.zeros(k), np.zeros((k, k)), np.zeros((k, 1))
+        self._sy, self._syy = np.zeros(1), np.zeros(1)
 
     def _update(self, item: int, score: float) -> None:
-        pass
+        # the sums the replay keeps, in its order (so the two agree to the last bit)
+        x, y = self._phi[item], np.array([score])
+        self._sx += x
+        self._sxx += np.outer(x, x)
+        self._sy += y
+        self._sxy += np.outer(x, y)
+        self._syy += y * y
 
     def _current_estimate(self) -> Estimate:
         n = self.n_observed
         if n == 0:
             mean, var = prior_estimate(self.reference)
             return Estimate(mean, var, 0, self.n_items, self._bounds())
-        items = np.asarray(self.observed_items, dtype=np.intp)
         scores = np.asarray(self.observed_scores, dtype=float)
         if n == 1:
             return Estimate(float(scores[0]), worst_case_var(self.reference) * (1 - 1 / self.n_items), 1,
                             self.n_items, self._bounds())
-        mean, var = aipw_ridge_estimates(self._phi, items, scores, self.alpha)
-        mean = _clip(mean, self.reference)
-        return Estimate(mean, var, n, self.n_items, self._bounds())
+        if n >= self.n_items:
+            return Estimate(float(self._sy[0] / n), 0.0, n, self.n_items, self._bounds())
+        fallback = np.array([_rs_var(scores, self.n_items, worst_case_var(self.reference))])
+        mean, var = _aipw_from_moments(n, self.n_items, self._sx, self._sxx, self._sy, self._sxy, self._syy,
+                                       self._phi.sum(0), fallback, self.alpha)
+        return Estimate(_clip(float(mean[0]), self.reference), float(var[0]), n, self.n_items, self._bounds())
 
     @fast_replay
     def replay(reference: ScoreMatrix, truths: np.ndarray, seed: int, *,
@@ -205,33 +194,30 @@ def _rs_learn_from_gram(gram: np.ndarray, cross: np.ndarray, labels: np.ndarray,
     return pred, np.full(pred.shape, mse)
 
 
-def rs_learn_estimates(ref_scores: np.ndarray, observed: np.ndarray, scores: np.ndarray,
-                       alphas: tuple[float, ...] = RS_LEARN_ALPHAS) -> tuple[float, float]:
-    """RS-learn (R̂, Var) of one target from its scores on ``observed``; ``ref_scores`` (K, N)."""
-    z = ref_scores[:, observed]
-    zbar = z.mean(0)
-    zc = z - zbar
-    pred, mse = _rs_learn_from_gram(zc @ zc.T, zc @ (np.asarray(scores, dtype=float) - zbar)[:, None],
-                                    ref_scores.mean(1), alphas)
-    return float(pred[0]), float(mse[0])
-
-
 class RSLearn(BaseMethod):
     """Random Sampling-Learn with RidgeCV: random items, a model-level ridge (see module)."""
 
     name = "rs-learn"
 
+    def __init__(self, reference: ScoreMatrix, **kwargs: object) -> None:
+        super().__init__(reference, **kwargs)  # type: ignore[arg-type]
+        k = self.reference.n_models
+        self._gram, self._cross = np.zeros((k, k)), np.zeros((k, 1))
+
     def _update(self, item: int, score: float) -> None:
-        pass
+        # the sums the replay keeps, in its order (so the two agree to the last bit)
+        col = np.asarray(self.reference.scores[:, item], dtype=float)
+        c = col - col.mean()
+        self._gram += np.outer(c, c)
+        self._cross += np.outer(c, np.array([score - col.mean()]))
 
     def _current_estimate(self) -> Estimate:
         n = self.n_observed
         if n == 0:
             mean, var = prior_estimate(self.reference)
             return Estimate(mean, var, 0, self.n_items, self._bounds())
-        items = np.asarray(self.observed_items, dtype=np.intp)
-        mean, var = rs_learn_estimates(self.reference.scores, items, np.asarray(self.observed_scores, float))
-        return Estimate(_clip(mean, self.reference), var, n, self.n_items, self._bounds())
+        pred, mse = _rs_learn_from_gram(self._gram, self._cross, self.reference.scores.mean(1), RS_LEARN_ALPHAS)
+        return Estimate(_clip(float(pred[0]), self.reference), float(mse[0]), n, self.n_items, self._bounds())
 
     @fast_replay
     def replay(reference: ScoreMatrix, truths: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
