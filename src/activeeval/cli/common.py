@@ -45,8 +45,22 @@ def _main(
         None, "--data-dir", metavar="DIR",
         help="Shared data folder (with catalog.json) for datasets not bundled, e.g. WMT21; as "
              "ACTIVEEVAL_SHARED_DATA. [default: beside the installed package, if any]"),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", metavar="N",
+        help="BLAS threads of activeeval's own numeric work (per backtest worker); your scorer and lm-eval keep "
+             "their own; as ACTIVEEVAL_THREADS. [default: 1]"),
 ) -> None:
     """Efficient, trustworthy LLM evaluation on a few actively chosen items."""
+    if threads is not None:
+        import os
+
+        from activeeval._threads import THREADS_ENV
+
+        if threads < 1:
+            typer.echo(f"error: --threads must be a positive integer (BLAS threads), got {threads}; e.g. --threads 1",
+                       err=True)
+            raise typer.Exit(2)
+        os.environ[THREADS_ENV] = str(threads)  # what every scope of activeeval._threads reads
     if data_dir is not None:
         import os
 
@@ -159,16 +173,22 @@ def cli_errors(func: F) -> F:
     """Turn library errors into a one-line message and exit code 2.
 
     Warnings are printed on stderr once each, after the command: missing-score
-    drops as ``note:`` lines, anything else as ``warning:`` lines.
+    drops as ``note:`` lines, anything else as ``warning:`` lines. The
+    command's numeric work runs under activeeval's BLAS thread limit
+    (:mod:`activeeval._threads`; applied once numeric work starts, so a
+    command that needs none does not load SciPy for it).
     """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from activeeval._threads import limit_threads
+
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", MissingScoresWarning)
                 try:
-                    return func(*args, **kwargs)
+                    with limit_threads(defer=True):
+                        return func(*args, **kwargs)
                 except ActiveEvalError as exc:
                     raise fail(exc) from None
         finally:

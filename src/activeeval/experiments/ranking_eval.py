@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from activeeval._threads import numeric
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, InvalidScoresError
 from activeeval.irt.continuous import (
@@ -323,6 +324,7 @@ class RunRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@numeric  # one thread-limit scope for the whole simulation (activeeval._threads)
 def simulate_ranking(
     matrix: ScoreMatrix,
     holdout: Sequence[str],

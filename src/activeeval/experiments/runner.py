@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from activeeval._threads import active_limit, limit_threads
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.experiments.protocol import BacktestConfig, Split, make_split, method_seed, sample_references
@@ -289,48 +290,37 @@ def run_task(
 _WORKER: dict = {}
 
 
-def _limit_threads() -> None:
-    # one BLAS/OpenMP thread per worker: the parallelism is across tasks
-    try:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(1)
-    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-        pass
+def _task(matrix: ScoreMatrix, config: BacktestConfig, split: Split, method: str, seed_index: int, threads: int
+          ) -> tuple[str, int, np.ndarray | None, np.ndarray | None]:
+    """:func:`run_task` under the BLAS thread limit ``threads`` (per worker: the parallelism is across tasks)."""
+    with limit_threads(threads):
+        return run_task(matrix, config, split, method, seed_index)
 
 
-def _init_worker(matrix: ScoreMatrix, config: BacktestConfig, split: Split) -> None:
-    _limit_threads()
-    _WORKER.update(matrix=matrix, config=config, split=split)
+def _init_worker(matrix: ScoreMatrix, config: BacktestConfig, split: Split, threads: int) -> None:
+    _WORKER.update(matrix=matrix, config=config, split=split, threads=threads)
 
 
-def _worker_task(method: str, seed_index: int) -> tuple[str, int, np.ndarray, np.ndarray]:
-    return run_task(_WORKER["matrix"], _WORKER["config"], _WORKER["split"], method, seed_index)
+def _worker_task(method: str, seed_index: int) -> tuple[str, int, np.ndarray | None, np.ndarray | None]:
+    w = _WORKER
+    return _task(w["matrix"], w["config"], w["split"], method, seed_index, w["threads"])
 
 
-def _run_local(matrix, config, split, tasks, workers, on_done):  # noqa: ANN001, ANN202
+def _run_local(matrix, config, split, tasks, workers, threads, on_done):  # noqa: ANN001, ANN202
     if workers == 1:
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # pragma: no cover
-            threadpool_limits = None
-        ctx = threadpool_limits(1) if threadpool_limits is not None else None
-        try:
-            for method, s in tasks:
-                on_done(run_task(matrix, config, split, method, s))
-        finally:
-            if ctx is not None:
-                ctx.restore_original_limits()
+        for method, s in tasks:
+            on_done(_task(matrix, config, split, method, s, threads))
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(matrix, config, split)) as pool:
+    with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
+                             initargs=(matrix, config, split, threads)) as pool:
         futures = [pool.submit(_worker_task, method, s) for method, s in tasks]
         for fut in as_completed(futures):
             on_done(fut.result())
 
 
-def _run_ray(matrix, config, split, tasks, workers, on_done, address):  # noqa: ANN001, ANN202
+def _run_ray(matrix, config, split, tasks, workers, threads, on_done, address):  # noqa: ANN001, ANN202
     try:
         import ray
     except ImportError as exc:
@@ -343,13 +333,9 @@ def _run_ray(matrix, config, split, tasks, workers, on_done, address):  # noqa: 
         started = True
     try:
 
-        @ray.remote(num_cpus=1)
-        def remote_task(m, c, sp, method, s):  # noqa: ANN001, ANN202
-            _limit_threads()
-            return run_task(m, c, sp, method, s)
-
+        remote_task = ray.remote(num_cpus=1)(_task)
         refs = (ray.put(matrix), ray.put(config), ray.put(split))
-        pending = [remote_task.remote(*refs, method, s) for method, s in tasks]
+        pending = [remote_task.remote(*refs, method, s, threads) for method, s in tasks]
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             on_done(ray.get(done[0]))
@@ -358,7 +344,7 @@ def _run_ray(matrix, config, split, tasks, workers, on_done, address):  # noqa: 
             ray.shutdown()
 
 
-def _run_dask(matrix, config, split, tasks, workers, on_done, address):  # noqa: ANN001, ANN202
+def _run_dask(matrix, config, split, tasks, workers, threads, on_done, address):  # noqa: ANN001, ANN202
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError as exc:
@@ -373,12 +359,7 @@ def _run_dask(matrix, config, split, tasks, workers, on_done, address):  # noqa:
         client = Client(cluster)
     try:
         m_f, c_f, s_f = client.scatter([matrix, config, split], broadcast=True)
-
-        def dask_task(m, c, sp, method, s):  # noqa: ANN001, ANN202
-            _limit_threads()
-            return run_task(m, c, sp, method, s)
-
-        futures = [client.submit(dask_task, m_f, c_f, s_f, method, s, pure=False) for method, s in tasks]
+        futures = [client.submit(_task, m_f, c_f, s_f, method, s, threads, pure=False) for method, s in tasks]
         for fut in as_completed(futures):
             on_done(fut.result())
     finally:
@@ -447,13 +428,14 @@ def run_backtest(
         if progress is not None:
             progress(done, total)
 
+    threads = active_limit()  # the caller's scope, ACTIVEEVAL_THREADS or 1: per worker, passed to remote ones
     start = time.perf_counter()
     if backend == "local":
-        _run_local(matrix, config, split, tasks, int(workers), on_done)
+        _run_local(matrix, config, split, tasks, int(workers), threads, on_done)
     elif backend == "ray":
-        _run_ray(matrix, config, split, tasks, int(workers), on_done, address)
+        _run_ray(matrix, config, split, tasks, int(workers), threads, on_done, address)
     else:
-        _run_dask(matrix, config, split, tasks, int(workers), on_done, address)
+        _run_dask(matrix, config, split, tasks, int(workers), threads, on_done, address)
     for label, s in copies:
         source = _copy_source(config, label)
         means[label][:, s, :] = means[source][:, s, :]
