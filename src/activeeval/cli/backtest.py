@@ -2,16 +2,18 @@
 
 Thin layer: argument parsing, output and files only; the work is in
 :mod:`activeeval.experiments` (protocol, runner, metrics, tables, plots).
-Files go to a temporary directory next to ``--out`` and are moved into place
-only when everything is written, so an error leaves nothing half-written.
+With ``--out``, every finished task is kept in ``--out/tasks`` as it
+completes (:mod:`activeeval.experiments.checkpoint`), so Ctrl-C (exit 130), a
+crash or ``kill -9`` loses none of them and the same command resumes. The
+result files go to a temporary directory next to ``--out`` and are moved into
+place only when everything is written (the tasks are then removed), so an
+error leaves nothing half-written.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -25,15 +27,19 @@ from activeeval.cli.common import (
     DUPLICATE_MODELS,
     KIND,
     MISSING,
+    OUT_TASKS,
     PRIOR_WEIGHTS,
     SCORE_RANGE,
     app,
+    check_out,
     cli_errors,
+    interruptible,
     load_dataset,
     make_app,
     print_json,
     progress_bar,
     read_options,
+    write_out,
 )
 from activeeval.exceptions import ConfigurationError
 
@@ -126,11 +132,14 @@ def _shared_order(orders: str) -> bool:
     return orders == "shared"
 
 
-def _check_out(out: Optional[Path]) -> None:
-    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigurationError(
-            f"--out {str(out)!r} already exists and is not an empty directory; choose a new directory or remove it"
-        )
+def _task_store(out: Optional[Path], key: str = ""):  # noqa: ANN202
+    """Where run_backtest keeps the finished tasks of a run: --out's tasks folder (None without --out)."""
+    if out is None:
+        return None
+    from activeeval.experiments.checkpoint import TaskStore
+
+    folder = out.expanduser() / OUT_TASKS
+    return TaskStore(folder / key if key else folder, flag="--out")
 
 
 def default_format() -> str:
@@ -235,12 +244,6 @@ def _payload(result, summary: dict) -> dict:  # noqa: ANN001
     }
 
 
-def _finish_out(tmp: Path, out: Path) -> None:
-    if out.exists():  # an empty directory (checked before the run)
-        out.rmdir()
-    shutil.move(str(tmp), str(out))
-
-
 @app.command("backtest")
 @cli_errors
 def backtest_command(
@@ -316,7 +319,7 @@ def backtest_command(
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
     names, method_options = _method_flags(_parse_methods(methods), likelihood, prior_weights)
-    _check_out(out)
+    check_out(out)
     _check_multi_target_flags(multi_target, correlation, regime)
     if not (epsilon2 > 0):
         raise ConfigurationError(f"--epsilon2 must be > 0, got {epsilon2}")
@@ -345,22 +348,21 @@ def backtest_command(
     if method_options:
         _check_weights_cover(next(iter(method_options.values()))["weights"], matrix, config)
     check_batch(config, matrix.n_items)
-    if seeds is None:
-        _print_estimate(matrix, config, workers)
-    with progress_bar("backtest", progress and not as_json) as update:
-        result = run_backtest(matrix, config, workers=workers, backend=backend, address=address, progress=update)
+    store = _task_store(out)
+    with interruptible(out):
+        if seeds is None:
+            _print_estimate(matrix, config, workers)
+        with progress_bar("backtest", progress and not as_json) as update:
+            result = run_backtest(matrix, config, workers=workers, backend=backend, address=address,
+                                  progress=update, checkpoint=store)
     summary = summarize(result, epsilon2)
     if out is not None:
-        out = out.expanduser()
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".backtest-", dir=out.parent))
-        try:
-            _write_result(result, summary, tmp, "", output_format, plots)
-            (tmp / "config.json").write_text(json.dumps(_config_dict(config, dataset), indent=2) + "\n")
-            _finish_out(tmp, out)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+
+        def write(folder: Path) -> None:
+            _write_result(result, summary, folder, "", output_format, plots)
+            (folder / "config.json").write_text(json.dumps(_config_dict(config, dataset), indent=2) + "\n")
+
+        write_out(out, write)
     if as_json:
         payload = _payload(result, summary)
         keys = ("dataset", "regime", "methods") + (("correlation", "targets") if config.multi_target else ())
@@ -462,10 +464,11 @@ REPRO_JSON = typer.Option(False, "--json", help="Print one JSON object.")
 
 
 def _run_reproduction(plan: list[tuple], workers: Optional[int], backend: str, address: Optional[str],
-                      progress: bool, as_json: bool) -> dict[str, tuple]:
+                      progress: bool, as_json: bool, out: Optional[Path]) -> dict[str, tuple]:
     """Run each ``(key, ScoreMatrix, BacktestConfig)`` of ``plan``: {key: (BacktestResult, summary)}.
 
-    The key is also the file prefix in ``--out`` (``ifeval_interpolation_``).
+    The key is also the file prefix in ``--out`` (``ifeval_interpolation_``) and the name of the folder of
+    its finished tasks there (``tasks/ifeval_interpolation``).
     """
     from activeeval.experiments.runner import run_backtest
     from activeeval.experiments.tables import summarize
@@ -473,8 +476,10 @@ def _run_reproduction(plan: list[tuple], workers: Optional[int], backend: str, a
     results: dict[str, tuple] = {}
     for key, matrix, config in plan:
         label = key.rstrip("_").replace("_", " ")
-        with progress_bar(label, progress and not as_json) as update:
-            res = run_backtest(matrix, config, workers=workers, backend=backend, address=address, progress=update)
+        store = _task_store(out, key.rstrip("_"))
+        with interruptible(out), progress_bar(label, progress and not as_json) as update:
+            res = run_backtest(matrix, config, workers=workers, backend=backend, address=address, progress=update,
+                               checkpoint=store)
         results[key] = (res, summarize(res))
         if not as_json:
             typer.echo(f"{label}: {res.wall_time:.1f} s", err=True)
@@ -486,17 +491,13 @@ def _write_reproduction(out: Optional[Path], results: dict[str, tuple], output_f
     """Raw results of every run (prefixed by its key) and ``{name}.json`` with ``meta``, all or nothing."""
     if out is None:
         return
-    out = out.expanduser()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".reproduce-", dir=out.parent))
-    try:
+
+    def write(folder: Path) -> None:
         for key, (res, summ) in results.items():
-            _write_result(res, summ, tmp, key, output_format, plots=False)
-        (tmp / f"{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
-        _finish_out(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            _write_result(res, summ, folder, key, output_format, plots=False)
+        (folder / f"{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+    write_out(out, write)
 
 
 def _print_reproduction(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], width: int = 150) -> None:
@@ -548,7 +549,7 @@ def table1_command(
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
     names = _parse_methods(methods)
-    _check_out(out)
+    check_out(out)
     wanted = _reproduce_datasets(datasets, tuple(PAPER_TABLE1), f"Table 1 rows exist for {', '.join(PAPER_TABLE1)}")
     if BASELINE not in names:
         names = names + (BASELINE,)
@@ -556,7 +557,7 @@ def table1_command(
     plan = [(f"{d}_{regime}_", resolve(d), BacktestConfig(methods=names, regime=regime, ref_fraction=0.5, n_targets=10,
                                                           n_seeds=seeds, shared_order=shared))
             for d in wanted for regime in ("interpolation", "extrapolation")]
-    results = _run_reproduction(plan, workers, backend, address, progress, as_json)
+    results = _run_reproduction(plan, workers, backend, address, progress, as_json, out)
     wall = time.perf_counter() - start
     rows = []
     for d in wanted:
@@ -627,7 +628,7 @@ def table2_command(
 
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
-    _check_out(out)
+    check_out(out)
     if seeds < 1:
         raise ConfigurationError(f"--seeds must be a positive integer, got {seeds}")
     paper_sets, continuous = _table2_datasets()
@@ -652,7 +653,7 @@ def table2_command(
                     methods=labels, regime=regime, ref_fraction=0.5, n_targets=targets, n_seeds=seeds,
                     shared_order=shared, batch_size=k, myopic=True, batch_strategy="pair")))
             regimes.setdefault(d, {})[regime] = paper_regimes(matrix, config)
-    results = _run_reproduction(plan, workers, backend, address, progress, as_json)
+    results = _run_reproduction(plan, workers, backend, address, progress, as_json, out)
     wall = time.perf_counter() - start
     rows, shown = [], []
     for d in wanted:

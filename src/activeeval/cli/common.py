@@ -6,9 +6,13 @@ import contextlib
 import functools
 import json
 import math
+import os
+import shutil
 import sys
+import tempfile
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Optional, TypeVar
 
 import typer
@@ -151,6 +155,56 @@ def load_dataset(dataset: str, missing: str, read: dict):  # noqa: ANN201
     return matrix  # the methods drop incomplete reference models (targets need complete scores anyway)
 
 
+#: The folder of a backtest's ``--out`` that keeps its finished tasks until the run completes.
+OUT_TASKS = "tasks"
+
+
+def check_out(out: Optional[Path]) -> None:
+    """A backtest's --out is new, empty, or holds only the finished tasks of an interrupted run (it resumes)."""
+    if out is not None and out.exists() and (not out.is_dir() or any(p.name != OUT_TASKS for p in out.iterdir())):
+        raise ConfigurationError(
+            f"--out {str(out)!r} already exists and is not an empty directory; choose a new directory or remove it"
+        )
+
+
+@contextlib.contextmanager
+def interruptible(out: Optional[Path]) -> Iterator[None]:
+    """Ctrl-C during a backtest: say what was kept and how to resume, and exit 130 (128 + SIGINT)."""
+    from activeeval.experiments.checkpoint import MANIFEST, BacktestInterrupted
+
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        if out is None:
+            done = f" after {exc.done} of {exc.total} tasks" if isinstance(exc, BacktestInterrupted) else ""
+            typer.echo(f"interrupted{done}: nothing kept (give --out DIR to keep finished tasks and resume)", err=True)
+        else:
+            tasks = out.expanduser() / OUT_TASKS
+            kept = sum(1 for p in tasks.rglob("*") if p.suffix in (".npz", ".json") and p.name != MANIFEST
+                       and not p.name.startswith(".")) if tasks.is_dir() else 0
+            typer.echo(f"interrupted: {kept} finished task(s) kept in {str(out)!r}; re-run the same command to resume",
+                       err=True)
+        raise typer.Exit(130) from None
+
+
+def write_out(out: Path, write: Callable[[Path], None]) -> None:
+    """``write(folder)`` into a temporary folder beside --out, then move its files into --out and drop the finished
+    tasks kept there: an error leaves --out as it was."""
+    out = out.expanduser()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        write(tmp)
+        out.mkdir(exist_ok=True)
+        for entry in tmp.iterdir():
+            os.replace(entry, out / entry.name)
+        tmp.rmdir()
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(out / OUT_TASKS, ignore_errors=True)
+
+
 def interrupted(n_recorded: int) -> typer.Exit:
     """The Ctrl-C message and exit code 130 (128 + SIGINT), for the caller to raise."""
     typer.echo(f"interrupted: {n_recorded} scores recorded, re-run to resume", err=True)
@@ -220,6 +274,11 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def json_text(obj: Any) -> str:
+    """``obj`` as indented JSON text (NaN/inf become null, numpy scalars become numbers), with a final newline."""
+    return json.dumps(_jsonable(obj), indent=2) + "\n"
+
+
 def print_json(obj: Any) -> None:
-    """One JSON object on stdout (NaN/inf become null, numpy scalars become numbers)."""
-    sys.stdout.write(json.dumps(_jsonable(obj), indent=2) + "\n")
+    """One JSON object on stdout (as :func:`json_text`)."""
+    sys.stdout.write(json_text(obj))

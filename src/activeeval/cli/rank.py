@@ -9,6 +9,7 @@ imported inside the commands, so other commands start fast.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any, Optional
@@ -20,13 +21,18 @@ from activeeval.cli.common import (
     DUPLICATE_MODELS,
     KIND,
     MISSING,
+    OUT_TASKS,
     SCORE_RANGE,
     app,
+    check_out,
     cli_errors,
     fail,
+    interruptible,
     interrupted,
+    json_text,
     print_json,
     read_options,
+    write_out,
 )
 from activeeval.exceptions import ConfigurationError
 
@@ -287,6 +293,9 @@ def rank_backtest_command(
         "error on the items it took, where larger. [default: on; off with --calibration paper]"),
     pairing: str = typer.Option("own", "--pairing", help="Item choice: own (each model's method) or partner "
                                 "(pair-aware)."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Directory for the summary and every held-out set's record (must be new); it keeps each "
+        "finished set as it completes, so an interrupted run resumes when the same command is run again."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """The paper's Table 2/3/4 protocol: adaptive vs random vs static vs fixed-length, tie detection."""
@@ -294,47 +303,66 @@ def rank_backtest_command(
     from rich.table import Table
 
     from activeeval.datasets import resolve
-    from activeeval.experiments.ranking_eval import run_family_holdout, run_rank_backtest, summarize_rank_backtest
+    from activeeval.experiments.checkpoint import TaskStore
+    from activeeval.experiments.ranking_eval import (
+        record_to_json,
+        run_family_holdout,
+        run_rank_backtest,
+        summarize_rank_backtest,
+    )
     from activeeval.ranking import check_gamma, check_pairing
 
     check_gamma(gamma)
     method = _method(method)
     check_pairing(pairing)
     cal_kw = _calibration(method, calibration, response, local_error)
+    check_out(out)
     matrix = resolve(dataset)
-    if families is not None:
-        fams = [f.strip() for f in families.split(",") if f.strip()]
-        records = run_family_holdout(matrix, fams, method=method, seeds=seeds, gamma=gamma,
-                                     budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed,
-                                     pairing=pairing, **cal_kw)
-        folds, holdout = 1, len(records[0].models)
-    else:
-        records = run_rank_backtest(matrix, method=method, folds=folds, holdout=holdout, seeds=seeds, gamma=gamma,
-                               budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed,
-                               pairing=pairing, **cal_kw)
+    store = None if out is None else TaskStore(out.expanduser() / OUT_TASKS, flag="--out")
+    with interruptible(out):
+        if families is not None:
+            fams = [f.strip() for f in families.split(",") if f.strip()]
+            records = run_family_holdout(matrix, fams, method=method, seeds=seeds, gamma=gamma,
+                                         budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed,
+                                         pairing=pairing, checkpoint=store, **cal_kw)
+            folds, holdout = 1, len(records[0].models)
+        else:
+            records = run_rank_backtest(matrix, method=method, folds=folds, holdout=holdout, seeds=seeds, gamma=gamma,
+                                        budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed,
+                                        pairing=pairing, checkpoint=store, **cal_kw)
     s = summarize_rank_backtest(records)
+    payload = {
+        "dataset": dataset, "method": method,
+        "calibration": cal_kw.get("calibration", "consistent") if _is_cat(method) else None,
+        "response": (cal_kw.get("response") or ("rasch" if cal_kw.get("calibration") == "paper" else "2pl"))
+        if _is_cat(method) else None,
+        "local_error": cal_kw.get("local_error", cal_kw.get("calibration", "consistent") == "consistent")
+        if _is_cat(method) else None,
+        "pairing": pairing, "n_runs": s["n_runs"],
+        "adaptive_tau": s["adaptive_tau"], "random_tau": s["random_tau"], "static_tau": s["static_tau"],
+        "fixed_tau": s["fixed_tau"], "items": s["items_adaptive"], "pct_used": s["pct_used"],
+        "tie_precision": s["tie_precision"], "tie_recall": s["tie_recall"], "tie_f1": s["tie_f1"],
+        "adapt_tie_frac": s["adapt_tie_frac"], "gt_tie_frac": s["gt_tie_frac"],
+        "confident_accuracy": s["confident_accuracy"],
+        "pooled_confident_accuracy": s["pooled_confident_accuracy"],
+        "n_confident": s["n_confident"], "n_wrong_confident": s["n_wrong_confident"],
+        "expected_wrong_confident": s["expected_wrong_confident"], "n_pairs": s["n_pairs"],
+        "ties_reported": s["ties_reported"], "false_tie_rate": s["false_tie_rate"],
+        "item_savings_vs_fixed": s["item_savings_vs_fixed"],
+        "cost_savings_vs_fixed": s["cost_savings_vs_fixed"],
+        "sd": {k[:-3]: v for k, v in s.items() if k.endswith("_sd")},
+    }
+    if out is not None:
+
+        def write(folder: Path) -> None:
+            (folder / "summary.json").write_text(json_text(payload))
+            with open(folder / "records.jsonl", "w") as fh:
+                for rec in records:
+                    fh.write(json.dumps(record_to_json(rec)) + "\n")
+
+        write_out(out, write)
     if as_json:
-        print_json({
-            "dataset": dataset, "method": method,
-            "calibration": cal_kw.get("calibration", "consistent") if _is_cat(method) else None,
-            "response": (cal_kw.get("response") or ("rasch" if cal_kw.get("calibration") == "paper" else "2pl"))
-            if _is_cat(method) else None,
-            "local_error": cal_kw.get("local_error", cal_kw.get("calibration", "consistent") == "consistent")
-            if _is_cat(method) else None,
-            "pairing": pairing, "n_runs": s["n_runs"],
-            "adaptive_tau": s["adaptive_tau"], "random_tau": s["random_tau"], "static_tau": s["static_tau"],
-            "fixed_tau": s["fixed_tau"], "items": s["items_adaptive"], "pct_used": s["pct_used"],
-            "tie_precision": s["tie_precision"], "tie_recall": s["tie_recall"], "tie_f1": s["tie_f1"],
-            "adapt_tie_frac": s["adapt_tie_frac"], "gt_tie_frac": s["gt_tie_frac"],
-            "confident_accuracy": s["confident_accuracy"],
-            "pooled_confident_accuracy": s["pooled_confident_accuracy"],
-            "n_confident": s["n_confident"], "n_wrong_confident": s["n_wrong_confident"],
-            "expected_wrong_confident": s["expected_wrong_confident"], "n_pairs": s["n_pairs"],
-            "ties_reported": s["ties_reported"], "false_tie_rate": s["false_tie_rate"],
-            "item_savings_vs_fixed": s["item_savings_vs_fixed"],
-            "cost_savings_vs_fixed": s["cost_savings_vs_fixed"],
-            "sd": {k[:-3]: v for k, v in s.items() if k.endswith("_sd")},
-        })
+        print_json(payload)
         return
     console = Console(soft_wrap=False, width=max(Console().width, 150))
     n = int(s["n_runs"])
