@@ -126,6 +126,9 @@ def rank_command(
     score_range: Optional[tuple[float, float]] = SCORE_RANGE,
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds allowed per scorer call. [default: none]"),
+    jobs: int = typer.Option(
+        1, "--jobs", "-j", help="With --session: scorer calls to run at once; the extra ones score what the ranker "
+        "will likely ask next, so the ranking is the same as with one."),
     model: Optional[str] = h.LM_MODEL,
     model_args: str = h.LM_MODEL_ARGS,
     task: Optional[str] = h.LM_TASK,
@@ -142,9 +145,10 @@ def rank_command(
     """Rank models adaptively: new models with --session and a scorer, or held-out models by simulation.
 
     With --session, the scorer (--scorer 'python score.py {model} {item_id}', or --harness lm-eval with
-    --model-args 'pretrained={model}') scores the (model, item) the ranker asks for, one at a time, until
-    every adjacent pair is decided at --gamma or the budget is spent; every score is committed to the
-    session file, so Ctrl-C (exit 130) or a crash loses nothing: re-run the same command to resume.
+    --model-args 'pretrained={model}') scores the (model, item) the ranker asks for, one at a time (--jobs N:
+    with up to N - 1 pairs it will likely ask next, scored at the same time), until every adjacent pair is
+    decided at --gamma or the budget is spent; every score is committed to the session file, so Ctrl-C
+    (exit 130) or a crash loses nothing: re-run the same command to resume.
     `activeeval session status FILE` shows the ranking, pairwise confidences and ties.
     """
     from activeeval.ranking import check_gamma, check_pairing, load_costs
@@ -153,7 +157,9 @@ def rank_command(
     check_pairing(pairing)
     cal_kw = _calibration(method, calibration, response, local_error)
     if session is not None:
-        lm = {"model": model, "model_args": model_args, "task": task, "metric": metric, "filter_name": filter_name,
+        from activeeval.session.runner import check_jobs
+
+        lm = {"jobs": check_jobs(jobs), "model": model, "model_args": model_args, "task": task, "metric": metric, "filter_name": filter_name,
               "include_path": include_path, "num_fewshot": num_fewshot, "batch_size": batch_size, "device": device,
               "gen_kwargs": gen_kwargs, "apply_chat_template": apply_chat_template}
         if dataset is not None or holdout is not None:
@@ -163,8 +169,9 @@ def rank_command(
                       load_costs(costs) if costs is not None else None, min_items, seed, missing,
                       read_options(kind, score_range, duplicate_models), timeout, lm, as_json, pairing, cal_kw)
         return
-    if scorer is not None or harness is not None or reference is not None:
-        raise ConfigurationError("--scorer/--harness/--reference rank new models for real: give --session FILE too")
+    if scorer is not None or harness is not None or reference is not None or jobs != 1:
+        raise ConfigurationError("--scorer/--harness/--reference/--jobs rank new models for real: give --session FILE "
+                                 "too")
     if dataset is None:
         raise ConfigurationError("give --dataset to simulate a ranking, or --session FILE to rank new models")
     _simulate(dataset, models, holdout, method, gamma, budget_per_model, costs, min_items, seed, as_json, pairing,
@@ -200,7 +207,7 @@ def _rank_session(session: Path, reference: Optional[str], models: Optional[str]
                                pairing=pairing, **read, **(cal_kw or {}))
     with s:
         try:
-            drive_ranking(s, sc)
+            drive_ranking(s, sc, jobs=lm["jobs"])
         except KeyboardInterrupt:
             raise interrupted(s.n_scored) from None
         st = s.status()
