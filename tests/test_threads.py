@@ -7,6 +7,7 @@ limit), so "the user's own setting" is recognisable whatever the machine.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ from activeeval.methods.base import BaseMethod
 from activeeval.methods.estimate import Estimate
 from activeeval.methods.multi import MultiTargetMethod
 from activeeval.methods.registry import METHODS, resolve_factory
+from activeeval.session.session import Session
 
 OWN = 3
 
@@ -138,8 +140,9 @@ print(json.load(open(sys.argv[3]))[sys.argv[1]])
 """
 
 
-def test_scorer_processes_keep_their_own_threads(tmp_path: Path) -> None:
-    """A CLI run limits its own work but not the scorer's: it starts with the threads it has when run alone."""
+def test_scorer_processes_keep_their_own_threads(tmp_path: Path, monkeypatch) -> None:
+    """A CLI run limits its own work (to --threads) but not the scorer's: it starts with the threads it has when run
+    alone. The flag is the command's: the process (tests, a notebook calling app([...])) keeps its own limit."""
     full = ScoreMatrix(np.random.default_rng(1).integers(0, 2, (12, 30)).astype(float), kind="binary")
     ref = write_scores(full.drop_models([full.model_ids[0]]), tmp_path / "ref.csv")
     truth = tmp_path / "truth.json"
@@ -151,9 +154,18 @@ def test_scorer_processes_keep_their_own_threads(tmp_path: Path) -> None:
     own = json.loads(alone.read_text())
     limit = 2 if set(own) == {1} else 1  # a limit the scorer would show if it leaked into it
     scorer = f"{sys.executable} {tmp_path / 'score.py'} {{item_id}} {log} {truth}"
+    ours, real_tell = [], Session.tell
+
+    def tell(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        ours.append(blas_threads())
+        return real_tell(self, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "tell", tell)
     r = CliRunner().invoke(app, ["--threads", str(limit), "run", "--reference", str(ref), "--session",
                                  str(tmp_path / "s.aeval"), "--scorer", scorer, "--max-items", "4", "--jobs", "2"])
     assert r.exit_code == 0, r.output
     seen = [json.loads(line) for line in log.read_text().splitlines()]
     assert seen == [own] * 4
+    assert [set(x) for x in ours] == [{limit}] * 4  # activeeval's own work: the flag's limit
     assert set(blas_threads()) == {OWN}  # and the command gave this process its setting back
+    assert THREADS_ENV not in os.environ and active_limit() == 1  # the flag did not outlive the command

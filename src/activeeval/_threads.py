@@ -40,7 +40,7 @@ from activeeval.exceptions import ConfigurationError
 __all__ = ["DEFAULT_THREADS", "THREADS_ENV", "active_limit", "limit_threads", "numeric", "numeric_methods",
            "resolve_threads", "user_threads"]
 
-#: The environment variable that sets the limit (``activeeval --threads N`` sets it for one command).
+#: The environment variable that sets the limit (``activeeval --threads N`` overrides it for one command).
 THREADS_ENV = "ACTIVEEVAL_THREADS"
 #: BLAS threads of activeeval's numeric work unless told otherwise (docs/BENCHMARKS.md: "BLAS threads").
 DEFAULT_THREADS = 1

@@ -44,6 +44,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
     data_dir: Optional[str] = typer.Option(
         None, "--data-dir", metavar="DIR",
@@ -55,16 +56,16 @@ def _main(
              "their own; as ACTIVEEVAL_THREADS. [default: 1]"),
 ) -> None:
     """Efficient, trustworthy LLM evaluation on a few actively chosen items."""
-    if threads is not None:
-        import os
+    from activeeval._threads import limit_threads
 
-        from activeeval._threads import THREADS_ENV
-
-        if threads < 1:
-            typer.echo(f"error: --threads must be a positive integer (BLAS threads), got {threads}; e.g. --threads 1",
-                       err=True)
-            raise typer.Exit(2)
-        os.environ[THREADS_ENV] = str(threads)  # what every scope of activeeval._threads reads
+    if threads is not None and threads < 1:
+        typer.echo(f"error: --threads must be a positive integer (BLAS threads), got {threads}; e.g. --threads 1",
+                   err=True)
+        raise typer.Exit(2)
+    try:  # the command's numeric work runs under the limit, applied once it starts (none: SciPy is not loaded for it)
+        ctx.with_resource(limit_threads(threads, defer=True))  # left when the command ends, even in-process
+    except ActiveEvalError as exc:  # a bad ACTIVEEVAL_THREADS
+        raise fail(exc) from None
     if data_dir is not None:
         import os
 
@@ -227,22 +228,16 @@ def cli_errors(func: F) -> F:
     """Turn library errors into a one-line message and exit code 2.
 
     Warnings are printed on stderr once each, after the command: missing-score
-    drops as ``note:`` lines, anything else as ``warning:`` lines. The
-    command's numeric work runs under activeeval's BLAS thread limit
-    (:mod:`activeeval._threads`; applied once numeric work starts, so a
-    command that needs none does not load SciPy for it).
+    drops as ``note:`` lines, anything else as ``warning:`` lines.
     """
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from activeeval._threads import limit_threads
-
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", MissingScoresWarning)
                 try:
-                    with limit_threads(defer=True):
-                        return func(*args, **kwargs)
+                    return func(*args, **kwargs)
                 except ActiveEvalError as exc:
                     raise fail(exc) from None
         finally:
