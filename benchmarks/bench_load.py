@@ -67,17 +67,20 @@ def timed(args: list[str], env: dict[str, str]) -> tuple[float, float]:
     return wall, usage.ru_utime + usage.ru_stime
 
 
-def paired(commands: dict[str, list[str]], conditions: dict[str, dict[str, str]], repeats: int, folder: Path
+def paired(commands: dict[str, list[str]], conditions: dict[str, dict[str, str]], repeats: int
            ) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """{command: {condition: [(wall, cpu)] per repeat}}, the two conditions run back to back, order alternating."""
+    """{command: {condition: [(wall, cpu)] per repeat}}, the two conditions run back to back, order alternating.
+
+    ``{file}`` in a command's arguments is a new session file in a temporary folder each time."""
     out = {name: {c: [] for c in conditions} for name in commands}
     names = list(conditions)
-    for r in range(repeats):
-        for name, args in commands.items():
-            for c in (names if r % 2 == 0 else names[::-1]):
-                run_args = [a.replace("{file}", str(folder / f"{name}-{c}-{r}.aeval".replace(" ", "_")))
-                            for a in args]
-                out[name][c].append(timed(run_args, conditions[c]))
+    with tempfile.TemporaryDirectory() as tmp:
+        for r in range(repeats):
+            for name, args in commands.items():
+                for k, c in enumerate(names if r % 2 == 0 else names[::-1]):
+                    run_args = [a.replace("{file}", str(Path(tmp) / f"{r}-{k}-{name.replace(' ', '_')}.aeval"))
+                                for a in args]
+                    out[name][c].append(timed(run_args, conditions[c]))
     return out
 
 
@@ -155,31 +158,29 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100, help="steps of the overhead loop")
     parser.add_argument("--method", default="bayesame", help="method of every command and of the overhead loop")
     parser.add_argument("--smoke", action="store_true",
-                        help="smallest run: 1 busy process, 1 pair, rs-mean (no fit), a 3-item demo")
+                        help="smallest run: no busy process, 1 pair, rs-mean (no fit), a 3-item demo")
     args = parser.parse_args()
     demo = ["demo", "--dataset", args.dataset, "--method", args.method]
     if args.smoke:
-        args.busy, args.repeats, args.dataset, args.steps, args.method = 1, 1, "math", 5, "rs-mean"
+        args.busy, args.repeats, args.dataset, args.steps, args.method = 0, 1, "math", 5, "rs-mean"
         demo = ["demo", "--dataset", "math", "--method", "rs-mean", "--max-items", "3"]
     commands = {"demo": demo, "session new": ["session", "new", "{file}", "--reference", args.dataset, "--method",
                                               args.method, "--seed", "0"]}
     base = default_env()
     one = {**base, "OPENBLAS_NUM_THREADS": "1"}
     print(f"{os.cpu_count()} cores; {args.busy} busy processes; {args.repeats} paired runs; dataset {args.dataset}")
-    with tempfile.TemporaryDirectory() as tmp:
-        busy = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(args.busy)]
-        try:
-            loaded = paired(commands, {"default env": base, "OPENBLAS_NUM_THREADS=1": one}, args.repeats, Path(tmp))
-        finally:
-            for proc in busy:
-                proc.kill()
-                proc.wait()
-        table(f"under load ({args.busy} busy processes)", loaded, "default env", "OPENBLAS_NUM_THREADS=1")
-        if args.free_threads is not None:
-            more = {**base, "ACTIVEEVAL_THREADS": str(args.free_threads)}
-            free = paired(commands, {"default env": base, f"ACTIVEEVAL_THREADS={args.free_threads}": more},
-                          args.repeats, Path(tmp))
-            table("no added load", free, "default env", f"ACTIVEEVAL_THREADS={args.free_threads}")
+    busy = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(args.busy)]
+    try:
+        loaded = paired(commands, {"default env": base, "OPENBLAS_NUM_THREADS=1": one}, args.repeats)
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    table(f"under load ({args.busy} busy processes)", loaded, "default env", "OPENBLAS_NUM_THREADS=1")
+    if args.free_threads is not None:
+        more = {**base, "ACTIVEEVAL_THREADS": str(args.free_threads)}
+        free = paired(commands, {"default env": base, f"ACTIVEEVAL_THREADS={args.free_threads}": more}, args.repeats)
+        table("no added load", free, "default env", f"ACTIVEEVAL_THREADS={args.free_threads}")
     overhead(args.steps, args.repeats, args.dataset, args.method)
 
 
