@@ -75,7 +75,10 @@ def main() -> None:
     ap.add_argument("--models", type=int, default=50)
     ap.add_argument("--methods", default="bayesame,rs-mean", help="comma-separated method specs")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     a = ap.parse_args()
+    if a.smoke:
+        a.items, a.models, a.methods, a.repeats = "200", 10, "rs-mean", 1
     header = (f"{'items':>6} {'models':>6} {'method':<10} {'command':<8} {'median s':>9} {'max s':>7} "
               f"{'peak MB':>8} {'file MB':>8}  note")
     print(header)
