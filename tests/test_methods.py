@@ -67,7 +67,7 @@ def test_errors_lose_nothing(cls) -> None:
         method.observe("q2", float("nan"))
     with pytest.raises(InvalidScoresError, match=r"score for item 'q2' is inf"):
         method.observe("q2", float("inf"))
-    with pytest.raises(InvalidScoresError, match=r"score for item 'q2' is not a number: 'abc'"):
+    with pytest.raises(InvalidScoresError, match=r"score for item 'q2' is 'abc', which is not a number"):
         method.observe("q2", "abc")
     with pytest.raises(ScoreOutOfRangeError, match=r"score for item 'q2' is 0.5 but .* is binary; record 0 or 1"):
         method.observe("q2", 0.5)

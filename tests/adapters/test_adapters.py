@@ -78,7 +78,8 @@ def test_lm_eval_filters_and_metric_errors() -> None:
         read_lm_eval_samples(GSM, "exact_match")
     with pytest.raises(DataFormatError, match="has no lines with filter 'none'"):
         read_lm_eval_samples(GSM, "exact_match", filter="none")
-    with pytest.raises(DataFormatError, match=r"line 1 has no metric 'exact_match'; metrics present: \['acc', 'acc_norm'\]"):
+    with pytest.raises(DataFormatError,
+                       match=r"has no metric 'exact_match' in any line; metrics present: \['acc', 'acc_norm'\]"):
         read_lm_eval_samples(ARC, "exact_match")
 
 
@@ -182,19 +183,35 @@ def test_alpaca_eval_reference_and_errors(tmp_path) -> None:
 
 # ------------------------------------------------------------------- plain
 def test_plain_files(tmp_path) -> None:
-    (tmp_path / "a.csv").write_text("Item_ID,Score\nq1,1\nq2,0.25\nq3,true\n")
+    (tmp_path / "a.csv").write_text("Item_ID,Score\nq1,1\nq2,0.25\nq3,1e0\n")
     assert read_item_scores(tmp_path / "a.csv") == {"q1": 1.0, "q2": 0.25, "q3": 1.0}
-    (tmp_path / "b.jsonl").write_text('{"doc_id": 7, "correct": false}\n{"doc_id": 8, "correct": 1}\n')
+    (tmp_path / "b.jsonl").write_text('{"doc_id": 7, "correct": 0}\n{"doc_id": 8, "correct": 1}\n')
     assert read_item_scores(tmp_path / "b.jsonl") == {"7": 0.0, "8": 1.0}
+    (tmp_path / "semi.csv").write_text("item;score\nq1;1\nq2;0.5\n")  # a spreadsheet's semicolons
+    assert read_item_scores(tmp_path / "semi.csv") == {"q1": 1.0, "q2": 0.5}
+    for name, text, message in [
+        ("t.csv", "item,score\nq1,true\n", r"score 'true' of item 'q1' \(data row 1, column 'score'\) is a boolean"),
+        ("t.jsonl", '{"item": "q1", "score": false}\n',
+         r"score false of item 'q1' \(line 1, column 'score'\) is a boolean \(false\), not a score: write 1"),
+        ("l.jsonl", '\n{"item": "q1", "score": [1]}\n',
+         r"score \[1\] of item 'q1' \(line 2, column 'score'\) is a list"),
+        ("u.csv", "item,score\nq1,1_0\n", r"score '1_0' .* is not a number \(digit separators"),
+    ]:
+        (tmp_path / name).write_text(text)
+        with pytest.raises(InvalidScoresError, match=message):
+            read_item_scores(tmp_path / name)
+    (tmp_path / "o.jsonl").write_text('{"item": {"id": "q1"}, "score": 1}\n')
+    with pytest.raises(DataFormatError, match=r"item id \{'id': 'q1'\} in line 1, column 'item', is an object"):
+        read_item_scores(tmp_path / "o.jsonl")
     (tmp_path / "c.csv").write_text("id,s\nq1,1\n")
     with pytest.raises(DataFormatError, match=r"has no item column \(looked for .*\); columns: \['id', 's'\]"):
         read_item_scores(tmp_path / "c.csv")
     assert read_item_scores(tmp_path / "c.csv", item_column="id", score_column="s") == {"q1": 1.0}
     (tmp_path / "d.csv").write_text("item,score\nq1,1\nq1,0\n")
-    with pytest.raises(DuplicateIdError, match="row 3: item 'q1' appears twice"):
+    with pytest.raises(DuplicateIdError, match=r"item 'q1' appears twice \(data row 1 and data row 2\)"):
         read_item_scores(tmp_path / "d.csv")
     (tmp_path / "e.csv").write_text("item,score\nq1,\n")
-    with pytest.raises(InvalidScoresError, match=r"row 2 \(item 'q1'\): score '' is not a number"):
+    with pytest.raises(InvalidScoresError, match=r"no score for item 'q1' \(data row 1, column 'score'\)"):
         read_item_scores(tmp_path / "e.csv")
 
 
@@ -264,11 +281,19 @@ def test_cli_reference_build_from_helm_and_alpaca_eval(tmp_path) -> None:
     r = runner.invoke(app, ["reference", "build", "--from", "alpaca-eval", *files, "--out", str(out2)])
     assert r.exit_code == 0, r.output
     assert "(AlpacaEval win probabilities; item ids by index)" in r.stdout
+    out2_items = read_scores(out2).n_items
     r = runner.invoke(app, ["reference", "build", "--from", "helm", *runs, "--out", str(out)])
-    assert r.exit_code == 2 and r.stderr == f"error: --out {str(out)!r} already exists; choose another path or pass --force\n"
+    assert r.exit_code == 2 and r.stderr == (
+        f"error: --out {str(out)!r} exists; pass --force to overwrite it, or choose another path\n")
+    before = out.read_bytes()
+    r = runner.invoke(app, ["reference", "build", "--from", "alpaca-eval", *files, "--out", files[0], "--force"])
+    assert r.exit_code == 2 and "a file this command reads; refusing to write over it even with --force" in r.stderr
+    r = runner.invoke(app, ["reference", "build", "--from", "alpaca-eval", *files, "--out", str(out), "--force"])
+    assert r.exit_code == 0 and out.read_bytes() != before and read_scores(out).n_items == out2_items
     r = runner.invoke(app, ["reference", "build", "--from", "helm", *runs, "--task", "x", "--out", str(tmp_path / "a.csv")])
     assert r.exit_code == 2 and r.stderr == "error: --task do not apply to --from helm (it takes --metric, --split)\n"
     r = runner.invoke(app, ["reference", "build", "--from", "lm-eval", runs[0], "--out", str(tmp_path / "b.csv")])
     assert r.exit_code == 2 and r.stderr.startswith("error: --from lm-eval needs --task")
     r = runner.invoke(app, ["reference", "build", "--from", "openai", runs[0], "--out", str(tmp_path / "c.csv")])
-    assert r.exit_code == 2 and r.stderr == "error: --from must be one of lm-eval, helm, alpaca-eval, got 'openai'\n"
+    assert r.exit_code == 2
+    assert r.stderr == "error: --from must be one of lm-eval, helm, alpaca-eval, inspect, got 'openai'\n"

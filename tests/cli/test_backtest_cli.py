@@ -67,9 +67,13 @@ def test_table_files_and_plots(toy, tmp_path) -> None:
     for text in ("EW-IRMSE", "gain@5%", "cov@stop", "n/N@stop", "seq-apw", "rs-mean", "wall time"):
         assert text in r.stdout
     names = sorted(p.name for p in out.iterdir())
-    assert names == sorted(["config.json", "cost_accuracy.csv", "cost_accuracy.png", "coverage.png", "curves.csv",
-                            "rmse_gain.png", "rmse_log.png", "runs.csv", "stops.csv", "summary.json"])
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".backtest-")]  # temp dir moved, not left
+    assert names == sorted([".activeeval-results", "config.json", "cost_accuracy.csv", "cost_accuracy.png",
+                            "coverage.png", "curves.csv", "rmse_gain.png", "rmse_log.png", "runs.csv", "stops.csv",
+                            "summary.json"])
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]  # temp dir moved, not left
+    r = run(*BASE, "--dataset", toy, "--methods", "seq-apw", "--regime", "extrapolation", "--out", str(out),
+            "--format", "csv")
+    assert r.exit_code == 2 and "holds the results of an earlier run; pass --force to replace them" in r.stderr
 
 
 @pytest.mark.parametrize(
@@ -111,7 +115,7 @@ def test_existing_out_is_refused(toy, tmp_path) -> None:
     (tmp_path / "keep.txt").write_text("x")
     r = run(*BASE, "--dataset", toy, "--out", str(tmp_path))
     assert r.exit_code == 2
-    assert "already exists and is not an empty directory; choose a new directory or remove it" in r.stderr
+    assert "is a folder of other files (1 entries) that activeeval did not write; choose a new folder" in r.stderr
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
 
 

@@ -145,7 +145,7 @@ def test_rank_backtest_calibration_response_and_pairing_flags(toy):
     assert "--local-error/--no-local-error applies to --method cat only" in bad(
         "rank-backtest", "--dataset", toy, "--folds", "2", "--holdout", "3", "--method", "bayesame",
         "--no-local-error")
-    assert "--pairing (pairing=) must be 'own' or 'partner', got 'x'" in bad(
+    assert "--pairing must be 'own' or 'partner', got 'x'" in bad(
         "rank", "--dataset", toy, "--holdout", "3", "--pairing", "x")
 
 

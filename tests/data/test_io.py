@@ -98,7 +98,7 @@ def test_round_trip_property_csv(tmp_path: Path, data: st.DataObject, n_models: 
     cell = st.one_of(st.just(NAN), st.floats(0, 1, allow_nan=False))
     scores = [data.draw(st.lists(cell, min_size=n_items, max_size=n_items)) for _ in range(n_models)]
     matrix = ScoreMatrix(scores, model_ids, item_ids, kind="continuous")
-    path = write_scores(matrix, tmp_path / "p.csv.gz", layout=layout)  # type: ignore[arg-type]
+    path = write_scores(matrix, tmp_path / "p.csv.gz", layout=layout, overwrite=True)  # type: ignore[arg-type]
     back = read_scores(path, layout=layout, kind="continuous")  # type: ignore[arg-type]
     assert back.fingerprint() == matrix.fingerprint()
 
@@ -127,16 +127,20 @@ def test_long_column_aliases(tmp_path: Path, text: str) -> None:
     np.testing.assert_array_equal(m.scores, [[1], [0]])
 
 
-def test_long_with_explicit_columns_extra_columns_and_booleans(tmp_path: Path) -> None:
-    text = "sys,prompt,passed,subject\nA,p1,true,x\nA,p2,False,x\nB,p1,TRUE,y\n"
+def test_long_with_explicit_columns_and_extra_columns(tmp_path: Path) -> None:
+    text = "sys,prompt,passed,subject\nA,p1,1,x\nA,p2,0,x\nB,p1,1.0,y\n"
     path = write_text(tmp_path / "t.csv", text)
     m = read_scores(path, model_column="sys", item_column="prompt", score_column="passed")
     np.testing.assert_array_equal(m.scores, [[1, 0], [1, NAN]])
+    write_text(path, text.replace("A,p2,0", "A,p2,False"))  # a boolean is no score (on a 0-100 scale, true = 1?)
+    with pytest.raises(InvalidScoresError, match=r"score 'False' of model 'A' on item 'p2' \(data row 2, column "
+                       r"'passed'\) is a boolean, not a score: write 1 for true and 0 for false"):
+        read_scores(path, model_column="sys", item_column="prompt", score_column="passed")
 
 
 def test_jsonl_long_with_numeric_ids_nulls_and_a_json_array(tmp_path: Path) -> None:
     records = [
-        {"model_id": "a", "question_id": 70, "correct": True},
+        {"model_id": "a", "question_id": 70, "correct": 1},
         {"model_id": "b", "question_id": 71, "correct": None},
     ]
     lines = write_text(tmp_path / "r.jsonl", "\n".join(json.dumps(r) for r in records) + "\n\n")
@@ -214,9 +218,10 @@ BAD_FILES = [
         "text.csv",
         "model,a,b\nm1,1,0\nm2,0,yes\n",
         InvalidScoresError,
-        r"text.csv: score 'yes' of model 'm2' on item 'b' is not a number; scores must be numbers",
+        r"text.csv: score 'yes' of model 'm2' on item 'b' \(data row 2\) is not a number; scores must be numbers",
     ),
-    ("underscore.csv", "model,a\nm,1_0\n", InvalidScoresError, r"score '1_0' of model 'm' on item 'a' is not a number"),
+    ("underscore.csv", "model,a\nm,1_0\n", InvalidScoresError,
+     r"score '1_0' of model 'm' on item 'a' \(data row 1\) is not a number \(digit"),
     (
         "dupmodel.csv",
         "model,a\nm,1\nn,0\nm,0\n",
@@ -230,7 +235,8 @@ BAD_FILES = [
         r"dupitem.csv: column 'a' appears 2 times in the header \(columns 2 and 4\); each item must have exactly one",
     ),
     ("noname.csv", "model,a,,b\nm,1,0,1\n", DataFormatError, r"column 3 has an empty name in the header"),
-    ("nomodel.csv", "model,a\n,1\n", DataFormatError, r"empty model id in data row 1; every row needs a model id"),
+    ("nomodel.csv", "model,a\n,1\n", DataFormatError,
+     r"empty model id in data row 1 \(column 'model'\); every row needs"),
     (
         "range.csv",
         "model,a\nm,1.5\n",
@@ -266,7 +272,7 @@ BAD_FILES = [
         "noid.jsonl",
         '{"model": "m", "item": "q", "score": 1}\n{"item": "r", "score": 0}\n',
         DataFormatError,
-        r"empty model id in data row 2",
+        r"empty model id in line 2 \(column 'model'\)",
     ),
     ("array.json", "[1, ", DataFormatError, r"array.json: invalid JSON \(.*\); fix the file"),
 ]
@@ -329,7 +335,7 @@ def test_wide_parquet_with_a_text_cell_names_it(tmp_path: Path) -> None:
 
     path = tmp_path / "mixed.parquet"
     pq.write_table(pa.table({"model": ["a", "b"], "x": [1.0, 0.0], "y": ["1", "oops"]}), path)
-    with pytest.raises(InvalidScoresError, match=r"score 'oops' of model 'b' on item 'y' is not a number"):
+    with pytest.raises(InvalidScoresError, match=r"score 'oops' of model 'b' on item 'y' \(row 2\) is not a number"):
         read_scores(path)
 
 
@@ -376,9 +382,79 @@ def test_write_errors(tmp_path: Path) -> None:
         write_scores([[1.0]], tmp_path / "x.csv")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match=r"layout must be 'wide', 'long' or None \(auto\), got 'tall'"):
         write_scores(awkward(), tmp_path / "x.csv", layout="tall")  # type: ignore[arg-type]
-    with pytest.raises(
-        DataFormatError, match=r"cannot write scores \(.*\); check that the folder exists and is writable"
-    ):
+    with pytest.raises(ConfigurationError, match=r"cannot write score file '.*x.csv': folder '.*missing' does not "
+                       "exist; create it first"):
         write_scores(awkward(), tmp_path / "missing" / "x.csv")
     with pytest.raises(DataFormatError, match=r"unsupported file type '.xlsx'"):
         write_scores(awkward(), tmp_path / "x.xlsx")
+
+
+# ------------------------------------------------ what a reader cannot represent (issue 24, item 5)
+@pytest.mark.parametrize("sep", [";", "\t", "|"])
+def test_a_csv_with_another_separator_is_read_with_it(tmp_path: Path, sep: str) -> None:
+    comma = read_scores(write_text(tmp_path / "c.csv", "model,q 1,q2\nm0,1,0.5\nm1,,0\n"))
+    other = read_scores(write_text(tmp_path / "o.csv", "model,q 1,q2\nm0,1,0.5\nm1,,0\n".replace(",", sep)))
+    assert other.fingerprint() == comma.fingerprint()
+    assert read_scores(write_text(tmp_path / "c.tsv", "model,q 1,q2\nm0,1,0.5\nm1,,0\n")).fingerprint() == (
+        comma.fingerprint())
+
+
+def test_a_decimal_comma_is_named(tmp_path: Path) -> None:
+    path = write_text(tmp_path / "eu.csv", "model;q1;q2\nm0;0,5;1\n")
+    with pytest.raises(InvalidScoresError, match=r"score '0,5' of model 'm0' on item 'q1' \(data row 1\) is not a "
+                       r"number \(a decimal comma\? write 0.5, not 0,5\)"):
+        read_scores(path)
+
+
+def test_a_single_column_names_the_separators(tmp_path: Path) -> None:
+    with pytest.raises(DataFormatError, match=r"the header has a single column \('models'\), so there are no item "
+                       r"columns; .* separated by commas \(.csv\), tabs \(.tsv\) or semicolons"):
+        read_scores(write_text(tmp_path / "one.csv", "models\nm0\nm1\n"))
+
+
+JSON_CELLS = [
+    ('"score": [1]', InvalidScoresError, r"score \[1\] of model 'm' on item 'q' \(line 2, column 'score'\) is a list"),
+    ('"score": {"v": 1}', InvalidScoresError, r"score \{'v': 1\} .*\(line 2, column 'score'\) is an object"),
+    ('"score": true', InvalidScoresError,
+     r"score true of model 'm' on item 'q' \(line 2, column 'score'\) is a boolean \(true\), not a score: write 1"),
+    ('"score": "true"', InvalidScoresError, r"score 'true' .* is a boolean, not a score: write 1 for true and 0"),
+    ('"score": "1_0"', InvalidScoresError, r"score '1_0' .* is not a number \(digit separators"),
+    ('"score": 1e400', InvalidScoresError, r"infinite score for model 'm' on item 'q'"),
+    ('"score": ' + "9" * 5000, DataFormatError, r"line 2 is not valid JSON \(Exceeds the limit"),
+    ('"model": {"x": "m0"}', DataFormatError,
+     r"model id \{'x': 'm0'\} in line 2, column 'model', is an object; model ids must be strings or numbers"),
+    ('"item": [1, 2]', DataFormatError, r"item id \[1, 2\] in line 2, column 'item', is a list"),
+    ('"item": false', DataFormatError, r"item id false in line 2, column 'item', is a boolean \(false\)"),
+]
+
+
+@pytest.mark.parametrize(("cell", "error", "message"), JSON_CELLS, ids=[c[0][:20] for c in JSON_CELLS])
+def test_json_values_that_are_no_scores_or_ids_name_line_and_field(tmp_path: Path, cell: str, error: type,
+                                                                   message: str) -> None:
+    base = {"model": '"m"', "item": '"q"', "score": "1"}
+    key = cell.split(":")[0].strip('"')
+    record = "{" + ", ".join(f'"{k}": {v}' for k, v in base.items() if k != key) + ", " + cell + "}"
+    path = write_text(tmp_path / "x.jsonl", '{"model": "m", "item": "p", "score": 1}\n' + record + "\n")
+    with pytest.raises(error, match=message):
+        read_scores(path)
+
+
+def test_parquet_list_struct_and_bool_columns_are_refused(tmp_path: Path) -> None:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    cases = [
+        ({"model": ["a", "b"], "q1": pa.array([[1], [0]])}, InvalidScoresError,
+         r"score \[1\] of model 'a' on item 'q1' \(row 1\) is a list"),
+        ({"model": ["a", "b"], "item": ["x", "y"], "score": pa.array([{"v": 1}, {"v": 0}])}, InvalidScoresError,
+         r"score \{'v': 1\} .*\(row 1, column 'score'\) is an object"),
+        ({"model": ["a", "b"], "q1": [True, False]}, InvalidScoresError,
+         r"score true of model 'a' on item 'q1' \(row 1\) is a boolean, not a score"),
+        ({"model": ["a", "b"], "q1": [1.0, 0.0], "q2": [False, True]}, InvalidScoresError,
+         r"on item 'q2' \(row 1\) is a boolean"),
+        ({"model": pa.array([["a"], ["b"]]), "q1": [1.0, 0.0]}, DataFormatError,
+         r"model id \['a'\] in row 1, column 'model', is a list"),
+    ]
+    for k, (columns, error, message) in enumerate(cases):
+        pq.write_table(pa.table(columns), tmp_path / f"{k}.parquet")
+        with pytest.raises(error, match=message):
+            read_scores(tmp_path / f"{k}.parquet")

@@ -239,7 +239,7 @@ def test_dropna_property_removes_exactly_the_incomplete_rows_or_columns(scores: 
 @pytest.mark.parametrize(
     ("score", "error", "message"),
     [
-        ("x", InvalidScoresError, r"score for item 'q' is not a number: 'x'"),
+        ("x", InvalidScoresError, r"score for item 'q' is 'x', which is not a number"),
         (NAN, InvalidScoresError, r"score for item 'q' is nan; scores must be finite numbers"),
         (0.5, ScoreOutOfRangeError, r"score for item 'q' is 0.5 but score matrix 't' is binary; record 0 or 1"),
     ],

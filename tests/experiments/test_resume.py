@@ -243,7 +243,8 @@ def test_rank_backtest_resumes_to_the_same_records_and_the_cli_to_the_same_summa
     r = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "out")])
     assert r.exit_code == 0, r.output
     assert r.stdout == CliRunner().invoke(app, args).stdout
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["records.jsonl", "summary.json"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".activeeval-results", "records.jsonl",
+                                                                    "summary.json"]
     lines = (tmp_path / "out" / "records.jsonl").read_text().splitlines()
     assert [json.dumps(json.loads(line), sort_keys=True) for line in lines] == _text(records)
     assert json.loads((tmp_path / "out" / "summary.json").read_text()) == json.loads(r.stdout)

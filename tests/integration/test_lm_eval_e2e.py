@@ -178,7 +178,8 @@ def test_harness_errors_name_the_flag(lm_eval_setup, tmp_path) -> None:
     assert "give the folder of its YAML file with --include-path DIR" in r.stderr
     r = _run([*base, "--task", TASK, "--include-path", str(lm_eval_setup["tasks"]), "--metric", "acc"], env)
     assert r.returncode == 2
-    assert r.stderr.splitlines()[-1].startswith(f"error: lm-eval task '{TASK}' sample 0 has no metric 'acc'")
+    assert r.stderr.splitlines()[-1].startswith(f"error: lm-eval task '{TASK}' has no metric 'acc' in any sample; "
+                                                "metrics present: ['exact_match']")
     with Session.open(tmp_path / "s.aeval") as s:  # the failed batch stays pending, nothing is recorded
         assert s.observations == () and len(s.pending) == 4
 

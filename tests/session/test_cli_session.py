@@ -80,8 +80,9 @@ def test_new_next_record_status_report(tmp_path, math_ref_file, math_split) -> N
     [
         (["nope", "1"], "error: unknown item 'nope' in score matrix 'math_ref'"),
         (["math-00001", "0.5"], "error: score for item 'math-00001' is 0.5 but score matrix 'math_ref' is binary"),
-        (["math-00001", "nan"], "error: score for item 'math-00001' is nan; scores must be finite numbers"),
-        (["math-00001", "high"], "error: score for item 'math-00001' is not a number: 'high'"),
+        (["math-00001", "nan"], "error: score for item 'math-00001' is 'nan', which is not a finite number"),
+        (["math-00001", "high"], "error: score for item 'math-00001' is 'high', which is not a number"),
+        (["math-00001", "1_0"], "error: score for item 'math-00001' is '1_0', which is not a number (digit"),
         (["math-00000", "0"], "error: item 'math-00000' already has score 1 recorded; refusing to change it to 0"),
         (["math-00001"], "error: give ITEM_ID and SCORE"),
     ],
@@ -121,7 +122,7 @@ def test_record_from_plain_csv_and_jsonl(tmp_path, math_ref_file, math_split) ->
     r = invoke("session", "record", f, "--from", tmp_path / "a.csv", "--all")
     assert r.exit_code == 0, r.output
     assert r.stdout.startswith(f"recorded 4 score(s) from {tmp_path / 'a.csv'} (0 already recorded")
-    (tmp_path / "b.jsonl").write_text("".join(json.dumps({"item": i, "correct": bool(target[i])}) + "\n" for i in items))
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({"item": i, "correct": int(target[i])}) + "\n" for i in items))
     r = invoke("session", "record", f, "--from", tmp_path / "b.jsonl", "--all")
     assert r.exit_code == 0 and "recorded 2 score(s)" in r.stdout and "(4 already recorded" in r.stdout
     # A file with one bad row records nothing.
@@ -197,7 +198,7 @@ def test_run_scorer_failure_keeps_recorded_scores_and_resumes(tmp_path, math_ref
     r = invoke("run", "--scorer", _scorer(tmp_path, target, bad=bad), "--session", f)
     assert r.exit_code == 2
     assert f"error: scorer printed no number for item {bad!r}: " in r.stderr
-    assert "printed 'n/a' on stdout; the last line of its output must be the score" in r.stderr
+    assert "printed 'n/a' on stdout, which is not a number; the last line of its output must be the score" in r.stderr
     r = invoke("run", "--scorer", _scorer(tmp_path, target), "--session", f)
     assert r.exit_code == 0, r.output
     with Session.open(f) as s:

@@ -162,11 +162,16 @@ def test_rank_cli_argument_errors(tmp_path, ref_file, alpaca) -> None:
     assert err("--session", f, "--models", "a,b", "--scorer", "x {model} {item_id}").startswith(
         f"error: session '{f}' does not exist yet: give --reference and --models M1,M2,... to create it")
     assert err("--session", f, "--reference", str(ref_file), "--models", "a,b") == (
-        "error: give exactly one of --scorer 'COMMAND {item_id}' or --harness lm-eval (with --model, --task)\n")
+        "error: give exactly one of --scorer 'COMMAND {item_id}' or --harness lm-eval / --harness inspect (with "
+        "--model, --task)\n")
     assert err("--reference", str(ref_file), "--scorer", "x {model} {item_id}").startswith(
         "error: --scorer/--harness/--reference/--jobs rank new models for real: give --session FILE too")
     assert err("--session", f, "--reference", str(ref_file), "--models", "a,b", "--scorer", "x {model} {item_id}",
-               "--jobs", "0") == "error: --jobs (jobs=) must be a positive integer, got 0\n"
+               "--jobs", "0") == "error: --jobs must be a positive integer, got 0\n"
+    assert err("--session", f, "--reference", str(ref_file), "--models", "a,b", "--harness", "inspect", "--task",
+               "x.py@t", "--jobs", "2") == (
+        "error: --jobs runs several scorer commands at once and goes with --scorer; --harness inspect runs in this "
+        "process, one (model, item) at a time: drop --jobs\n")
     assert err("--session", f, "--dataset", "alpacaeval2", "--scorer", "x {model} {item_id}").startswith(
         "error: --dataset/--holdout simulate a ranking; with --session give --reference")
     assert err("--session", f, "--reference", str(ref_file), "--models", "a,b", "--harness", "lm-eval", "--model",

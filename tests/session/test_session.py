@@ -154,7 +154,7 @@ def test_tell_same_score_is_noop_different_score_refused(tmp_path, math_ref_file
         ("nope", 1, UnknownItemError, "unknown item 'nope' in score matrix 'math_ref'"),
         ("math-00001", float("nan"), InvalidScoresError, "score for item 'math-00001' is nan; scores must be finite"),
         ("math-00001", float("inf"), InvalidScoresError, "score for item 'math-00001' is inf; scores must be finite"),
-        ("math-00001", "abc", InvalidScoresError, "score for item 'math-00001' is not a number: 'abc'"),
+        ("math-00001", "abc", InvalidScoresError, "score for item 'math-00001' is 'abc', which is not a number"),
         ("math-00001", 0.5, ScoreOutOfRangeError, "score for item 'math-00001' is 0.5 but score matrix 'math_ref' is binary"),
         ("math-00001", 2, ScoreOutOfRangeError, "score for item 'math-00001' is 2 but score matrix 'math_ref' is binary"),
     ],

@@ -16,6 +16,7 @@ from activeeval.cli import session as _session  # noqa: E402,F401
 from activeeval.cli import rank as _rank  # noqa: E402,F401
 from activeeval.cli import backtest as _backtest  # noqa: E402,F401
 from activeeval.cli import reference as _reference  # noqa: E402,F401
+from activeeval.cli import dashboard as _dashboard  # noqa: E402,F401
 
 __all__ = ["app", "main"]
 

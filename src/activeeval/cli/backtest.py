@@ -6,8 +6,10 @@ With ``--out``, every finished task is kept in ``--out/tasks`` as it
 completes (:mod:`activeeval.experiments.checkpoint`), so Ctrl-C (exit 130), a
 crash or ``kill -9`` loses none of them and the same command resumes. The
 result files go to a temporary directory next to ``--out`` and are moved into
-place only when everything is written (the tasks are then removed), so an
-error leaves nothing half-written.
+place only when everything is written (the kept tasks then go), so an error
+leaves nothing half-written (:func:`activeeval._files.output_folder`);
+``--out`` must be new or empty, hold an interrupted run's tasks, or (with
+``--force``) be a results folder activeeval wrote before.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ from rich.table import Table
 
 from activeeval.cli.common import (
     DUPLICATE_MODELS,
+    FORCE,
     KIND,
     MISSING,
+    OUT_RULE,
     OUT_TASKS,
     PRIOR_WEIGHTS,
     SCORE_RANGE,
@@ -39,7 +43,7 @@ from activeeval.cli.common import (
     print_json,
     progress_bar,
     read_options,
-    write_out,
+    results_folder,
 )
 from activeeval.exceptions import ConfigurationError
 
@@ -274,7 +278,8 @@ def backtest_command(
     workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes. [default: all cores]"),
     backend: str = typer.Option("local", "--backend", help="local, ray or dask."),
     address: Optional[str] = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]"),
-    out: Optional[Path] = typer.Option(None, "--out", help="Directory for raw results and PNG plots (must be new)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Directory for raw results and PNG plots: " + OUT_RULE),
+    force: bool = FORCE,
     epsilon2: float = typer.Option(0.03, "--epsilon2", help="ε2 of the 'at stop' columns (the sweep is always run)."),
     split_seed: int = typer.Option(
         0, "--split-seed", help="Seed of the random targets (interpolation; --multi-target --correlation low)."),
@@ -319,7 +324,7 @@ def backtest_command(
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
     names, method_options = _method_flags(_parse_methods(methods), likelihood, prior_weights)
-    check_out(out)
+    check_out(out, force)
     _check_multi_target_flags(multi_target, correlation, regime)
     if not (epsilon2 > 0):
         raise ConfigurationError(f"--epsilon2 must be > 0, got {epsilon2}")
@@ -357,12 +362,9 @@ def backtest_command(
                                   progress=update, checkpoint=store)
     summary = summarize(result, epsilon2)
     if out is not None:
-
-        def write(folder: Path) -> None:
-            _write_result(result, summary, folder, "", output_format, plots)
-            (folder / "config.json").write_text(json.dumps(_config_dict(config, dataset), indent=2) + "\n")
-
-        write_out(out, write)
+        with results_folder(out, force) as tmp:
+            _write_result(result, summary, tmp, "", output_format, plots)
+            (tmp / "config.json").write_text(json.dumps(_config_dict(config, dataset), indent=2) + "\n")
     if as_json:
         payload = _payload(result, summary)
         keys = ("dataset", "regime", "methods") + (("correlation", "targets") if config.multi_target else ())
@@ -454,7 +456,7 @@ def _print_table(result, summary: dict, epsilon2: float) -> None:  # noqa: ANN00
 REPRO_WORKERS = typer.Option(None, "--workers", help="Worker processes. [default: all cores]")
 REPRO_BACKEND = typer.Option("local", "--backend", help="local, ray or dask.")
 REPRO_ADDRESS = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]")
-REPRO_OUT = typer.Option(None, "--out", help="Directory for raw results (must be new).")
+REPRO_OUT = typer.Option(None, "--out", help="Directory for raw results: " + OUT_RULE)
 REPRO_FORMAT = typer.Option(None, "--format", help=FORMAT_HELP)
 REPRO_PROGRESS = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr.")
 REPRO_ORDERS = typer.Option(
@@ -486,18 +488,15 @@ def _run_reproduction(plan: list[tuple], workers: Optional[int], backend: str, a
     return results
 
 
-def _write_reproduction(out: Optional[Path], results: dict[str, tuple], output_format: str, name: str,
-                        meta: dict) -> None:
+def _write_reproduction(out: Optional[Path], force: bool, results: dict[str, tuple], output_format: str,
+                        name: str, meta: dict) -> None:
     """Raw results of every run (prefixed by its key) and ``{name}.json`` with ``meta``, all or nothing."""
     if out is None:
         return
-
-    def write(folder: Path) -> None:
+    with results_folder(out, force) as tmp:
         for key, (res, summ) in results.items():
-            _write_result(res, summ, folder, key, output_format, plots=False)
-        (folder / f"{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
-
-    write_out(out, write)
+            _write_result(res, summ, tmp, key, output_format, plots=False)
+        (tmp / f"{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
 
 
 def _print_reproduction(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]], width: int = 150) -> None:
@@ -532,6 +531,7 @@ def table1_command(
     backend: str = REPRO_BACKEND,
     address: Optional[str] = REPRO_ADDRESS,
     out: Optional[Path] = REPRO_OUT,
+    force: bool = FORCE,
     output_format: Optional[str] = REPRO_FORMAT,
     progress: bool = REPRO_PROGRESS,
     orders: str = REPRO_ORDERS,
@@ -549,7 +549,7 @@ def table1_command(
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
     names = _parse_methods(methods)
-    check_out(out)
+    check_out(out, force)
     wanted = _reproduce_datasets(datasets, tuple(PAPER_TABLE1), f"Table 1 rows exist for {', '.join(PAPER_TABLE1)}")
     if BASELINE not in names:
         names = names + (BASELINE,)
@@ -570,7 +570,8 @@ def table1_command(
                 "ours_extrapolation": results[f"{d}_extrapolation_"][1][name]["ew_irmse"],
                 "paper_extrapolation": paper[1],
             })
-    _write_reproduction(out, results, output_format, "table1", {"seeds": seeds, "wall_time_s": wall, "rows": rows})
+    _write_reproduction(out, force, results, output_format, "table1",
+                        {"seeds": seeds, "wall_time_s": wall, "rows": rows})
     if as_json:
         print_json({"seeds": seeds, "wall_time_s": round(wall, 1), "rows": rows})
         return
@@ -604,6 +605,7 @@ def table2_command(
     backend: str = REPRO_BACKEND,
     address: Optional[str] = REPRO_ADDRESS,
     out: Optional[Path] = REPRO_OUT,
+    force: bool = FORCE,
     output_format: Optional[str] = REPRO_FORMAT,
     progress: bool = REPRO_PROGRESS,
     orders: str = REPRO_ORDERS,
@@ -628,7 +630,7 @@ def table2_command(
 
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
-    check_out(out)
+    check_out(out, force)
     if seeds < 1:
         raise ConfigurationError(f"--seeds must be a positive integer, got {seeds}")
     paper_sets, continuous = _table2_datasets()
@@ -670,7 +672,7 @@ def table2_command(
             })
             shown.append((r.method, table2_note(d, r, regimes[d], short=True)))
     meta = {"seeds": seeds, "targets": targets, "wall_time_s": round(wall, 1), "regimes": regimes, "rows": rows}
-    _write_reproduction(out, results, output_format, "table2", meta)
+    _write_reproduction(out, force, results, output_format, "table2", meta)
     if as_json:
         print_json(meta)
         return

@@ -6,10 +6,8 @@ import contextlib
 import functools
 import json
 import math
-import os
-import shutil
+import re
 import sys
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -74,8 +72,7 @@ def _main(
         try:
             shared_data_dir(data_dir)
         except ActiveEvalError as exc:
-            typer.echo(f"error: {str(exc).replace('data_dir=', '--data-dir ')}", err=True)
-            raise typer.Exit(2) from exc
+            raise fail(cli_message(exc)) from exc
         os.environ[SHARED_DATA_ENV] = data_dir  # what every command's dataset lookup reads
 
 
@@ -158,14 +155,30 @@ def load_dataset(dataset: str, missing: str, read: dict):  # noqa: ANN201
 
 #: The folder of a backtest's ``--out`` that keeps its finished tasks until the run completes.
 OUT_TASKS = "tasks"
+OUT_RULE = "new or empty, or with --force the results folder of an earlier run (never a folder of other files)."
+FORCE = typer.Option(False, "--force", help="Replace --out if it holds the results of an earlier run.")
 
 
-def check_out(out: Optional[Path]) -> None:
-    """A backtest's --out is new, empty, or holds only the finished tasks of an interrupted run (it resumes)."""
-    if out is not None and out.exists() and (not out.is_dir() or any(p.name != OUT_TASKS for p in out.iterdir())):
-        raise ConfigurationError(
-            f"--out {str(out)!r} already exists and is not an empty directory; choose a new directory or remove it"
-        )
+def check_out(out: Optional[Path], force: bool) -> None:
+    """Refuse --out before the run (the same check runs again before the results are moved into place).
+
+    The finished tasks an interrupted run of the command kept in ``--out/tasks`` are no reason to refuse it:
+    the command resumes from them (if they are the same run's: :mod:`activeeval.experiments.checkpoint`).
+    """
+    if out is not None:
+        from activeeval._files import check_output_folder
+
+        check_output_folder(out, overwrite=force, what="--out", resumable=OUT_TASKS)
+
+
+@contextlib.contextmanager
+def results_folder(out: Path, force: bool) -> Iterator[Path]:
+    """A temporary folder to write the results into; it becomes --out (with the kept tasks gone) when the block
+    succeeds, and an error leaves --out as it was (:func:`activeeval._files.output_folder`)."""
+    from activeeval._files import output_folder
+
+    with output_folder(out, overwrite=force, what="--out", resumable=OUT_TASKS) as tmp:
+        yield tmp
 
 
 @contextlib.contextmanager
@@ -188,34 +201,48 @@ def interruptible(out: Optional[Path]) -> Iterator[None]:
         raise typer.Exit(130) from None
 
 
-def write_out(out: Path, write: Callable[[Path], None]) -> None:
-    """``write(folder)`` into a temporary folder beside --out, then move its files into --out and drop the finished
-    tasks kept there: an error leaves --out as it was."""
-    out = out.expanduser()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
-        write(tmp)
-        out.mkdir(exist_ok=True)
-        for entry in tmp.iterdir():
-            os.replace(entry, out / entry.name)
-        tmp.rmdir()
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    shutil.rmtree(out / OUT_TASKS, ignore_errors=True)
-
-
 def interrupted(n_recorded: int) -> typer.Exit:
     """The Ctrl-C message and exit code 130 (128 + SIGINT), for the caller to raise."""
     typer.echo(f"interrupted: {n_recorded} scores recorded, re-run to resume", err=True)
     return typer.Exit(code=130)
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
 def one_line(message: object) -> str:
     return " ".join(str(message).split())
+
+
+# The fixes library messages spell as Python keywords, and what a command-line user types instead. One pass,
+# longest phrase first, so a replacement is never replaced again (tests check that each phrase is still in the
+# library's messages, and that commands print the flags).
+CLI_FIXES = {
+    "score_range=(low, high) (None for unbounded scores)": "--score-range LOW HIGH",
+    "score_range=(low, high)": "--score-range LOW HIGH",
+    "a wider score_range": "a wider --score-range LOW HIGH",
+    "kind='continuous'": "--kind continuous",
+    "kind='binary'": "--kind binary",
+    "duplicate_models='drop_identical'": "--duplicate-models drop-identical",
+    "use dropna(axis='items')": "pass --missing items",
+    "use dropna(axis='models')": "pass --missing models",
+    "call .dropna() to drop incomplete models or items": "pass --missing models or --missing items to drop them",
+    "item_column=NAME": "--item-column NAME",
+    "score_column=NAME": "--score-column NAME",
+    "overwrite=True": "--force",
+    "data_dir=": "--data-dir ",
+}
+_FIX_RE = re.compile("|".join(re.escape(k) for k in sorted(CLI_FIXES, key=len, reverse=True)))
+# "--missing (missing=)": a message naming both spellings; the flag is enough here.
+_BOTH_RE = re.compile(r"(--[a-z][\w-]*) \(\w+=\)")
+# "--score-range LOW HIGH (--score-range LOW HIGH)": a message that gave both, once translated.
+_TWICE_RE = re.compile(r"(--[a-z][\w-]*(?: [A-Z]+)*) \(\1\)")
+
+
+def cli_message(exc: BaseException) -> str:
+    """A library error's message with its fixes as command-line flags (see :data:`CLI_FIXES`)."""
+    text = _FIX_RE.sub(lambda m: CLI_FIXES[m.group()], str(exc))
+    return _TWICE_RE.sub(r"\1", _BOTH_RE.sub(r"\1", text))
 
 
 def fail(message: object) -> typer.Exit:
@@ -239,7 +266,7 @@ def cli_errors(func: F) -> F:
                 try:
                     return func(*args, **kwargs)
                 except ActiveEvalError as exc:
-                    raise fail(exc) from None
+                    raise fail(cli_message(exc)) from None
         finally:
             # Re-emit outside the recording context: showing a warning inside
             # it would append to `caught` while we iterate over it.

@@ -1,4 +1,4 @@
-"""Options of the scorers `run` and `rank` drive: a command, or lm-evaluation-harness."""
+"""Options of the scorers `run` and `rank` drive: a command, lm-evaluation-harness, or Inspect AI."""
 
 from __future__ import annotations
 
@@ -12,12 +12,23 @@ SCORER = typer.Option(
     None, "--scorer",
     help="Command scoring one item, with {item_id} (and {model} when ranking); its last output line is the score.",
 )
-HARNESS = typer.Option(None, "--harness", help="Score with a harness instead of --scorer: lm-eval.")
-LM_MODEL = typer.Option(None, "--model", help="lm-eval model type, e.g. hf, vllm, dummy (with --harness lm-eval).")
+# The number is the runner's DEFAULT_TIMEOUT (not imported here: the CLI starts without the session modules;
+# a test checks they agree).
+TIMEOUT = typer.Option(
+    None, "--timeout", metavar="SECONDS",
+    help="Seconds one scorer call may take; then its processes are killed and the item stays pending (--scorer). "
+    "0: no limit. [default: 600, ten minutes: longer than an item takes, short enough to notice a hung call]",
+)
+HARNESS = typer.Option(None, "--harness", help="Score with a harness instead of --scorer: lm-eval or inspect.")
+LM_MODEL = typer.Option(
+    None, "--model", help="lm-eval model type, e.g. hf, vllm, dummy; or the Inspect model, e.g. openai/gpt-4o, "
+    "mockllm/model ({model} when ranking; omitted, each ranked id is the Inspect model).")
 LM_MODEL_ARGS = typer.Option(
     "", "--model-args", help="lm-eval model arguments, e.g. pretrained=org/name,dtype=float16 ({model} when ranking).",
 )
-LM_TASK = typer.Option(None, "--task", help="lm-eval task whose documents are the reference's items.")
+LM_TASK = typer.Option(
+    None, "--task", help="lm-eval task whose documents are the reference's items; or the Inspect task whose samples "
+    "are: FILE.py@TASK or a registered name.")
 LM_METRIC = typer.Option(None, "--metric", help="Per-sample metric to record, e.g. acc. [default: the task's only one]")
 LM_FILTER = typer.Option(None, "--filter", help="lm-eval filter to record, for tasks with several (e.g. strict-match).")
 LM_INCLUDE = typer.Option(None, "--include-path", help="Folder of custom lm-eval task YAML files (repeatable).")
@@ -26,6 +37,16 @@ LM_BATCH = typer.Option(None, "--batch-size", help="lm-eval batch size (e.g. 8 o
 LM_DEVICE = typer.Option(None, "--device", help="lm-eval device, e.g. cuda:0 or cpu.")
 LM_GEN = typer.Option(None, "--gen-kwargs", help="lm-eval generation arguments, e.g. temperature=0,max_gen_toks=256.")
 LM_CHAT = typer.Option(False, "--apply-chat-template", help="Apply the model's chat template (lm-eval).")
+IN_MODEL_ARG = typer.Option(None, "--model-arg", help="Inspect model argument KEY=VALUE (repeatable; Inspect's -M).")
+IN_TASK_ARG = typer.Option(None, "--task-arg", help="Inspect task argument KEY=VALUE (repeatable; Inspect's -T).")
+IN_SCORE_NAME = typer.Option(
+    None, "--score-name", help="Inspect scorer whose score to record, or SCORER/KEY for a scorer with several "
+    "values. [default: the task's only scorer]")
+IN_VALUE_MAP = typer.Option(
+    None, "--value-map", help="Numbers for Inspect's string score values, over C=1,P=0.5,I=0,N=0; e.g. 'P=0'.")
+IN_EPOCHS = typer.Option(None, "--epochs", help="Inspect runs per sample, averaged. [default: the task's]")
+IN_LOG_DIR = typer.Option(
+    None, "--log-dir", help="Folder for Inspect's logs. [default: Inspect's: $INSPECT_LOG_DIR, else ./logs]")
 
 
 def make_scorer(
@@ -46,27 +67,48 @@ def make_scorer(
     device: Optional[str] = None,
     gen_kwargs: Optional[str] = None,
     apply_chat_template: bool = False,
+    model_arg: Optional[list[str]] = None,
+    task_arg: Optional[list[str]] = None,
+    score_name: Optional[str] = None,
+    value_map: Optional[str] = None,
+    epochs: Optional[int] = None,
+    log_dir: Optional[str] = None,
 ) -> Any:
     """The scorer the flags describe; ConfigurationError naming the flag for a wrong combination."""
-    lm_flags = {"--model": model, "--task": task, "--metric": metric, "--filter": filter_name,
-                "--include-path": include_path or None, "--num-fewshot": num_fewshot, "--batch-size": batch_size,
-                "--device": device, "--gen-kwargs": gen_kwargs, "--model-args": model_args or None,
+    lm_flags = {"--metric": metric, "--filter": filter_name, "--include-path": include_path or None,
+                "--num-fewshot": num_fewshot, "--batch-size": batch_size, "--device": device,
+                "--gen-kwargs": gen_kwargs, "--model-args": model_args or None,
                 "--apply-chat-template": apply_chat_template or None}
+    inspect_flags = {"--model-arg": model_arg or None, "--task-arg": task_arg or None, "--score-name": score_name,
+                     "--value-map": value_map, "--epochs": epochs, "--log-dir": log_dir}
+    shared = {"--model": model, "--task": task}
     if (scorer is None) == (harness is None):
         raise ConfigurationError(
-            "give exactly one of --scorer 'COMMAND {item_id}' or --harness lm-eval (with --model, --task)"
+            "give exactly one of --scorer 'COMMAND {item_id}' or --harness lm-eval / --harness inspect (with --model, "
+            "--task)"
         )
     if scorer is not None:
-        given = [k for k, v in lm_flags.items() if v is not None]
+        given = [k for k, v in {**shared, **lm_flags, **inspect_flags}.items() if v is not None]
         if given:
-            raise ConfigurationError(f"{', '.join(given)} go with --harness lm-eval, not with --scorer; drop them")
+            raise ConfigurationError(f"{', '.join(given)} go with --harness, not with --scorer; drop them")
         from activeeval.session.runner import Scorer
 
-        return Scorer(scorer, timeout=timeout, jobs=jobs, needs_model=ranking)
-    if harness != "lm-eval":
-        raise ConfigurationError(f"--harness must be lm-eval, got {harness!r}")
+        limit = {} if timeout is None else {"timeout": timeout}
+        return Scorer(scorer, jobs=jobs, needs_model=ranking, **limit)
+    if harness not in ("lm-eval", "inspect"):
+        raise ConfigurationError(f"--harness must be lm-eval or inspect, got {harness!r}")
     if timeout is not None:
-        raise ConfigurationError("--timeout goes with --scorer; lm-eval runs in this process (stop it with Ctrl-C)")
+        raise ConfigurationError(f"--timeout goes with --scorer; {harness} runs in this process (stop it with Ctrl-C)")
+    other = inspect_flags if harness == "lm-eval" else lm_flags
+    given = [k for k, v in other.items() if v is not None]
+    if given:
+        hint = " (Inspect takes model arguments one by one: --model-arg KEY=VALUE)" if "--model-args" in given else ""
+        raise ConfigurationError(f"{', '.join(given)} do not apply to --harness {harness}; drop them{hint}")
+    if harness == "inspect":
+        from activeeval.session.inspect_harness import InspectHarness
+
+        return InspectHarness(task or "", model, model_args=model_arg, task_args=task_arg, score_name=score_name,
+                              value_map=value_map, epochs=epochs, log_dir=log_dir, needs_model=ranking)
     from activeeval.session.lm_eval_harness import LmEvalHarness
 
     size: int | str | None = batch_size

@@ -2,7 +2,7 @@
 
 Thin layer: argument parsing and printing only; the work is in
 :mod:`activeeval.ranking`, :mod:`activeeval.session.ranking` (real mode: a
-crash-safe session, your scorer or lm-eval) and
+crash-safe session, your scorer, lm-eval or Inspect) and
 :mod:`activeeval.experiments.ranking_eval` (simulation). Heavy modules are
 imported inside the commands, so other commands start fast.
 """
@@ -19,8 +19,10 @@ import typer
 from activeeval.cli import harness as h
 from activeeval.cli.common import (
     DUPLICATE_MODELS,
+    FORCE,
     KIND,
     MISSING,
+    OUT_RULE,
     OUT_TASKS,
     SCORE_RANGE,
     app,
@@ -32,7 +34,7 @@ from activeeval.cli.common import (
     json_text,
     print_json,
     read_options,
-    write_out,
+    results_folder,
 )
 from activeeval.exceptions import ConfigurationError
 
@@ -125,10 +127,10 @@ def rank_command(
     kind: Optional[str] = KIND,
     score_range: Optional[tuple[float, float]] = SCORE_RANGE,
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds allowed per scorer call. [default: none]"),
+    timeout: Optional[float] = h.TIMEOUT,
     jobs: int = typer.Option(
-        1, "--jobs", "-j", help="With --session: scorer calls to run at once; the extra ones score what the ranker "
-        "will likely ask next, so the ranking is the same as with one."),
+        1, "--jobs", "-j", help="With --session and --scorer: scorer commands to run at once; the extra ones score "
+        "what the ranker will likely ask next, so the ranking is the same as with one."),
     model: Optional[str] = h.LM_MODEL,
     model_args: str = h.LM_MODEL_ARGS,
     task: Optional[str] = h.LM_TASK,
@@ -140,15 +142,22 @@ def rank_command(
     device: Optional[str] = h.LM_DEVICE,
     gen_kwargs: Optional[str] = h.LM_GEN,
     apply_chat_template: bool = h.LM_CHAT,
+    model_arg: Optional[list[str]] = h.IN_MODEL_ARG,
+    task_arg: Optional[list[str]] = h.IN_TASK_ARG,
+    score_name: Optional[str] = h.IN_SCORE_NAME,
+    value_map: Optional[str] = h.IN_VALUE_MAP,
+    epochs: Optional[int] = h.IN_EPOCHS,
+    log_dir: Optional[str] = h.IN_LOG_DIR,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Rank models adaptively: new models with --session and a scorer, or held-out models by simulation.
 
-    With --session, the scorer (--scorer 'python score.py {model} {item_id}', or --harness lm-eval with
-    --model-args 'pretrained={model}') scores the (model, item) the ranker asks for, one at a time (--jobs N:
-    with up to N - 1 pairs it will likely ask next, scored at the same time), until every adjacent pair is
-    decided at --gamma or the budget is spent; every score is committed to the session file, so Ctrl-C
-    (exit 130) or a crash loses nothing: re-run the same command to resume.
+    With --session, the scorer (--scorer 'python score.py {model} {item_id}', --harness lm-eval with
+    --model-args 'pretrained={model}', or --harness inspect, the ids being Inspect models) scores the
+    (model, item) the ranker asks for, one at a time (--jobs N with --scorer: with up to N - 1 pairs it will
+    likely ask next, scored at the same time), until every adjacent pair is decided at --gamma or the budget
+    is spent; every score is committed to the session file, so Ctrl-C (exit 130) or a crash loses nothing:
+    re-run the same command to resume.
     `activeeval session status FILE` shows the ranking, pairwise confidences and ties.
     """
     from activeeval.ranking import check_gamma, check_pairing, load_costs
@@ -159,9 +168,15 @@ def rank_command(
     if session is not None:
         from activeeval.session.runner import check_jobs
 
-        lm = {"jobs": check_jobs(jobs), "model": model, "model_args": model_args, "task": task, "metric": metric, "filter_name": filter_name,
-              "include_path": include_path, "num_fewshot": num_fewshot, "batch_size": batch_size, "device": device,
-              "gen_kwargs": gen_kwargs, "apply_chat_template": apply_chat_template}
+        if check_jobs(jobs) != 1 and harness is not None:
+            raise ConfigurationError(
+                f"--jobs runs several scorer commands at once and goes with --scorer; --harness {harness} runs in "
+                "this process, one (model, item) at a time: drop --jobs")
+        lm = {"jobs": check_jobs(jobs), "model": model, "model_args": model_args, "task": task, "metric": metric,
+              "filter_name": filter_name, "include_path": include_path, "num_fewshot": num_fewshot,
+              "batch_size": batch_size, "device": device, "gen_kwargs": gen_kwargs,
+              "apply_chat_template": apply_chat_template, "model_arg": model_arg, "task_arg": task_arg,
+              "score_name": score_name, "value_map": value_map, "epochs": epochs, "log_dir": log_dir}
         if dataset is not None or holdout is not None:
             raise ConfigurationError("--dataset/--holdout simulate a ranking; with --session give --reference and "
                                      "--models (the new models to rank)")
@@ -301,8 +316,9 @@ def rank_backtest_command(
     pairing: str = typer.Option("own", "--pairing", help="Item choice: own (each model's method) or partner "
                                 "(pair-aware)."),
     out: Optional[Path] = typer.Option(
-        None, "--out", help="Directory for the summary and every held-out set's record (must be new); it keeps each "
-        "finished set as it completes, so an interrupted run resumes when the same command is run again."),
+        None, "--out", help="Directory for the summary and every held-out set's record: " + OUT_RULE[:-1] + "; it "
+        "keeps each finished set as it completes, so an interrupted run resumes when the same command is run again."),
+    force: bool = FORCE,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """The paper's Table 2/3/4 protocol: adaptive vs random vs static vs fixed-length, tie detection."""
@@ -323,7 +339,7 @@ def rank_backtest_command(
     method = _method(method)
     check_pairing(pairing)
     cal_kw = _calibration(method, calibration, response, local_error)
-    check_out(out)
+    check_out(out, force)
     matrix = resolve(dataset)
     store = None if out is None else TaskStore(out.expanduser() / OUT_TASKS, flag="--out")
     with interruptible(out):
@@ -360,14 +376,11 @@ def rank_backtest_command(
         "sd": {k[:-3]: v for k, v in s.items() if k.endswith("_sd")},
     }
     if out is not None:
-
-        def write(folder: Path) -> None:
-            (folder / "summary.json").write_text(json_text(payload))
-            with open(folder / "records.jsonl", "w") as fh:
+        with results_folder(out, force) as tmp:
+            (tmp / "summary.json").write_text(json_text(payload))
+            with open(tmp / "records.jsonl", "w") as fh:
                 for rec in records:
                     fh.write(json.dumps(record_to_json(rec)) + "\n")
-
-        write_out(out, write)
     if as_json:
         print_json(payload)
         return

@@ -264,15 +264,17 @@ def record(
     ),
     record_all: bool = typer.Option(False, "--all", help="With --from: also record items never handed out."),
     fmt: Optional[str] = typer.Option(
-        None, "--format", help="lm-eval, helm, alpaca-eval or plain. [default: from the file name]"
+        None, "--format", help="lm-eval, helm, alpaca-eval, inspect or plain. [default: from the file name]"
     ),
     metric: Optional[str] = typer.Option(None, "--metric", help="lm-eval/HELM metric. [default: acc / exact_match]"),
-    task: Optional[str] = typer.Option(None, "--task", help="lm-eval task (when --from is a folder)."),
+    task: Optional[str] = typer.Option(None, "--task", help="lm-eval or Inspect task (when --from holds several)."),
     filter_name: Optional[str] = typer.Option(None, "--filter", help="lm-eval filter (e.g. strict-match)."),
     split: Optional[str] = typer.Option(None, "--split", help="HELM split."),
     generator: Optional[str] = typer.Option(None, "--generator", help="AlpacaEval generator_2 to read."),
     item_column: Optional[str] = typer.Option(None, "--item-column", help="Plain files: item id column."),
     score_column: Optional[str] = typer.Option(None, "--score-column", help="Plain files: score column."),
+    score_name: Optional[str] = h.IN_SCORE_NAME,
+    value_map: Optional[str] = h.IN_VALUE_MAP,
     target: Optional[str] = TARGET,
     reference: Optional[str] = REFERENCE_OVERRIDE,
 ) -> None:
@@ -289,7 +291,8 @@ def record(
         default_metric = {"lm-eval": "acc", "helm": "exact_match"}.get(kind)
         scores = read_scores_any(
             from_file, kind, metric=metric or default_metric, task=task, filter=filter_name, split=split,
-            generator=generator, item_column=item_column, score_column=score_column,
+            generator=generator, item_column=item_column, score_column=score_column, score_name=score_name,
+            value_map=value_map,
         )
         with _open_evaluation(file, reference, "session record") as s:
             name = _target_of(s, file, target)
@@ -308,8 +311,10 @@ def record(
         raise ConfigurationError("--all goes with --from FILE")
     if item_id is None or score is None:
         raise fail("give ITEM_ID and SCORE (e.g. `activeeval session record run.aeval mmlu-00012 1`) or --from FILE")
-    if any(o is not None for o in (fmt, metric, task, filter_name, split, generator, item_column, score_column)):
-        raise ConfigurationError("--format/--metric/--task/--filter/--split/--generator/--*-column need --from FILE")
+    if any(o is not None for o in (fmt, metric, task, filter_name, split, generator, item_column, score_column,
+                                   score_name, value_map)):
+        raise ConfigurationError("--format/--metric/--task/--filter/--split/--generator/--*-column/--score-name/"
+                                 "--value-map need --from FILE")
     with _open_evaluation(file, reference, "session record") as s:
         name = _target_of(s, file, target)
         # the score is validated (and parsed) by the session
@@ -405,7 +410,9 @@ def history(
 @cli_errors
 def report(
     file: Path = FILE,
-    out: Path = typer.Option(..., "--out", help="HTML file to write."),
+    out: Path = typer.Option(..., "--out", help="HTML file to write (a new file, or an old one with --force)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists (never the session or its "
+                               "reference)."),
     reference: Optional[str] = REFERENCE_OVERRIDE,
 ) -> None:
     """Write a self-contained HTML report (result, settings, trajectory plot, items used)."""
@@ -416,7 +423,7 @@ def report(
             what = "a ranking session" if s.KIND == "rank" else "a multi-target session"
             raise ConfigurationError(f"{str(file)!r} is {what}; reports are for single-model sessions "
                                      "(`activeeval session status FILE --json` shows every model)")
-        write_report(s, out)
+        write_report(s, out, overwrite=force)
     if not plot_available():
         typer.echo('note: matplotlib is not installed, so the report has no plot (pip install "activeeval[plot]")',
                    err=True)
@@ -446,8 +453,8 @@ def run(
     targets: Optional[str] = typer.Option(
         None, "--targets", help=TARGETS_HELP + " The scorer gets each target's name as {model}."),
     jobs: int = typer.Option(1, "--jobs", "-j", help="Scorer commands to run concurrently (--scorer)."),
-    k: int = typer.Option(8, "--k", "-k", help="Items per lm-eval call (--harness lm-eval)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds allowed per scorer call. [default: none]"),
+    k: int = typer.Option(8, "--k", "-k", help="Items per harness call (--harness lm-eval or inspect)."),
+    timeout: Optional[float] = h.TIMEOUT,
     model: Optional[str] = h.LM_MODEL,
     model_args: str = h.LM_MODEL_ARGS,
     task: Optional[str] = h.LM_TASK,
@@ -459,10 +466,16 @@ def run(
     device: Optional[str] = h.LM_DEVICE,
     gen_kwargs: Optional[str] = h.LM_GEN,
     apply_chat_template: bool = h.LM_CHAT,
+    model_arg: Optional[list[str]] = h.IN_MODEL_ARG,
+    task_arg: Optional[list[str]] = h.IN_TASK_ARG,
+    score_name: Optional[str] = h.IN_SCORE_NAME,
+    value_map: Optional[str] = h.IN_VALUE_MAP,
+    epochs: Optional[int] = h.IN_EPOCHS,
+    log_dir: Optional[str] = h.IN_LOG_DIR,
     prior_weights: Optional[Path] = PRIOR_WEIGHTS,
     as_json: bool = typer.Option(False, "--json", help="Print the final status as JSON."),
 ) -> None:
-    """Score items with a command or lm-eval until the stopping rule is met (re-run to resume).
+    """Score items with a command, lm-eval or Inspect until the stopping rule is met (re-run to resume).
 
     On a resumed session, --epsilon1/--epsilon2/--window/--max-items change the stopping rule (recorded in
     the journal); the other settings must match the session's. With --targets a,b,c (or a session created
@@ -474,11 +487,12 @@ def run(
     if k < 1:
         raise ConfigurationError(f"--k must be a positive integer, got {k}")
     if harness is None and k != 8:
-        raise ConfigurationError("--k goes with --harness lm-eval; with --scorer, --jobs sets the batch")
+        raise ConfigurationError("--k goes with --harness; with --scorer, --jobs sets the batch")
     lm = {"timeout": timeout, "jobs": jobs, "model": model, "model_args": model_args, "task": task, "metric": metric,
           "filter_name": filter_name, "include_path": include_path, "num_fewshot": num_fewshot,
           "batch_size": batch_size, "device": device, "gen_kwargs": gen_kwargs,
-          "apply_chat_template": apply_chat_template}
+          "apply_chat_template": apply_chat_template, "model_arg": model_arg, "task_arg": task_arg,
+          "score_name": score_name, "value_map": value_map, "epochs": epochs, "log_dir": log_dir}
     batch = jobs if harness is None else k
     read = read_options(kind, score_range, duplicate_models)
     stopping = {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window, "max_items": max_items}
@@ -554,7 +568,7 @@ def _make_scorer(scorer: Optional[str], harness: Optional[str], targets: Optiona
             f"--scorer {scorer!r} has no {{model}} placeholder; the session evaluates several targets "
             f"({', '.join(targets)}) and passes each one's name there, e.g. "
             "--scorer 'python score.py {model} {item_id}'")
-    if several and harness is not None and "{model}" not in lm["model_args"]:
+    if several and harness == "lm-eval" and "{model}" not in lm["model_args"]:
         raise ConfigurationError(
             f"--model-args {lm['model_args']!r} has no {{model}} placeholder; the session evaluates several targets "
             f"({', '.join(targets)}) and passes each one's name there, e.g. --model-args 'pretrained={{model}}'")

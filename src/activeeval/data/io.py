@@ -14,11 +14,13 @@ whose message names the file, the problem and the fix.
 from __future__ import annotations
 
 import csv
+import decimal
 import gzip
 import io
 import json
 import math
 import numbers
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,8 +29,15 @@ from typing import IO, Literal
 
 import numpy as np
 
-from activeeval.data.matrix import ScoreKind, ScoreMatrix
-from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError, InvalidScoresError
+from activeeval._files import atomic_output
+from activeeval.data.matrix import ScoreKind, ScoreMatrix, parse_score_text
+from activeeval.exceptions import (
+    ActiveEvalError,
+    ConfigurationError,
+    DataFormatError,
+    DuplicateIdError,
+    InvalidScoresError,
+)
 
 __all__ = ["ITEM_ALIASES", "MODEL_ALIASES", "SCORE_ALIASES", "read_prior_weights", "read_scores", "write_scores"]
 
@@ -55,7 +64,7 @@ SCORE_ALIASES = ("score", "value", "correct", "acc")
 
 # Cell texts read as a missing score (compared after strip() and lower()).
 _MISSING_TEXT = frozenset({"", "na", "nan", "n/a", "null", "none"})
-_BOOL_TEXT = {"true": 1.0, "false": 0.0}
+_BOOL_TEXT = frozenset({"true", "false"})  # refused as scores: say 1 or 0
 _SUFFIXES: dict[str, FileFormat] = {
     ".csv": "csv",
     ".tsv": "tsv",
@@ -123,6 +132,12 @@ class _Table:
     columns: list[str]
     cells: np.ndarray | None = None
     frame: pd.DataFrame | None = None
+    rows: str = "data row"  # what a row is called in messages: "line" of a JSONL file, ...
+    positions: list[int] | None = None  # the number of each row in the file (default: 1, 2, ...)
+
+    def row(self, k: int) -> str:
+        """The ``k``-th row (0-based) as messages name it: ``data row 3``, ``line 7``."""
+        return f"{self.rows} {self.positions[k] if self.positions is not None else k + 1}"
 
     @property
     def n_rows(self) -> int:
@@ -156,10 +171,32 @@ def _check_header(path: Path, columns: Sequence[str]) -> None:
         seen[c] = j
 
 
+# Separators a delimited file may use instead of the one its suffix says (tried only when that one finds a
+# single column: a semicolon-separated .csv from a European spreadsheet, a tab-separated .csv, ...).
+_SEPARATORS = {",": "commas", ";": "semicolons", "\t": "tabs", "|": "'|'", ":": "colons"}
+
+
+def _delimiter(path: Path, ftype: _FileType) -> str:
+    """The file's separator: the suffix's (comma, or tab for .tsv), unless with it the header is one column
+    and :class:`csv.Sniffer` finds another separator that splits it."""
+    expected = "\t" if ftype.fmt == "tsv" else ","
+    with _open_text(path, ftype.gzipped) as f:
+        sample = f.read(1 << 16)
+    lines = [line for line in sample.split("\n") if line.strip()][:50]
+    others = "".join(d for d in _SEPARATORS if d != expected)
+    try:
+        if not lines or len(next(csv.reader(lines[:1], delimiter=expected))) != 1:
+            return expected
+        found = csv.Sniffer().sniff("\n".join(lines), delimiters=others).delimiter
+        return found if len(next(csv.reader(lines[:1], delimiter=found))) > 1 else expected
+    except csv.Error:  # no other separator found, or a header the full read will report
+        return expected
+
+
 def _read_delimited(path: Path, ftype: _FileType) -> _Table:
-    delimiter = "\t" if ftype.fmt == "tsv" else ","
     rows: list[list[str]] = []
     try:
+        delimiter = _delimiter(path, ftype)
         with _open_text(path, ftype.gzipped) as f:
             reader = csv.reader(f, delimiter=delimiter, strict=True)
             header: list[str] | None = None
@@ -172,8 +209,8 @@ def _read_delimited(path: Path, ftype: _FileType) -> _Table:
                 if len(row) != len(header):
                     raise DataFormatError(
                         f"{path}: line {reader.line_num} has {len(row)} fields but the header has {len(header)}; "
-                        "every row needs the same columns as the header (quote fields that contain "
-                        f"{'tabs' if delimiter == chr(9) else 'commas'}, leave a missing score as an empty field)"
+                        f"every row needs the same columns as the header (quote fields that contain "
+                        f"{_SEPARATORS[delimiter]}, leave a missing score as an empty field)"
                     )
                 rows.append(row)
     except csv.Error as exc:
@@ -203,6 +240,8 @@ def _import_parquet(path: Path):  # returns the pyarrow.parquet module
 
 def _read_parquet(path: Path) -> _Table:
     pq = _import_parquet(path)
+    import pyarrow as pa
+
     try:
         table = pq.read_table(path)
     except (OSError, ValueError) as exc:
@@ -211,7 +250,12 @@ def _read_parquet(path: Path) -> _Table:
     if not columns:
         raise DataFormatError(f"{path}: the Parquet file has no columns; expected a model id column and item columns")
     _check_header(path, columns)
-    return _Table(columns, frame=table.to_pandas())
+    try:
+        frame = table.to_pandas()
+    except (ValueError, TypeError, NotImplementedError, pa.ArrowException) as exc:
+        raise DataFormatError(f"{path}: cannot convert the Parquet table ({exc}); store ids as strings and scores "
+                              "as numbers") from exc
+    return _Table(columns, frame=frame, rows="row")
 
 
 def _read_jsonl(path: Path, ftype: _FileType) -> _Table:
@@ -224,7 +268,7 @@ def _read_jsonl(path: Path, ftype: _FileType) -> _Table:
     if text.lstrip().startswith("["):  # a .json file holding one array of records
         try:
             loaded = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
             raise DataFormatError(f"{path}: invalid JSON ({exc}); fix the file or write one object per line") from exc
         numbered = list(enumerate(loaded, start=1))
         where = "record"
@@ -236,9 +280,10 @@ def _read_jsonl(path: Path, ftype: _FileType) -> _Table:
                 continue
             try:
                 numbered.append((lineno, json.loads(line)))
-            except json.JSONDecodeError as exc:
+            except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
                 raise DataFormatError(
-                    f"{path}: line {lineno} is not valid JSON ({exc.msg}); a JSONL file has one JSON object per line"
+                    f"{path}: line {lineno} is not valid JSON ({getattr(exc, 'msg', exc)}); a JSONL file has one "
+                    "JSON object per line"
                 ) from exc
         where = "line"
     for n, rec in numbered:
@@ -252,60 +297,118 @@ def _read_jsonl(path: Path, ftype: _FileType) -> _Table:
         raise DataFormatError(f"{path}: the file is empty; expected one {{model, item, score}} JSON object per line")
     columns = list(dict.fromkeys(k for rec in records for k in rec))
     frame = pd.DataFrame.from_records(records, columns=columns).astype(object)
-    return _Table([str(c) for c in columns], frame=frame)
+    return _Table([str(c) for c in columns], frame=frame, rows=where, positions=[n for n, _ in numbered])
+
+
+def _read_table(path: Path, ftype: _FileType) -> _Table:
+    """The columns of a CSV/TSV, Parquet or JSON file, before interpretation."""
+    if ftype.fmt == "jsonl":
+        return _read_jsonl(path, ftype)
+    if ftype.fmt == "parquet":
+        return _read_parquet(path)
+    return _read_delimited(path, ftype)
 
 
 # ------------------------------------------------------------- cell values
-def _parse_score(value: object) -> float | None:
-    """A cell as a float (NaN = missing), or None if it is not a score."""
+_SCORE_FIX = "scores must be numbers (0/1 for binary benchmarks), with an empty cell or null for a missing score"
+_DECIMAL_COMMA = re.compile(r"[+-]?[0-9]+,[0-9]+")
+_NO_BOOLEANS = "not a score: write 1 for true and 0 for false"
+
+
+def _unfit(value: object) -> str | None:
+    """Why a cell of a typed file (Parquet, JSON) can be neither a score nor an id: a boolean, a list, an
+    object, ...; None when it is a string, a number or null."""
+    if value is None or isinstance(value, str):
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return f"a boolean ({str(bool(value)).lower()})"
+    if isinstance(value, (numbers.Real, decimal.Decimal)):
+        return None
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "a list"
+    return f"a {type(value).__name__}"
+
+
+def _check_typed(values: np.ndarray, path: Path, what: str, describe: Callable[[int], str], fix: str,
+                 error: type[ActiveEvalError] = InvalidScoresError) -> None:
+    """Refuse a non-scalar or boolean cell of a typed file, naming its row and column (before factorize(),
+    which cannot hash a list and takes True for 1)."""
+    flat = values.ravel()
+    if not {type(v) for v in flat} <= {str, float, int, type(None)}:
+        for k, v in enumerate(flat):
+            problem = _unfit(v)
+            if problem is not None:
+                if what == "score" and isinstance(v, (bool, np.bool_)):
+                    problem += f", {_NO_BOOLEANS}"
+                shown = json.dumps(bool(v)) if isinstance(v, (bool, np.bool_)) else repr(
+                    v.tolist() if isinstance(v, np.ndarray) else v)
+                raise error(f"{path}: {what} {shown[:80]} {describe(k)} is {problem}; {fix}")
+
+
+def _parse_score(value: object) -> float | str:
+    """A cell as a float (NaN = missing), or why it is not a score."""
     if value is None:
         return math.nan
     if isinstance(value, (bool, np.bool_)):
-        return float(value)
-    if isinstance(value, numbers.Real):
-        return float(value)
+        return f"is a boolean, {_NO_BOOLEANS}"
+    if isinstance(value, (numbers.Real, decimal.Decimal)):
+        try:
+            return float(value)
+        except OverflowError:
+            return "is too large to be a finite number"
     if isinstance(value, str):
-        text = value.strip()
-        low = text.lower()
+        low = value.strip().lower()
         if low in _MISSING_TEXT:
             return math.nan
         if low in _BOOL_TEXT:
-            return _BOOL_TEXT[low]
-        if "_" in text:  # float() would read "1_0" as 10
-            return None
+            return f"is a boolean, {_NO_BOOLEANS}"
         try:
-            return float(text)
-        except ValueError:
-            return None
-    return None
+            return parse_score_text(value)
+        except InvalidScoresError as exc:
+            hint = " (a decimal comma? write 0.5, not 0,5)" if _DECIMAL_COMMA.fullmatch(value.strip()) else ""
+            return f"{exc.reason}{hint}"  # type: ignore[attr-defined]
+    return f"is {_unfit(value)}, not a number"
 
 
-def _to_float(cells: np.ndarray, describe: Callable[[int], str], path: Path) -> np.ndarray:
-    """Cells as floats; ``describe(flat_index)`` names a bad cell for the message."""
-    if cells.dtype.kind in "biuf":
+def _to_float(cells: np.ndarray, describe: Callable[[int], str], path: Path, typed: bool) -> np.ndarray:
+    """Cells as floats; ``describe(flat_index)`` names a bad cell (its row and column) for the message.
+
+    ``typed``: the cells come from a Parquet or JSON file, so they may be booleans, lists or objects.
+    """
+    if cells.dtype.kind == "b" and cells.size:
+        raise InvalidScoresError(f"{path}: score {json.dumps(bool(cells.flat[0]))} {describe(0)} is a boolean, "
+                                 f"{_NO_BOOLEANS}")
+    if cells.dtype.kind in "iuf":
         return cells.astype(float)
     flat = cells.ravel()
+    if typed:
+        _check_typed(flat, path, "score", describe, _SCORE_FIX)
     # Parse each distinct cell once: binary data has only a handful.
     codes, uniques = pd.factorize(flat, use_na_sentinel=True)
     table = np.empty(len(uniques) + 1)
     table[-1] = math.nan  # code -1: None / NaN cells
     for k, u in enumerate(uniques):
         value = _parse_score(u)
-        if value is None:
+        if isinstance(value, str):
             at = int(np.flatnonzero(codes == k)[0])
-            raise InvalidScoresError(
-                f"{path}: score {u!r} {describe(at)} is not a number; scores must be numbers "
-                "(0/1 for binary benchmarks), with an empty cell for a missing score"
-            )
+            raise InvalidScoresError(f"{path}: score {u!r} {describe(at)} {value}; {_SCORE_FIX}")
         table[k] = value
     return table[codes].reshape(cells.shape)
 
 
-def _ids(values: np.ndarray, path: Path, what: str, where: Callable[[int], str]) -> list[str]:
+def _ids(table: _Table, col: int, path: Path, what: str) -> list[str]:
+    """The ids of column ``col``: strings, or numbers written as text; never empty."""
+    values = table.column(col)
+    where = f"column {table.columns[col]!r}"
+    if table.frame is not None:
+        _check_typed(values, path, f"{what} id", lambda k: f"in {table.row(k)}, {where},",
+                     f"{what} ids must be strings or numbers", DataFormatError)
     out: list[str] = []
     for k, v in enumerate(values.tolist()):
         if v is None or (isinstance(v, float) and math.isnan(v)) or not str(v).strip():
-            raise DataFormatError(f"{path}: empty {what} id {where(k)}; every row needs a {what} id")
+            raise DataFormatError(f"{path}: empty {what} id in {table.row(k)} ({where}); every row needs a {what} id")
         out.append(str(v))
     return out
 
@@ -343,18 +446,20 @@ def _wide_matrix(
     item_cols = [j for j in range(len(columns)) if j != m_col]
     if not item_cols:
         raise DataFormatError(
-            f"{path}: no item columns; a wide file has a model id column followed by one column per item "
-            "(for a long file with model, item and score columns pass layout='long')"
+            f"{path}: the header has a single column ({str(columns[0])[:60]!r}), so there are no item columns; a wide "
+            "file has a model id column followed by one column per item, a long file model, item and score "
+            "columns, separated by commas (.csv), tabs (.tsv) or semicolons"
         )
     if table.n_rows == 0:
         raise DataFormatError(f"{path}: the header has no rows below it; add one row of scores per model")
-    model_ids = _ids(table.column(m_col), path, "model", lambda k: f"in data row {k + 1}")
+    model_ids = _ids(table, m_col, path, "model")
     item_ids = [columns[j] for j in item_cols]
     n_items = len(item_ids)
     scores = _to_float(
         table.take(item_cols),
-        lambda at: f"of model {model_ids[at // n_items]!r} on item {item_ids[at % n_items]!r}",
-        path,
+        lambda at: f"of model {model_ids[at // n_items]!r} on item {item_ids[at % n_items]!r} "
+        f"({table.row(at // n_items)})",
+        path, typed=table.frame is not None,
     )
     keep = _unique_rows(path, model_ids, scores, duplicate_models)
     if len(keep) < len(model_ids):
@@ -411,10 +516,12 @@ def _long_matrix(
         )
     if table.n_rows == 0:
         raise DataFormatError(f"{path}: the header has no rows below it; add one row per (model, item) score")
-    models = _ids(table.column(m_col), path, "model", lambda k: f"in data row {k + 1}")
-    items = _ids(table.column(i_col), path, "item", lambda k: f"in data row {k + 1}")
+    models = _ids(table, m_col, path, "model")
+    items = _ids(table, i_col, path, "item")
     values = _to_float(
-        table.column(s_col), lambda k: f"of model {models[k]!r} on item {items[k]!r} (data row {k + 1})", path
+        table.column(s_col),
+        lambda k: f"of model {models[k]!r} on item {items[k]!r} ({table.row(k)}, column {cols[s_col]!r})",
+        path, typed=table.frame is not None,
     )
     # Ids in order of first appearance, so the matrix follows the file.
     m_codes, model_ids = pd.factorize(np.array(models, dtype=object))
@@ -498,7 +605,12 @@ def read_scores(
     ScoreMatrix
         Scores of shape (n_models, n_items) in file order (long files: order
         of first appearance); missing scores are NaN. Empty cells and the
-        texts NA, NaN, null and None are missing; true/false read as 1/0.
+        texts NA, NaN, null and None are missing. A score must be a number
+        written plainly (``1``, ``0.5``, ``1e-3``): booleans (``true``, a
+        JSON ``true``, a Parquet bool column), ``1_0``, a decimal comma, a
+        list or an object are refused, naming the row and column. A ``.csv``
+        separated by semicolons, tabs or ``|`` (or a ``.tsv`` by commas) is
+        read with the separator it uses.
 
     Raises
     ------
@@ -509,7 +621,8 @@ def read_scores(
         A model or item id repeated in a wide file, or conflicting scores for
         one (model, item) pair in a long file.
     InvalidScoresError
-        A non-numeric or out-of-range score, or kind='binary' with a non 0/1 score.
+        A non-numeric or out-of-range score, or kind='binary' with a non 0/1
+        score; an id that is neither a string nor a number.
     """
     if layout not in (None, "wide", "long"):
         raise ConfigurationError(f"layout must be 'wide', 'long' or None (auto-detect), got {layout!r}")
@@ -525,16 +638,9 @@ def read_scores(
             "item_column and score_column only apply to long files; drop them or pass layout='long' "
             f"(got layout='wide' for {path})"
         )
-    if ftype.fmt == "jsonl":
-        if layout == "wide":
-            raise DataFormatError(
-                f"{path}: JSON files are read as long (model, item, score) records; pass layout='long'"
-            )
-        table = _read_jsonl(path, ftype)
-    elif ftype.fmt == "parquet":
-        table = _read_parquet(path)
-    else:
-        table = _read_delimited(path, ftype)
+    if ftype.fmt == "jsonl" and layout == "wide":
+        raise DataFormatError(f"{path}: JSON files are read as long (model, item, score) records; pass layout='long'")
+    table = _read_table(path, ftype)
     if layout is None:
         explicit_long = item_column is not None or score_column is not None
         layout = "long" if ftype.fmt == "jsonl" or explicit_long or _is_long(table.columns) else "wide"
@@ -583,7 +689,10 @@ def _open_write(path: Path, gzipped: bool) -> Iterator[IO[str]]:
         handle.close()
 
 
-def write_scores(matrix: ScoreMatrix, path: str | Path, *, layout: Layout | None = None) -> Path:
+def write_scores(
+    matrix: ScoreMatrix, path: str | Path, *, layout: Layout | None = None, overwrite: bool = False,
+    protected: Sequence[str | Path] = (),
+) -> Path:
     """Write ``matrix`` to a CSV, CSV.gz, TSV, Parquet or JSONL file.
 
     Parameters
@@ -597,14 +706,31 @@ def write_scores(matrix: ScoreMatrix, path: str | Path, *, layout: Layout | None
         layout JSON supports). Long files hold every (model, item) pair in
         matrix order, with an empty / null score for a missing one, so the
         order of ids survives the round trip.
+    overwrite : bool
+        Replace an existing file (default: refuse it). An SQLite database
+        (a session file) is never overwritten.
+    protected : sequence of paths
+        Files never to write over, even with ``overwrite`` (the files the
+        matrix was read from, say).
 
     Returns
     -------
     Path
         The written file.
 
+    Raises
+    ------
+    ConfigurationError
+        ``path`` exists (without ``overwrite``), is protected, or its folder
+        does not exist.
+    StorageError
+        The file could not be written (no permission, a full disk); the
+        file at ``path``, if any, is left as it was.
+
     Notes
     -----
+    The file is written to a temporary file beside ``path`` and renamed over
+    it when complete (:mod:`activeeval._files`): never half-written.
     ``read_scores(path, kind=matrix.kind, score_range=matrix.score_range)``
     gives back a matrix with the same ids, order and scores (same
     :meth:`~ScoreMatrix.fingerprint`); without ``kind`` the kind is inferred.
@@ -618,15 +744,17 @@ def write_scores(matrix: ScoreMatrix, path: str | Path, *, layout: Layout | None
     if ftype.fmt == "jsonl" and layout == "wide":
         raise DataFormatError(f"{path}: JSON lines are always long; pass layout='long' or write a .csv/.parquet file")
     layout = layout or ("long" if ftype.fmt == "jsonl" else "wide")
-    try:
+    if ftype.fmt == "parquet":
+        _import_parquet(path)
+    with atomic_output(path, overwrite=overwrite, protected=protected, what="score file") as tmp:
         if ftype.fmt == "parquet":
-            _write_parquet(matrix, path, layout)
+            _write_parquet(matrix, tmp, layout)
         elif ftype.fmt == "jsonl":
-            with _open_write(path, ftype.gzipped) as f:
+            with _open_write(tmp, ftype.gzipped) as f:
                 for m, i, s in _long_records(matrix):
                     f.write(json.dumps({"model": m, "item": i, "score": None if math.isnan(s) else s}) + "\n")
         else:
-            with _open_write(path, ftype.gzipped) as f:
+            with _open_write(tmp, ftype.gzipped) as f:
                 writer = csv.writer(f, delimiter="\t" if ftype.fmt == "tsv" else ",", lineterminator="\n")
                 if layout == "wide":
                     writer.writerow([_model_header(matrix), *matrix.item_ids])
@@ -635,10 +763,6 @@ def write_scores(matrix: ScoreMatrix, path: str | Path, *, layout: Layout | None
                 else:
                     writer.writerow(["model", "item", "score"])
                     writer.writerows((m, i, _format_score(s)) for m, i, s in _long_records(matrix))
-    except OSError as exc:
-        raise DataFormatError(
-            f"{path}: cannot write scores ({exc.strerror or exc}); check that the folder exists and is writable"
-        ) from exc
     return path
 
 
@@ -680,7 +804,7 @@ def read_prior_weights(path: str | Path) -> dict[str, float]:
     if path.suffix.lower() == ".json":
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
             raise DataFormatError(f"prior weights file {str(path)!r} is not valid JSON ({exc}); {fix}") from exc
         if not isinstance(data, dict):
             raise DataFormatError(f"prior weights file {str(path)!r} must hold a JSON object {{model: weight}}, "
@@ -706,9 +830,10 @@ def read_prior_weights(path: str | Path) -> dict[str, float]:
         raise DataFormatError(f"prior weights file {str(path)!r} has no weights; {fix}")
     out: dict[str, float] = {}
     for model, value, where in rows:
-        try:
-            weight = float(value) if not isinstance(value, bool) else math.nan
-        except (TypeError, ValueError):
+        try:  # a text strictly (no '1_0', which float() reads as 10); a boolean is no weight
+            weight = (parse_score_text(value) if isinstance(value, str)
+                      else math.nan if isinstance(value, bool) else float(value))  # type: ignore[arg-type]
+        except (TypeError, ValueError, OverflowError):
             weight = math.nan
         if not math.isfinite(weight) or weight < 0:
             raise DataFormatError(f"prior weights file {str(path)!r}, {where}: the weight of {model!r} must be a "

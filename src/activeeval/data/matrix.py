@@ -8,6 +8,8 @@ scored on an item) and are handled by an explicit, reported policy
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
@@ -24,10 +26,39 @@ from activeeval.exceptions import (
     UnknownModelError,
 )
 
-__all__ = ["ScoreMatrix", "DropReport", "ScoreKind"]
+__all__ = ["ScoreMatrix", "DropReport", "ScoreKind", "parse_score_text"]
 
 ScoreKind = Literal["binary", "continuous"]
 DropAxis = Literal["models", "items", "auto"]
+
+
+# An ordinary decimal number in ASCII digits: 1, -0, 0.5, .5, 1e-3, +2.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def parse_score_text(text: str) -> float:
+    """A score written as text, read strictly: an ordinary decimal number such as ``1``, ``0.5``, ``-0`` or
+    ``1e-3``, surrounding whitespace allowed.
+
+    Python's ``float`` also reads ``1_0`` (as 10), ``nan``, ``inf`` and non-ASCII digits (``'١'`` as 1); none of
+    them is taken for a score. Raises :class:`InvalidScoresError` whose ``reason`` says what is wrong with the
+    text (``"is not a number"``, ...); its message is the text followed by the reason.
+    """
+    s = text.strip()
+    if _NUMBER.fullmatch(s):
+        value = float(s)
+        if math.isfinite(value):
+            return value
+        reason = "is too large to be a finite number"
+    elif s.lower().lstrip("+-") in ("nan", "inf", "infinity"):
+        reason = "is not a finite number (a score must be finite)"
+    elif "_" in s:
+        reason = "is not a number (digit separators '_' are not allowed in a score)"
+    else:
+        reason = "is not a number"
+    err = InvalidScoresError(f"{s[:80]!r} {reason}")
+    err.reason = reason  # type: ignore[attr-defined]
+    raise err
 
 
 def _duplicates(ids: Sequence[str]) -> list[str]:
@@ -355,10 +386,17 @@ class ScoreMatrix:
         (NaN/inf/non-numeric) or :class:`ScoreOutOfRangeError`.
         """
         where = f" for item {item!r}" if item is not None else ""
-        try:
-            value = float(score)  # type: ignore[arg-type]
-        except (TypeError, ValueError) as exc:
-            raise InvalidScoresError(f"score{where} is not a number: {score!r}") from exc
+        if isinstance(score, str):  # as typed on a command line: strictly (no '1_0', no 'nan')
+            try:
+                value = parse_score_text(score)
+            except InvalidScoresError as exc:
+                raise InvalidScoresError(
+                    f"score{where} is {score.strip()[:80]!r}, which {exc.reason}") from None  # type: ignore[attr-defined]
+        else:
+            try:
+                value = float(score)  # type: ignore[arg-type]
+            except (TypeError, ValueError) as exc:
+                raise InvalidScoresError(f"score{where} is not a number: {score!r}") from exc
         if not np.isfinite(value):
             raise InvalidScoresError(f"score{where} is {value}; scores must be finite numbers")
         if self.kind == "binary" and value not in (0.0, 1.0):

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from activeeval.data.matrix import parse_score_text
 from activeeval.exceptions import ConfigurationError, DataFormatError
 
 
@@ -23,9 +24,11 @@ def check_costs(costs: Mapping[str, float] | None, models: Sequence[str]) -> dic
         )
     out = {}
     for m in models:
-        try:
-            c = float(costs[m])
-        except (TypeError, ValueError):
+        value = costs[m]
+        try:  # a text strictly (no '1_0', which float() reads as 10); a boolean is no cost
+            c = parse_score_text(value) if isinstance(value, str) else (
+                math.nan if isinstance(value, bool) else float(value))
+        except (TypeError, ValueError, OverflowError):
             c = float("nan")
         if not (math.isfinite(c) and c > 0):
             raise ConfigurationError(f"cost of model {m!r} must be a positive number, got {costs[m]!r}")
@@ -38,11 +41,14 @@ def load_costs(path: str | Path) -> dict[str, float]:
     p = Path(path)
     if not p.is_file():
         raise ConfigurationError(f"costs file {str(p)!r} does not exist; give a JSON or CSV file of model,cost")
-    text = p.read_text(encoding="utf-8")
+    try:
+        text = p.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataFormatError(f"cannot read the costs file {str(p)!r} ({exc}); save it as UTF-8 text") from exc
     if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:  # JSONDecodeError, or an integer of more than 4300 digits
             raise DataFormatError(f"costs file {str(p)!r} is not valid JSON ({exc})") from exc
         if not isinstance(data, dict):
             raise DataFormatError(f"costs file {str(p)!r} must hold a JSON object {{model: cost}}")
@@ -58,7 +64,7 @@ def load_costs(path: str | Path) -> dict[str, float]:
         model, cost = row[0].strip(), row[1].strip()
         if i == 0:
             try:
-                float(cost)
+                parse_score_text(cost)
             except ValueError:
                 continue  # header row
         out[model] = cost

@@ -206,12 +206,20 @@ class LmEvalHarness:
                 f"{'' if model is None else f' for model {model!r}'}: {type(exc).__name__}: {exc}"
             )
             return [err] * len(item_ids)
-        samples = (results or {}).get("samples", {}).get(self.task, [])
-        scores = self._scores(samples)
+        try:
+            samples = (results or {}).get("samples", {}).get(self.task, [])
+            scores, bad = self._scores(samples)
+        except ActiveEvalError as exc:  # e.g. a --metric no document has
+            return [ScorerError(str(exc))] * len(item_ids)
+        except (AttributeError, TypeError, ValueError) as exc:  # samples not as lm-eval writes them
+            err = ScorerError(f"lm-eval's samples of task {self.task!r} could not be read: {type(exc).__name__}: {exc}")
+            return [err] * len(item_ids)
         out: list[float | ScorerError] = []
         for iid, doc in zip(item_ids, docs):
             if doc in scores:
                 out.append(scores[doc])
+            elif doc in bad:
+                out.append(ScorerError(f"lm-eval's score of item {iid!r} (task {self.task!r}): {bad[doc]}"))
             else:
                 out.append(ScorerError(
                     f"lm-eval returned no sample for document {doc} of task {self.task!r} (item {iid!r}); "
@@ -219,15 +227,18 @@ class LmEvalHarness:
                 ))
         return out
 
-    def _scores(self, samples: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+    def _scores(self, samples: Sequence[Mapping[str, Any]]) -> tuple[dict[int, float], dict[int, Exception]]:
+        """Each document's score, and the error of each document whose metric is absent or not a number."""
         plain = (  # metric values come back as numpy scalars (np.float64, np.bool_): plain numbers, as in a file
             {k: (v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v) for k, v in s.items()}
             for s in samples
         )
+        bad: dict[str, Exception] = {}
         by_id = scores_from_samples(
             enumerate(plain), f"lm-eval task {self.task!r}", "sample", self.task, self.metric, self.filter,
+            errors=bad,
         )
-        return {int(k): v for k, v in by_id.items()}
+        return {int(k): v for k, v in by_id.items()}, {int(k): v for k, v in bad.items()}
 
     def stop(self) -> None:
         """Nothing to stop: lm-eval runs in this process, and Ctrl-C interrupts it there."""

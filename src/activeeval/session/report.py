@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from activeeval.exceptions import StorageError
+from activeeval._files import atomic_output, check_output
 from activeeval.session.base import method_options_of
 from activeeval.session.session import Session
 
@@ -188,12 +188,23 @@ p.note {{ background: #fff6e0; border-left: 4px solid #e0a000; padding: 0.4em 0.
 """
 
 
-def write_report(session: Session, out: str | os.PathLike[str]) -> Path:
-    """Write the report to ``out`` and return its path (see :func:`plot_available` for the plot)."""
+def write_report(session: Session, out: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    """Write the report to ``out`` and return its path (see :func:`plot_available` for the plot).
+
+    An existing ``out`` is refused unless ``overwrite=True``; the session's own file and its reference file
+    are refused even then, and the report is written whole or not at all (:mod:`activeeval._files`).
+    """
+    own = _own_files(session)
+    check_output(out, overwrite=overwrite, protected=own, what="report")  # before the work of rendering
     text = render_report(session)
-    p = Path(out)
-    try:
-        p.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise StorageError(f"cannot write report {str(p)!r}: {exc}") from exc
-    return p
+    with atomic_output(out, overwrite=overwrite, protected=own, what="report") as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(out).expanduser()
+
+
+def _own_files(session: Session) -> list[Any]:
+    """The session file and the reference file(s) it reads: never overwritten by a report."""
+    source = session.settings.get("reference_source", {})
+    override = getattr(session, "_override", None)  # `--reference` given when opening
+    return [session.path, source.get("path") if source.get("type") == "file" else None,
+            override if isinstance(override, (str, os.PathLike)) else None]

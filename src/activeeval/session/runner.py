@@ -6,10 +6,21 @@ runs lm-evaluation-harness on exactly the batch's documents.
 
 The command is run without a shell (``shlex.split``), with ``{item_id}``
 (and, in a ranking or multi-target session, ``{model}``: the model's or
-target's name) replaced in every argument; the last non-empty line of its
-standard output must be the score. With ``jobs > 1`` the commands of a batch
-run concurrently (in a multi-target session, across targets too:
-:func:`drive_multi`).
+target's name) replaced in every argument, in one pass (an item id that
+contains the text ``{model}`` is passed as it is); the last non-empty line of
+its standard output must be the score, an ordinary decimal number
+(:func:`~activeeval.data.matrix.parse_score_text`: no ``1_0``, no ``nan``).
+With ``jobs > 1`` the commands of a batch run concurrently (in a multi-target
+session, across targets too: :func:`drive_multi`).
+
+No scorer can hang or crash a run: each command runs in its own process group
+(its own session, with no terminal input); after ``timeout`` seconds
+(:data:`DEFAULT_TIMEOUT` unless given) the whole group is killed and its pipes
+are abandoned, so a grandchild that keeps them open cannot hold the run. Its
+output is decoded as UTF-8 with replacement (only the last 64 KiB of standard
+output and 8 KiB of standard error are kept). A call that fails, times out or
+prints no number leaves its item pending; every other score of the batch is
+recorded.
 
 Scores are recorded in the order the items were asked, so the journal (and
 hence the estimate) does not depend on which scorer finishes first, and an
@@ -22,24 +33,45 @@ recorded, and :class:`KeyboardInterrupt` propagates (the CLI prints
 
 from __future__ import annotations
 
+import os
+import re
+import selectors
 import shlex
+import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from activeeval.exceptions import ActiveEvalError, ConfigurationError, InvalidScoresError
+from activeeval.data.matrix import parse_score_text
+from activeeval.exceptions import (
+    ActiveEvalError,
+    ConfigurationError,
+    DuplicateObservationError,
+    InvalidScoresError,
+    UnknownItemError,
+)
 from activeeval.session.multi import MultiSession
 from activeeval.session.ranking import RankSession
 from activeeval.session.session import Session
 
 __all__ = ["ScorerError", "BatchScorer", "Scorer", "Interrupted", "drive", "drive_multi", "drive_ranking",
-           "check_jobs"]
+           "check_jobs", "DEFAULT_TIMEOUT"]
 
 PLACEHOLDER = "{item_id}"
 MODEL_PLACEHOLDER = "{model}"
+_PLACEHOLDERS = re.compile(re.escape(PLACEHOLDER) + "|" + re.escape(MODEL_PLACEHOLDER))
+
+# Seconds one scorer call may take. An item scored by a model through an API or a local GPU takes seconds to
+# a few minutes; ten minutes without an answer is a hung call, not a slow one. 0 / None: no limit.
+DEFAULT_TIMEOUT = 600.0
+# After the command exits, how long its output may still arrive (from a grandchild that holds the pipes).
+_EXIT_GRACE = 0.5
+_KEEP_STDOUT, _KEEP_STDERR = 64 * 1024, 8 * 1024
+_POSIX = os.name == "posix"
 
 
 class ScorerError(ActiveEvalError):
@@ -65,11 +97,12 @@ def check_jobs(jobs: object) -> int:
 class Scorer:
     """A scoring command template such as ``"python score.py --item {item_id}"``.
 
+    ``timeout``: seconds one call may take (default :data:`DEFAULT_TIMEOUT`; None or 0: no limit).
     ``needs_model`` (ranking sessions): the template must also have ``{model}``.
     """
 
     template: str
-    timeout: float | None = None
+    timeout: float | None = DEFAULT_TIMEOUT
     jobs: int = 1
     needs_model: bool = False
     _running: set = field(default_factory=set, compare=False, repr=False)
@@ -91,20 +124,25 @@ class Scorer:
                     + ("the model and the item" if self.needs_model else "the item")
                     + f" to score are passed there, e.g. '{example}'"
                 )
-        if self.timeout is not None and not self.timeout > 0:
-            raise ConfigurationError(f"--timeout (timeout=) must be a positive number of seconds, got {self.timeout}")
+        t = self.timeout
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < float("inf")):
+            raise ConfigurationError(
+                f"--timeout (timeout=) must be a number of seconds >= 0 (0: no limit), got {self.timeout!r}")
         check_jobs(self.jobs)
 
     def argv(self, item_id: str, model: str | None = None) -> list[str]:
-        out = [a.replace(PLACEHOLDER, item_id) for a in shlex.split(self.template)]
-        return [a.replace(MODEL_PLACEHOLDER, model) for a in out] if model is not None else out
+        """The command for one item: each placeholder replaced in one pass (values are never re-read)."""
+        values = {PLACEHOLDER: item_id, MODEL_PLACEHOLDER: model}
+        return [_PLACEHOLDERS.sub(lambda m: values[m.group()] if values[m.group()] is not None else m.group(), a)
+                for a in shlex.split(self.template)]
 
     def __call__(self, item_id: str, model: str | None = None) -> float:
         argv = self.argv(item_id, model)
         shown = shlex.join(argv)
         what = f"item {item_id!r}" + (f" of model {model!r}" if model is not None else "")
         try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    start_new_session=_POSIX)
         except FileNotFoundError as exc:
             raise ScorerError(f"scorer for {what}: command not found: {argv[0]!r} (in {shown!r})") from exc
         except OSError as exc:
@@ -112,14 +150,13 @@ class Scorer:
         with self._lock:
             self._running.add(proc)
         try:
-            stdout, stderr = proc.communicate(timeout=self.timeout)
-        except subprocess.TimeoutExpired as exc:
-            proc.kill()
-            proc.communicate()
-            raise ScorerError(f"scorer for {what} timed out after {self.timeout:g} s: {shown!r}") from exc
+            stdout, stderr, finished = _collect(proc, self.timeout or None)
         finally:
             with self._lock:
                 self._running.discard(proc)
+        if not finished:
+            raise ScorerError(f"scorer for {what} timed out after {self.timeout:g} s (its processes were killed; "
+                              f"a longer --timeout (timeout=) allows more): {shown!r}")
         if proc.returncode != 0:
             tail = " | ".join(line for line in stderr.strip().splitlines()[-3:])
             raise ScorerError(
@@ -127,20 +164,19 @@ class Scorer:
                 + (f"; stderr: {tail}" if tail else "")
             )
         lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+        if not lines:
+            raise ScorerError(f"scorer printed no number for {what}: {shown!r} printed nothing on stdout; "
+                              "the last line of its output must be the score")
         try:
-            return float(lines[-1])
-        except (IndexError, ValueError) as exc:
-            got = repr(lines[-1][:80]) if lines else "nothing"
+            return parse_score_text(lines[-1])
+        except InvalidScoresError as exc:
             raise ScorerError(
-                f"scorer printed no number for {what}: {shown!r} printed {got} on stdout; "
-                "the last line of its output must be the score"
-            ) from exc
+                f"scorer printed no number for {what}: {shown!r} printed {lines[-1][:80]!r} on stdout, which "
+                f"{exc.reason}; the last line of its output must be the score"  # type: ignore[attr-defined]
+            ) from None
 
     def _one(self, model: str | None, item_id: str) -> float | ScorerError:
-        try:
-            return self(item_id, model)
-        except ScorerError as exc:
-            return exc
+        return _plain_score(lambda iid: self(iid, model), item_id)
 
     def score_many(self, item_ids: Sequence[str], model: str | None = None) -> list[float | ScorerError]:
         return self.score_pairs([(model, i) for i in item_ids])
@@ -167,7 +203,81 @@ class Scorer:
     def stop(self) -> None:
         with self._lock:
             for proc in list(self._running):
-                proc.kill()
+                _kill_group(proc)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """Kill the command and every process it started in its group (it runs in a session of its own)."""
+    try:
+        if _POSIX:
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:  # pragma: no cover - Windows: the command alone
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass  # already gone
+
+
+def _collect(proc: subprocess.Popen, timeout: float | None) -> tuple[str, str, bool]:
+    """Read the command's output until it exits (and its pipes close), or the timeout kills it.
+
+    Returns (stdout, stderr, finished); both texts are the tails kept, decoded with replacement. Returns
+    within ``timeout`` + about 0.5 s whatever the command's children do: after the command exits, output
+    is read for at most ``_EXIT_GRACE`` seconds more, and on a timeout the group is killed and the pipes
+    are abandoned (closed unread).
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    tails = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    keep = {proc.stdout: _KEEP_STDOUT, proc.stderr: _KEEP_STDERR}
+    finished = True
+    if not _POSIX:  # pragma: no cover - no select() on Windows pipes
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, err, finished = b"", b"", False
+        tails = {proc.stdout: bytearray(out[-_KEEP_STDOUT:]), proc.stderr: bytearray(err[-_KEEP_STDERR:])}
+    else:
+        exited_at: float | None = None
+        with selectors.DefaultSelector() as sel:
+            for pipe in tails:
+                sel.register(pipe, selectors.EVENT_READ)
+            while sel.get_map():
+                now = time.monotonic()
+                if exited_at is None and proc.poll() is not None:
+                    exited_at = now
+                if exited_at is not None and now - exited_at > _EXIT_GRACE:
+                    break  # exited; whoever still holds the pipes is not the scorer's answer
+                if exited_at is None and deadline is not None and now >= deadline:
+                    finished = False
+                    break
+                wait = 0.05 if deadline is None or exited_at is not None else min(0.05, deadline - now)
+                for key, _ in sel.select(wait):
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                        continue
+                    tail = tails[key.fileobj]
+                    tail += chunk
+                    if len(tail) > 2 * keep[key.fileobj]:
+                        del tail[: len(tail) - keep[key.fileobj]]
+        if not finished:
+            _kill_group(proc)
+    for pipe in tails:
+        pipe.close()
+    if finished and deadline is not None:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:  # closed its output but did not exit
+            _kill_group(proc)
+            finished = False
+    if not finished or deadline is None:
+        proc.wait()
+    out, err = (bytes(tails[p][-keep[p]:]).decode("utf-8", errors="replace") for p in (proc.stdout, proc.stderr))
+    return out, err, finished
+
+
+# What telling one score may raise that concerns that score alone (the item stays pending; the batch goes on).
+_REFUSED = (InvalidScoresError, DuplicateObservationError, UnknownItemError)
 
 
 def _record(session: Session | MultiSession, item_id: str, score: float, target: str | None = None) -> None:
@@ -176,7 +286,7 @@ def _record(session: Session | MultiSession, item_id: str, score: float, target:
             session.tell(item_id, score)  # type: ignore[call-arg]
         else:
             session.tell(target, item_id, score)  # type: ignore[call-arg]
-    except InvalidScoresError as exc:
+    except _REFUSED as exc:
         of = "" if target is None else f" of target {target!r}"
         raise ScorerError(f"the scorer gave an invalid score for item {item_id!r}{of}: {exc}") from exc
 
@@ -231,7 +341,11 @@ def _record_all(
             failure = failure or result
             continue
         target, iid = asked if isinstance(asked, tuple) else (None, asked)
-        _record(session, iid, result, target)
+        try:
+            _record(session, iid, result, target)
+        except ScorerError as exc:  # this score refused: the others are recorded all the same
+            failure = failure or exc
+            continue
         if on_record is not None:
             on_record(session)
     return failure
@@ -298,17 +412,30 @@ class Interrupted(KeyboardInterrupt):
         self.partial = list(partial)
 
 
+def _plain_score(func: Callable[[str], Any], item_id: str) -> float | ScorerError:
+    """A Python scorer's score for one item (a text strictly, as a command's output), or its failure."""
+    try:
+        value = func(item_id)
+        return parse_score_text(value) if isinstance(value, str) else float(value)
+    except ScorerError as exc:
+        return exc
+    except Exception as exc:  # noqa: BLE001 - one item's failure must not cost the batch's other scores
+        err = ScorerError(f"scorer for item {item_id!r} failed: {type(exc).__name__}: {exc}")
+        err.__cause__ = exc
+        return err
+
+
 @dataclass(frozen=True)
 class _Plain:
     func: Callable[[str], float]
 
     def score_many(self, item_ids: Sequence[str], model: str | None = None) -> list[float | ScorerError]:
         out: list[float | ScorerError] = []
-        for iid in item_ids:
-            try:
-                out.append(float(self.func(iid)))
-            except ScorerError as exc:
-                out.append(exc)
+        try:
+            for iid in item_ids:
+                out.append(_plain_score(self.func, iid))
+        except KeyboardInterrupt:
+            raise Interrupted(out) from None
         return out
 
     def stop(self) -> None:
@@ -371,7 +498,7 @@ def drive_ranking(session: RankSession, scorer: BatchScorer, *, jobs: int = 1,
 def _tell_ranked(session: RankSession, asked: Any, score: float) -> None:
     try:
         session.tell(asked.model, asked.item_id, score)
-    except InvalidScoresError as exc:
+    except _REFUSED as exc:
         raise ScorerError(
             f"the scorer gave an invalid score for item {asked.item_id!r} of model {asked.model!r}: {exc}"
         ) from exc

@@ -37,7 +37,7 @@ from activeeval.data.adapters._common import (
     to_score,
 )
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError
+from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError, InvalidScoresError
 
 __all__ = ["read_lm_eval_samples", "reference_from_lm_eval", "find_samples_files", "lm_eval_model_name",
            "scores_from_samples", "parse_doc_id"]
@@ -88,6 +88,7 @@ def scores_from_samples(
     metric: str | None,
     filter: str | None,  # noqa: A002 - the harness's own word
     id_format: str = "{doc_id}",
+    errors: dict[str, Exception] | None = None,
 ) -> dict[str, float]:
     """Item id → score from lm-eval per-sample records (``(position, record)`` pairs).
 
@@ -97,6 +98,9 @@ def scores_from_samples(
     ``metric`` None picks the only per-sample metric there is (an error lists
     them when there are several). Shared by the samples-file reader and the
     harness driver, which gets the same records from ``simple_evaluate``.
+    With ``errors`` (a dict), a document whose metric is absent or not a
+    number goes there (item id → the error) instead of raising, so the other
+    documents' scores are kept.
     """
     rows: dict[tuple[Any, Any], tuple[Any, Mapping[str, Any]]] = {}
     filters: set[Any] = set()
@@ -133,15 +137,25 @@ def scores_from_samples(
                 "command line)"
             )
         metric = next(iter(metrics_seen))
+    if metric not in metrics_seen:  # a wrong --metric: no document has it
+        raise DataFormatError(
+            f"{source} has no metric {metric!r} in any {unit}; metrics present: {sorted(metrics_seen)} (choose one "
+            "with metric=... / --metric)"
+        )
     out: dict[str, float] = {}
     for (doc_id, _), (pos, obj) in rows.items():
-        if metric not in obj:
-            raise DataFormatError(
-                f"{source} {unit} {pos} has no metric {metric!r}; metrics present: "
-                f"{sorted(metrics_seen)} (choose one with metric=... / --metric)"
-            )
         iid = id_format.format(task=task, doc_id=doc_id)
-        out[iid] = to_score(obj[metric], f"{source} {unit} {pos} (doc_id {doc_id!r}, {metric})")
+        try:
+            if metric not in obj:
+                raise DataFormatError(
+                    f"{source} {unit} {pos} has no metric {metric!r}; metrics present: "
+                    f"{sorted(metrics_seen)} (choose one with metric=... / --metric)"
+                )
+            out[iid] = to_score(obj[metric], f"{source} {unit} {pos} (doc_id {doc_id!r}, {metric})")
+        except (DataFormatError, InvalidScoresError) as exc:
+            if errors is None:
+                raise
+            errors[iid] = exc
     return out
 
 

@@ -1,27 +1,28 @@
 """Plain per-item score files: one row per item with an item id and a score.
 
-CSV/TSV (optionally gzipped), Parquet or JSON lines. Column names are matched
-case-insensitively against :data:`activeeval.data.io.ITEM_ALIASES` (item,
-item_id, doc_id, question_id, instance_id) and ``SCORE_ALIASES`` (score,
-value, correct, acc) unless given.
+CSV/TSV (optionally gzipped), Parquet or JSON lines, read by the same table
+reader as reference files (:mod:`activeeval.data.io`: the separator a
+``.csv`` really uses, strict numbers, no booleans, lists or objects). Column
+names are matched case-insensitively against
+:data:`activeeval.data.io.ITEM_ALIASES` (item, item_id, doc_id, question_id,
+instance_id) and ``SCORE_ALIASES`` (score, value, correct, acc) unless given.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
-import pandas as pd
-
-from activeeval.data.adapters._common import ScoreFormat, require_file, to_score
-from activeeval.data.io import ITEM_ALIASES, SCORE_ALIASES
-from activeeval.exceptions import DataFormatError, DuplicateIdError
+from activeeval.data.adapters._common import ScoreFormat, require_file
+from activeeval.data.io import ITEM_ALIASES, SCORE_ALIASES, _file_type, _ids, _read_table, _to_float
+from activeeval.exceptions import DataFormatError, DuplicateIdError, InvalidScoresError
 
 __all__ = ["read_item_scores"]
 
 
-def _pick(columns: list[str], given: str | None, aliases: tuple[str, ...], what: str, path: Path) -> str:
-    lower = {c.lower(): c for c in columns}
+def _pick(columns: list[str], given: str | None, aliases: tuple[str, ...], what: str, path: Path) -> int:
+    lower = {c.lower(): j for j, c in reversed(list(enumerate(columns)))}
     if given is not None:
         if given.lower() in lower:
             return lower[given.lower()]
@@ -31,7 +32,7 @@ def _pick(columns: list[str], given: str | None, aliases: tuple[str, ...], what:
             return lower[a]
     raise DataFormatError(
         f"{str(path)!r} has no {what} column (looked for {list(aliases)}); columns: {columns}; "
-        f"name it with --{what}-column"
+        f"name it with {what}_column=NAME"
     )
 
 
@@ -40,49 +41,26 @@ def read_item_scores(
 ) -> dict[str, float]:
     """Item id → score from a plain CSV/TSV/Parquet/JSONL file with one row per item."""
     p = require_file(path, "score file")
-    name = p.name.lower().removesuffix(".gz")
-    try:
-        if name.endswith((".parquet", ".pq")):
-            df = pd.read_parquet(p)
-        elif name.endswith((".jsonl", ".ndjson", ".json")):
-            df = pd.read_json(p, lines=not name.endswith(".json") or _is_lines(p), dtype=False)
-        elif name.endswith((".tsv", ".tab")):
-            df = pd.read_csv(p, sep="\t", dtype=str, keep_default_na=False)
-        elif name.endswith(".csv"):
-            df = pd.read_csv(p, dtype=str, keep_default_na=False)
-        else:
-            raise DataFormatError(
-                f"cannot tell the format of {str(p)!r} from its name; use .csv, .tsv, .parquet, .jsonl or .json"
-            )
-    except (ValueError, OSError, ImportError) as exc:
-        if isinstance(exc, DataFormatError):
-            raise
-        raise DataFormatError(f"cannot read {str(p)!r}: {exc}") from exc
-    cols = [str(c) for c in df.columns]
-    icol = _pick(cols, item_column, ITEM_ALIASES, "item", p)
-    scol = _pick(cols, score_column, SCORE_ALIASES, "score", p)
+    if not p.is_file():
+        raise DataFormatError(f"score file {str(p)!r} is a folder; give a .csv, .tsv, .parquet or .jsonl file")
+    table = _read_table(p, _file_type(p))
+    icol = _pick(table.columns, item_column, ITEM_ALIASES, "item", p)
+    scol = _pick(table.columns, score_column, SCORE_ALIASES, "score", p)
+    items = _ids(table, icol, p, "item")
+    where = f"column {table.columns[scol]!r}"
+    scores = _to_float(table.column(scol), lambda k: f"of item {items[k]!r} ({table.row(k)}, {where})", p,
+                       typed=table.frame is not None).tolist()
     out: dict[str, float] = {}
-    for row, (iid, raw) in enumerate(zip(df[icol], df[scol]), start=2 if name.endswith((".csv", ".tsv")) else 1):
-        iid = str(iid)
+    first: dict[str, int] = {}
+    for k, (iid, score) in enumerate(zip(items, scores)):
         if iid in out:
-            raise DuplicateIdError(f"{str(p)!r} row {row}: item {iid!r} appears twice")
-        value = raw
-        if isinstance(raw, str):
-            text = raw.strip().lower()
-            value = {"true": True, "false": False}.get(text, raw)
-            if not isinstance(value, bool):
-                try:
-                    value = float(text)
-                except ValueError:
-                    value = raw
-        out[iid] = to_score(value, f"{str(p)!r} row {row} (item {iid!r})")
+            raise DuplicateIdError(f"{str(p)!r}: item {iid!r} appears twice ({table.row(first[iid])} and "
+                                   f"{table.row(k)}); keep one row per item")
+        if math.isnan(score):
+            raise InvalidScoresError(f"{str(p)!r}: no score for item {iid!r} ({table.row(k)}, {where}); give every "
+                                     "row a score, or leave the item out")
+        out[iid], first[iid] = score, k
     return out
-
-
-def _is_lines(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        head = fh.read(64).lstrip()
-    return not head.startswith(b"[")
 
 
 FORMAT = ScoreFormat("plain", read_item_scores, frozenset({"item_column", "score_column"}), lambda p: True)
