@@ -16,8 +16,8 @@ loop) and your scorer processes keep theirs.
 Where the limit holds: building a method, ``select``/``select_batch`` and
 ``observe`` (:class:`~activeeval.methods.base.BaseMethod`, the multi-target
 methods), every backtest task (on every backend), and every CLI command —
-inside which :func:`user_threads` lifts it for lm-eval, which runs in the
-same process.
+inside which :func:`user_threads` lifts it for lm-eval and Inspect, which run
+in the same process.
 
 Scopes nest and the outermost one decides the limit: entering an inner scope
 costs a lock and a check (about a microsecond), the outermost one a

@@ -50,8 +50,8 @@ def _main(
              "ACTIVEEVAL_SHARED_DATA. [default: beside the installed package, if any]"),
     threads: Optional[int] = typer.Option(
         None, "--threads", metavar="N",
-        help="BLAS threads of activeeval's own numeric work (per backtest worker); your scorer and lm-eval keep "
-             "their own; as ACTIVEEVAL_THREADS. [default: 1]"),
+        help="BLAS threads of activeeval's own numeric work (per backtest worker); your scorer, lm-eval and "
+             "Inspect keep their own; as ACTIVEEVAL_THREADS. [default: 1]"),
 ) -> None:
     """Efficient, trustworthy LLM evaluation on a few actively chosen items."""
     from activeeval._threads import limit_threads
