@@ -8,7 +8,7 @@ Usage::
 
 Setup: the bundled AlpacaEval 2 matrix (continuous scores), its first
 ``--models`` complete models ranked as new models against the others, CAT
-(the default), ``--budget-per-model`` items each after ``--min-items``
+(the default; ``--method``), ``--budget-per-model`` items each after ``--min-items``
 warm-up items. The scorer is a small Python script (``-I -S``: it imports
 nothing of activeeval) that waits ``--delay`` seconds, as a model call would,
 and prints the model's real score on the item. Each ``--jobs`` value ranks on
@@ -57,11 +57,12 @@ def main() -> None:
     ap.add_argument("--delay", type=float, default=0.5, help="seconds a scorer call takes")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--max-items", type=int, default=0, help="only the first MAX_ITEMS items (0: all)")
+    ap.add_argument("--method", default="cat", help="the ranker's method (rank --method)")
     ap.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = ap.parse_args()
     if args.smoke:
-        args.jobs, args.models, args.budget_per_model, args.min_items, args.delay, args.max_items = (
-            "1,2", 2, 2.0, 1, 0.0, 60)
+        args.jobs, args.models, args.budget_per_model, args.min_items, args.delay, args.max_items, args.method = (
+            "1,2", 2, 2.0, 1, 0.0, 60, "rs-mean")
     jobs = sorted({int(j) for j in args.jobs.split(",")} | {1})
 
     from activeeval import datasets
@@ -88,14 +89,16 @@ def main() -> None:
                 subprocess.run([sys.executable, "-m", "activeeval", "rank", "--session", str(session), "--reference",
                                 str(ref), "--models", ",".join(models), "--scorer", scorer, "--budget-per-model",
                                 str(args.budget_per_model), "--min-items", str(args.min_items), "--seed", "0",
-                                "--jobs", str(j), "--json"], check=True, stdout=subprocess.DEVNULL)
+                                "--jobs", str(j), "--method", args.method, "--json"],
+                               check=True, stdout=subprocess.DEVNULL)
                 walls.append(time.perf_counter() - start)
                 calls.append(len(log.read_text().splitlines()))
                 logs.append(journal(session))
             rows[j] = (walls, calls, logs)
     base = rows[1]
-    print(f"rank: {args.models} AlpacaEval 2 models ({full.n_items} items), CAT, {args.budget_per_model:g} items "
-          f"per model ({args.min_items} warm-up), scorer {args.delay:g} s per call; median of {args.repeats} run(s)")
+    print(f"rank: {args.models} AlpacaEval 2 models ({full.n_items} items), {args.method}, "
+          f"{args.budget_per_model:g} items per model ({args.min_items} warm-up), scorer {args.delay:g} s per call; "
+          f"median of {args.repeats} run(s)")
     print(f"{'--jobs':>6} {'wall s':>8} {'vs --jobs 1':>12} {'scorer calls':>13} {'scores recorded':>16} "
           f"{'journal == --jobs 1':>20}")
     for j, (walls, calls, logs) in rows.items():
