@@ -10,6 +10,7 @@ import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Optional, TypeVar
 
 import typer
@@ -41,6 +42,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
+    ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
     data_dir: Optional[str] = typer.Option(
         None, "--data-dir", metavar="DIR",
@@ -50,8 +52,22 @@ def _main(
         False, "--no-cache",
         help="Use no user cache for this command: parse reference files and rebuild session states anew "
              "(as ACTIVEEVAL_CACHE=off). [default: the cache in ACTIVEEVAL_CACHE, else ~/.cache/activeeval]"),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", metavar="N",
+        help="BLAS threads of activeeval's own numeric work (per backtest worker); your scorer, lm-eval and "
+             "Inspect keep their own; as ACTIVEEVAL_THREADS. [default: 1]"),
 ) -> None:
     """Efficient, trustworthy LLM evaluation on a few actively chosen items."""
+    from activeeval._threads import limit_threads
+
+    if threads is not None and threads < 1:
+        typer.echo(f"error: --threads must be a positive integer (BLAS threads), got {threads}; e.g. --threads 1",
+                   err=True)
+        raise typer.Exit(2)
+    try:  # the command's numeric work runs under the limit, applied once it starts (none: SciPy is not loaded for it)
+        ctx.with_resource(limit_threads(threads, defer=True))  # left when the command ends, even in-process
+    except ActiveEvalError as exc:  # a bad ACTIVEEVAL_THREADS
+        raise fail(exc) from None
     if no_cache:
         import os
 
@@ -147,10 +163,59 @@ def load_dataset(dataset: str, missing: str, read: dict):  # noqa: ANN201
     return matrix  # the methods drop incomplete reference models (targets need complete scores anyway)
 
 
+#: The folder of a backtest's ``--out`` that keeps its finished tasks until the run completes.
+OUT_TASKS = "tasks"
+OUT_RULE = "new or empty, or with --force the results folder of an earlier run (never a folder of other files)."
+FORCE = typer.Option(False, "--force", help="Replace --out if it holds the results of an earlier run.")
+
+
+def check_out(out: Optional[Path], force: bool) -> None:
+    """Refuse --out before the run (the same check runs again before the results are moved into place).
+
+    The finished tasks an interrupted run of the command kept in ``--out/tasks`` are no reason to refuse it:
+    the command resumes from them (if they are the same run's: :mod:`activeeval.experiments.checkpoint`).
+    """
+    if out is not None:
+        from activeeval._files import check_output_folder
+
+        check_output_folder(out, overwrite=force, what="--out", resumable=OUT_TASKS)
+
+
+@contextlib.contextmanager
+def results_folder(out: Path, force: bool) -> Iterator[Path]:
+    """A temporary folder to write the results into; it becomes --out (with the kept tasks gone) when the block
+    succeeds, and an error leaves --out as it was (:func:`activeeval._files.output_folder`)."""
+    from activeeval._files import output_folder
+
+    with output_folder(out, overwrite=force, what="--out", resumable=OUT_TASKS) as tmp:
+        yield tmp
+
+
+@contextlib.contextmanager
+def interruptible(out: Optional[Path]) -> Iterator[None]:
+    """Ctrl-C during a backtest: say what was kept and how to resume, and exit 130 (128 + SIGINT)."""
+    from activeeval.experiments.checkpoint import MANIFEST, BacktestInterrupted
+
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        if out is None:
+            done = f" after {exc.done} of {exc.total} tasks" if isinstance(exc, BacktestInterrupted) else ""
+            typer.echo(f"interrupted{done}: nothing kept (give --out DIR to keep finished tasks and resume)", err=True)
+        else:
+            tasks = out.expanduser() / OUT_TASKS
+            kept = sum(1 for p in tasks.rglob("*") if p.suffix in (".npz", ".json") and p.name != MANIFEST
+                       and not p.name.startswith(".")) if tasks.is_dir() else 0
+            typer.echo(f"interrupted: {kept} finished task(s) kept in {str(out)!r}; re-run the same command to resume",
+                       err=True)
+        raise typer.Exit(130) from None
+
+
 def interrupted(n_recorded: int) -> typer.Exit:
     """The Ctrl-C message and exit code 130 (128 + SIGINT), for the caller to raise."""
     typer.echo(f"interrupted: {n_recorded} scores recorded, re-run to resume", err=True)
     return typer.Exit(code=130)
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -241,6 +306,11 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def json_text(obj: Any) -> str:
+    """``obj`` as indented JSON text (NaN/inf become null, numpy scalars become numbers), with a final newline."""
+    return json.dumps(_jsonable(obj), indent=2) + "\n"
+
+
 def print_json(obj: Any) -> None:
-    """One JSON object on stdout (NaN/inf become null, numpy scalars become numbers)."""
-    sys.stdout.write(json.dumps(_jsonable(obj), indent=2) + "\n")
+    """One JSON object on stdout (as :func:`json_text`)."""
+    sys.stdout.write(json_text(obj))

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import redirect_stdout
 from typing import Any
 
+from activeeval._threads import user_threads
 from activeeval.data.adapters.lm_eval import parse_doc_id, scores_from_samples
 from activeeval.exceptions import ActiveEvalError, ConfigurationError
 from activeeval.session.runner import MODEL_PLACEHOLDER, ScorerError
@@ -176,7 +177,15 @@ class LmEvalHarness:
 
     # --------------------------------------------------------------- scoring
     def score_many(self, item_ids: Sequence[str], model: str | None = None) -> list[float | ScorerError]:
-        """Run lm-eval on exactly these documents; one score (or ScorerError) per item, in order."""
+        """Run lm-eval on exactly these documents; one score (or ScorerError) per item, in order.
+
+        lm-eval runs with the BLAS threads it would have on its own: activeeval's limit
+        (:mod:`activeeval._threads`) is lifted for the call.
+        """
+        with user_threads():
+            return self._score_many(item_ids, model)
+
+    def _score_many(self, item_ids: Sequence[str], model: str | None) -> list[float | ScorerError]:
         docs = [parse_doc_id(iid, self.task) for iid in item_ids]
         # Sorted: lm-eval 0.4.13 runs the selected documents in dataset order but labels them with the doc ids
         # in the order given, so an unsorted list would file each score under another document's id.

@@ -215,6 +215,40 @@ class RankSession(JournalSession):
         self._maybe_snapshot()
         return RankAsk(step.model, iid, idx)
 
+    def lookahead(self, n: int) -> list[tuple[str, str]]:
+        """Up to ``n`` (model, item id) pairs the ranker is likely to ask after what is pending; records nothing.
+
+        One pair per model (a model's next item depends on its next score):
+        each model's next item as things stand, in the order the ranker would
+        reach the models if no score changed an estimate. A driver with
+        several scorer slots scores them while it waits (``rank --jobs``,
+        :func:`~activeeval.session.runner.drive_ranking`); the ranker still
+        asks one pair at a time, so the journal is the same as without.
+        """
+        methods = self._sync()
+        s = self._settings
+        counts = self._counts(methods)
+        seen = set()
+        for model, _ in self._pending:
+            counts[model] += 1
+            seen.add(model)
+        out: list[tuple[str, str]] = []
+        for _ in range(2 * len(self.models)):
+            if len(out) >= n:
+                break
+            step = next_step(self.models, methods, counts, s["costs"], gamma=s["gamma"], min_items=s["min_items"],
+                             budget=self._budget())
+            if step.model is None:
+                break
+            counts[step.model] += 1
+            if step.model in seen:
+                continue
+            seen.add(step.model)
+            partner = methods[step.partner].observed_items if step.partner is not None else ()
+            idx = next_item(methods[step.model], partner, pairing=s.get("pairing", "own"))
+            out.append((step.model, methods[step.model].item_ids[idx]))
+        return out
+
     def tell(self, model: str, item_id: str | int, score: float) -> bool:
         """Record ``model``'s score on ``item_id``; False if that same score is already recorded.
 
