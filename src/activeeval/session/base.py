@@ -16,7 +16,7 @@ import os
 import secrets
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -211,10 +211,16 @@ class JournalSession(ABC):
         meta: dict[str, Any],
         read_options: Mapping[str, Any] | None,
         timeout: float,
+        progress: Callable[[str], None] | None = None,
     ) -> Any:
-        """Resolve the reference, build the state once (validating everything), write the file; the session."""
+        """Resolve the reference, build the state once (validating everything), write the file; the session.
+
+        ``progress(text)`` is told each step as it starts.
+        """
         from activeeval import __version__
 
+        say = progress or (lambda text: None)
+        say("reading the reference")
         matrix, source = resolve_reference(reference, read_options)
         meta = {
             "kind": cls.KIND,
@@ -228,6 +234,9 @@ class JournalSession(ABC):
         probe = cls.__new__(cls)
         probe._settings = meta
         probe._prepared = apply_missing(matrix, meta.get("missing", "models"))
+        ref = probe._prepared
+        say(f"fitting {meta.get('method_spec', meta['method'])} on {ref.n_models} reference models x {ref.n_items} "
+            "items")
         state = probe._fresh_state()  # validates the method and its options before any file exists
         frozen = getattr(state, "frozen_options", None)
         if callable(frozen) and "method_kwargs" in meta:
