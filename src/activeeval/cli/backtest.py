@@ -26,6 +26,7 @@ from activeeval.cli.common import (
     KIND,
     MISSING,
     PRIOR_WEIGHTS,
+    PROGRESS,
     SCORE_RANGE,
     app,
     cli_errors,
@@ -277,7 +278,7 @@ def backtest_command(
         0, "--split-seed", help="Seed of the random targets (interpolation; --multi-target --correlation low)."),
     output_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots to --out."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
+    progress: Optional[bool] = PROGRESS,
     orders: str = typer.Option(
         "shared", "--orders",
         help="shared: one random item order per seed for all targets (fast); independent: one per target.",
@@ -449,7 +450,7 @@ REPRO_BACKEND = typer.Option("local", "--backend", help="local, ray or dask.")
 REPRO_ADDRESS = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]")
 REPRO_OUT = typer.Option(None, "--out", help="Directory for raw results: " + OUT_RULE)
 REPRO_FORMAT = typer.Option(None, "--format", help=FORMAT_HELP)
-REPRO_PROGRESS = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr.")
+REPRO_PROGRESS = PROGRESS
 REPRO_ORDERS = typer.Option(
     "shared", "--orders", help="shared: one random item order per seed for all targets (fast); independent: one per "
     "target.")
@@ -523,7 +524,7 @@ def table1_command(
     out: Optional[Path] = REPRO_OUT,
     force: bool = FORCE,
     output_format: Optional[str] = REPRO_FORMAT,
-    progress: bool = REPRO_PROGRESS,
+    progress: Optional[bool] = REPRO_PROGRESS,
     orders: str = REPRO_ORDERS,
     as_json: bool = REPRO_JSON,
 ) -> None:
@@ -597,7 +598,7 @@ def table2_command(
     out: Optional[Path] = REPRO_OUT,
     force: bool = FORCE,
     output_format: Optional[str] = REPRO_FORMAT,
-    progress: bool = REPRO_PROGRESS,
+    progress: Optional[bool] = REPRO_PROGRESS,
     orders: str = REPRO_ORDERS,
     as_json: bool = REPRO_JSON,
 ) -> None:

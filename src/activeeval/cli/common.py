@@ -60,11 +60,55 @@ def _main(
         os.environ[SHARED_DATA_ENV] = data_dir  # what every command's dataset lookup reads
 
 
+def show_progress(flag: Optional[bool]) -> bool:
+    """``--progress/--no-progress``: on or off as given; not given (None), only when stderr is a terminal.
+
+    Progress goes to stderr alone, so stdout carries only results (pipes and ``--json`` stay clean); Rich
+    leaves colours out when ``NO_COLOR`` is set.
+    """
+    return sys.stderr.isatty() if flag is None else bool(flag)
+
+
+PROGRESS = typer.Option(
+    None, "--progress/--no-progress",
+    help="Progress and the current step on stderr. [default: when stderr is a terminal]")
+
+
 @contextlib.contextmanager
-def progress_bar(label: str, enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
+def phases(enabled: Optional[bool]) -> Iterator[Callable[[str], None]]:
+    """The steps of a command as they start: ``say("fitting ...")`` for ``with``.
+
+    On a terminal a spinner with the step and its elapsed time (gone when the command ends); with
+    ``--progress`` elsewhere (a log file) one line per step; otherwise nothing. ``enabled`` is the
+    ``--progress`` flag (None: when stderr is a terminal).
+    """
+    if not show_progress(enabled):
+        yield lambda text: None
+        return
+    if not sys.stderr.isatty():
+        yield lambda text: typer.echo(f"{text} ...", err=True)
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                   console=Console(stderr=True), transient=True)
+    current: list[Any] = []
+
+    def say(text: str) -> None:
+        if current:
+            bar.remove_task(current.pop())
+        current.append(bar.add_task(text, total=None))
+
+    with bar:
+        yield say
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, enabled: Optional[bool] = True) -> Iterator[Callable[[int, int], None] | None]:
     """A Rich progress bar on stderr for ``with``: yields the ``(done, total)`` callback the library's long runs
-    take (``run_backtest(progress=...)``), or None when ``enabled`` is false."""
-    if not enabled:
+    take (``run_backtest(progress=...)``), or None when ``enabled`` is false (None: when stderr is a terminal)."""
+    if not show_progress(enabled):
         yield None
         return
     from rich.console import Console
@@ -119,10 +163,17 @@ PRIOR_WEIGHTS = typer.Option(
 )
 
 
-def read_options(kind: Optional[str], score_range: Optional[tuple[float, float]], duplicate_models: Optional[str]
-                 ) -> dict[str, Any]:
+EXCLUDE_MODELS = typer.Option(
+    None, "--exclude-models", metavar="A,B",
+    help="Leave these models (comma-separated ids) out of the reference, e.g. the model you evaluate when the "
+    "reference holds it; `activeeval datasets --models NAME` lists a dataset's models.")
+
+
+def read_options(kind: Optional[str], score_range: Optional[tuple[float, float]], duplicate_models: Optional[str],
+                 exclude_models: Optional[str] = None) -> dict[str, Any]:
     """The reference read options given on the command line (None = not given)."""
-    return {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
+    return {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models,
+            "exclude_models": exclude_models}
 
 
 def load_dataset(dataset: str, missing: str, read: dict):  # noqa: ANN201

@@ -11,12 +11,15 @@ from activeeval.cli.common import (
     KIND,
     METHOD_HELP,
     MISSING,
+    PROGRESS,
     SCORE_RANGE,
     app,
     cli_errors,
     load_dataset,
+    phases,
     print_json,
     read_options,
+    show_progress,
 )
 
 
@@ -35,6 +38,7 @@ def demo(
     score_range: Optional[tuple[float, float]] = SCORE_RANGE,
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    progress: Optional[bool] = PROGRESS,
 ) -> None:
     """Hold out one real model, estimate its score (BayesAME by default), stop automatically, compare with the truth.
 
@@ -53,29 +57,32 @@ def demo(
     from activeeval.session.base import check_stopping, resolve_method
 
     name, options, spec = resolve_method(method, {})
-    matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models))
-    split = hold_out(matrix, target, seed)
-    rule = check_stopping(epsilon1, epsilon2, 30, max_items)  # before the method's fit: a bad flag fails at once
-    est_method = make_method(name, split.reference, seed=seed, **options)
+    with phases(progress) as say:
+        say(f"reading {dataset}")
+        matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models))
+        split = hold_out(matrix, target, seed)
+        rule = check_stopping(epsilon1, epsilon2, 30, max_items)  # before the method's fit: a bad flag fails at once
+        say(f"fitting {spec} on {split.reference.n_models} reference models x {split.reference.n_items} items")
+        est_method = make_method(name, split.reference, seed=seed, **options)
     n_items = est_method.n_items
-    console = Console(stderr=True) if json_out else Console()
 
+    # Progress on stderr only (stdout is the result), and only on a terminal unless --progress.
     with Progress(
         TextColumn("{task.fields[method]} on {task.fields[dataset]}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[status]}"),
         TimeElapsedColumn(),
-        console=console,
-        transient=json_out,
-        disable=json_out and not console.is_terminal,
-    ) as progress:
-        task = progress.add_task("run", total=n_items, dataset=matrix.name or dataset, status="", method=spec)
+        console=Console(stderr=True),
+        transient=True,
+        disable=not show_progress(progress),
+    ) as bar:
+        task = bar.add_task("run", total=n_items, dataset=matrix.name or dataset, status="", method=spec)
 
         def show(m, item: int, score: float) -> None:  # noqa: ANN001
             est = m.estimate()
             lo, hi = est.ci()
-            progress.update(
+            bar.update(
                 task,
                 completed=est.n_observed,
                 status=f"estimate {est.mean:.4f}  95% [{lo:.4f}, {hi:.4f}]  width {hi - lo:.4f}",
@@ -129,4 +136,4 @@ def demo(
     table.add_row(f"RS-Mean after {est.n_observed} random items", f"{rs:.4f}  (error {rs - truth:+.4f})")
     for note in est.notes:
         table.add_row("note", escape(note))
-    console.print(table)
+    Console().print(table)
