@@ -217,10 +217,29 @@ CLI_FIXES = {
     "score_column=NAME": "--score-column NAME",
     "overwrite=True": "--force",
     "data_dir=": "--data-dir ",
+    " (see .model_ids)": " (`activeeval datasets --models NAME` lists a dataset's models)",
+    " (see .item_ids)": "",
 }
+# Fixes whose wording varies (a class name, a value): pattern -> what the command line prints instead.
+CLI_PATTERNS = [
+    # "choose one with metric=... (--metric on the command line)", "(choose one with metric=... / --metric)"
+    (re.compile(r"\w+='([^']*)' \((--[\w-]+) \1 on the command line\)"), r"\2 \1"),
+    (re.compile(r"\w+=\.\.\. \((--[\w-]+) on the command line\)"), r"\1"),
+    (re.compile(r"\w+=\.\.\. / (--[\w-]+)"), r"\1"),
+    # how to give a session its reference again, and how to create one
+    (re.compile(r"\w+\.open\(path, reference=\.\.\.\) or `--reference` on the command line"), "--reference FILE"),
+    (re.compile(r"open it with \w+\.open\(path, reference=<that matrix>\)"),
+     "give its data as a score file with --reference FILE"),
+    (re.compile(r"\w+\.create\(\.\.\.\) or (`activeeval session new`)"), r"\1"),
+    # CAT's calibration: a CLI user chooses one of the two by name
+    (re.compile(r"'paper' or an irt\.Calibration for the reference's \d+ items"), "'paper'"),
+    (re.compile(r"; fit it with methods\.cat\.fit_calibration\(reference\.scores\) on the same \(complete\) matrix"),
+     ""),
+]
 _FIX_RE = re.compile("|".join(re.escape(k) for k in sorted(CLI_FIXES, key=len, reverse=True)))
-# "--missing (missing=)": a message naming both spellings; the flag is enough here.
-_BOTH_RE = re.compile(r"(--[a-z][\w-]*) \(\w+=\)")
+# "--missing (missing=)", "--correlation low or high (correlation='low' or 'high')": a message naming both
+# spellings; the flag is enough here.
+_BOTH_RE = re.compile(r"(--[a-z][\w-]*(?: [\w/]+| or)*) \(\w+=[^()]*\)")
 # "--score-range LOW HIGH (--score-range LOW HIGH)": a message that gave both, once translated.
 _TWICE_RE = re.compile(r"(--[a-z][\w-]*(?: [A-Z]+)*) \(\1\)")
 
@@ -228,6 +247,8 @@ _TWICE_RE = re.compile(r"(--[a-z][\w-]*(?: [A-Z]+)*) \(\1\)")
 def cli_message(exc: BaseException) -> str:
     """A library error's message with its fixes as command-line flags (see :data:`CLI_FIXES`)."""
     text = _FIX_RE.sub(lambda m: CLI_FIXES[m.group()], str(exc))
+    for pattern, replacement in CLI_PATTERNS:
+        text = pattern.sub(replacement, text)
     return _TWICE_RE.sub(r"\1", _BOTH_RE.sub(r"\1", text))
 
 
