@@ -186,8 +186,12 @@ def _write_result(result, summary: dict, tmp: Path, prefix: str, output_format: 
     cost.to_csv(tmp / f"{prefix}cost_accuracy.csv", index=False)
     (tmp / f"{prefix}summary.json").write_text(json.dumps(_payload(result, summary), indent=2) + "\n")
     if plots:
-        from activeeval.experiments.plots import write_plots
+        from activeeval.experiments.plots import plots_available, write_plots
 
+        if not plots_available():  # the results matter more than their pictures: write them, and say why no plots
+            typer.echo('note: no plots: matplotlib is not installed (pip install "activeeval[plot]"); the results '
+                       "are written", err=True)
+            return
         sub = tmp / prefix.rstrip("_") if prefix else tmp
         sub.mkdir(exist_ok=True)
         cfg = result.config
@@ -277,7 +281,8 @@ def backtest_command(
     split_seed: int = typer.Option(
         0, "--split-seed", help="Seed of the random targets (interpolation; --multi-target --correlation low)."),
     output_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
-    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots to --out."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots to --out (when matplotlib is "
+                               "installed: activeeval[plot]; otherwise a note says so)."),
     progress: Optional[bool] = PROGRESS,
     orders: str = typer.Option(
         "shared", "--orders",

@@ -18,6 +18,7 @@ from typing import Any, Optional
 import typer
 
 from activeeval.cli import harness as h
+from activeeval.cli.forecast import FORECAST, no_forecast_note, session_forecast
 from activeeval.cli.common import (
     DUPLICATE_MODELS,
     EXCLUDE_MODELS,
@@ -196,15 +197,43 @@ def new(
     targets: Optional[str] = typer.Option(None, "--targets", help=TARGETS_HELP),
     prior_weights: Optional[Path] = PRIOR_WEIGHTS,
     progress: Optional[bool] = PROGRESS,
+    forecast: bool = FORECAST,
 ) -> None:
-    """Create a session FILE against reference data (with --targets a,b,c: several target models)."""
+    """Create a session FILE against reference data (with --targets a,b,c: several target models).
+
+    Then, unless --no-forecast, the expected number of items to the stopping rule (median and the range of 80 % of
+    runs), from reference models playing the target; for a reference file, after how many evaluated models it pays
+    for itself.
+    """
     with phases(progress) as say:
         s = _create(file, reference, parse_targets(targets), method=method, epsilon1=epsilon1, epsilon2=epsilon2,
                     window=window, max_items=max_items, seed=seed, missing=missing, label=label,
                     prior_weights=prior_weights, progress=say,
                     **read_options(kind, score_range, duplicate_models, exclude_models))
+        fc = _forecast(s, say, forecast)
     with s:
         typer.echo(_created_line(file, s, reference))
+    for line in fc["lines"] if fc else ():
+        typer.echo(line)
+
+
+def _forecast(s: Any, say: Any, wanted: bool) -> Optional[dict[str, Any]]:
+    """The new session's cost forecast (None if not wanted, or a note on stderr when its method has none)."""
+    if not wanted:
+        return None
+    from activeeval.exceptions import ActiveEvalError
+
+    try:
+        fc = session_forecast(s, say)
+    except ActiveEvalError as exc:  # e.g. too few reference models to play the target: the session stands
+        typer.echo(f"note: no cost forecast: {cli_message(exc)}", err=True)
+        return None
+    except BaseException:
+        s.close()
+        raise
+    if fc is None:
+        typer.echo(no_forecast_note(s.settings.get("method_spec", s.settings["method"])), err=True)
+    return fc
 
 
 def _create(file: Path, reference: str, targets: Optional[list[str]], **options: Any):  # noqa: ANN202
@@ -459,8 +488,8 @@ def report(
                                "reference)."),
     reference: Optional[str] = REFERENCE_OVERRIDE,
 ) -> None:
-    """Write a self-contained HTML report (result, settings, trajectory plot, items used)."""
-    from activeeval.session.report import plot_available, write_report
+    """Write a self-contained HTML report (result, settings, trajectory chart, items used)."""
+    from activeeval.session.report import write_report
 
     with _open(file, reference, readonly=True) as s:
         if s.KIND != "single":
@@ -468,9 +497,6 @@ def report(
             raise ConfigurationError(f"{str(file)!r} is {what}; reports are for single-model sessions "
                                      "(`activeeval session status FILE --json` shows every model)")
         write_report(s, out, overwrite=force)
-    if not plot_available():
-        typer.echo('note: matplotlib is not installed, so the report has no plot (pip install "activeeval[plot]")',
-                   err=True)
     typer.echo(f"wrote {out}")
 
 
@@ -552,6 +578,7 @@ def run(
     prior_weights: Optional[Path] = PRIOR_WEIGHTS,
     as_json: bool = typer.Option(False, "--json", help="Print the final status as JSON."),
     progress: Optional[bool] = PROGRESS,
+    forecast: bool = FORECAST,
 ) -> None:
     """Score items with a command, lm-eval or Inspect until the stopping rule is met (re-run to resume).
 
@@ -586,12 +613,16 @@ def run(
     if output_path is not None and output_path.suffix != ".json":
         output_path.expanduser().mkdir(parents=True, exist_ok=True)
     with phases(progress) as say:
+        resumed = session.exists()
         s, sc, changed = _start_run(session, reference, target, scorer, harness, names, lm, read, out, force, say,
                                     stopping=stopping, method=method, seed=seed, missing=missing, label=label,
                                     prior_weights=prior_weights)
+        fc = _forecast(s, say, forecast and not resumed)
     if changed:
         before, after = changed
         _echo_changes(before, after, err=as_json)
+    for line in fc["lines"] if fc else ():
+        typer.echo(line, err=True)  # before the run, beside its progress; stdout is the result
     with s:
         if hasattr(sc, "start_samples"):
             sc.start_samples(s.settings["created"])
@@ -602,7 +633,8 @@ def run(
     truth = getattr(sc, "truth", None)
     if as_json:
         print_json({**result, "results_file": str(written),
-                    **({"tryout": _tryout_dict(target, truth, result)} if truth is not None else {})})
+                    **({"tryout": _tryout_dict(target, truth, result)} if truth is not None else {}),
+                    **({"forecast": fc["forecast"]} if fc else {})})
         return
     typer.echo(_status_line(st))
     if truth is not None:
