@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+from activeeval.cli.forecast import FORECAST, no_forecast_note
 from activeeval.cli.common import (
     DUPLICATE_MODELS,
     KIND,
@@ -39,6 +40,7 @@ def demo(
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     progress: Optional[bool] = PROGRESS,
+    forecast: bool = FORECAST,
 ) -> None:
     """Hold out one real model, estimate its score (BayesAME by default), stop automatically, compare with the truth.
 
@@ -53,6 +55,7 @@ def demo(
     from rich.table import Table
 
     from activeeval.experiments.simulate import hold_out, run_fixed, run_until_stop
+    from activeeval.forecast import forecast_items, supported
     from activeeval.methods.registry import make_method
     from activeeval.session.base import check_stopping, resolve_method
 
@@ -64,6 +67,12 @@ def demo(
         rule = check_stopping(epsilon1, epsilon2, 30, max_items)  # before the method's fit: a bad flag fails at once
         say(f"fitting {spec} on {split.reference.n_models} reference models x {split.reference.n_items} items")
         est_method = make_method(name, split.reference, seed=seed, **options)
+        fc = None
+        if forecast and supported(est_method) and est_method.reference.n_models >= 3:
+            say("forecasting the cost: reference models playing the target")
+            fc = forecast_items(est_method, epsilon1, epsilon2, 30, max_items)
+        elif forecast:
+            typer.echo(no_forecast_note(spec), err=True)
     n_items = est_method.n_items
 
     # Progress on stderr only (stdout is the result), and only on a terminal unless --progress.
@@ -116,6 +125,7 @@ def demo(
         "epsilon2": epsilon2,
         "seed": seed,
         "notes": list(est.notes),
+        "forecast": None if fc is None else fc.to_dict(),
     }
     if json_out:
         print_json(result)
@@ -129,6 +139,10 @@ def demo(
     table.add_row("references", f"{est_method.reference.n_models} models{detail}")
     table.add_row("items used", f"{est.n_observed} of {n_items} ({100 * est.n_observed / n_items:.1f} %)")
     table.add_row("stopped by", stopped_by)
+    if fc is not None:
+        inside = "inside" if fc.low <= est.n_observed <= fc.high else "outside"
+        table.add_row("forecast before the run", f"{fc.median} items (80 % of runs: {fc.low}-{fc.high}; this run: "
+                      f"{inside})")
     table.add_row(f"{type(est_method).__name__ if spec == name else spec} estimate", f"{est.mean:.4f}")
     table.add_row("95 % interval", f"[{lo:.4f}, {hi:.4f}]  (width {hi - lo:.4f})")
     table.add_row("true full-benchmark score", f"{truth:.4f}")

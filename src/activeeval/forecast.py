@@ -1,0 +1,285 @@
+"""How many items a run will cost, before it starts: the references playing the target.
+
+tinyBenchmarks evaluates a fixed 100 items; BayesAME stops when its interval
+is narrow and its estimate steady, so its cost depends on the model. The
+forecast plays reference models as the target, in the folds of the default's
+calibration (:func:`activeeval.methods.bayesame.calibrate`): each fold's
+models are pseudo-targets and the other folds' models their references, and
+the default BayesAME plays every pseudo-target of the fold at once with the
+run's own kernel (its four hyperparameters, fitted on all the references),
+calibration factor, options and stopping rule. While its estimate is
+model-based the method chooses items without looking at the scores, so the
+pseudo-targets share the design and the posterior covariance and one pass
+costs about one run. Each pseudo-target stops where a run on it would
+(window, stability, width, budget, or every item); the forecast is the median
+and the 10 % and 90 % quantiles of those stops. (A kernel refitted per fold,
+as the calibration does, forecast MuSR's runs 10 % short: the run uses the
+full fit, and so does the forecast.)
+
+Two approximations, both checked against real runs by
+``benchmarks/forecast_check.py`` (docs/BENCHMARKS.md, "Cost forecast"):
+
+* a pseudo-target found outside the references (the design-based switch)
+  leaves the shared pass; it is counted as running to the end (every item,
+  or the budget), which is where such runs mostly go;
+* on a large benchmark a pass would cost B·n²/2 (B buckets, n items): it is
+  cut at :data:`WORK` and each pseudo-target's interval width is extrapolated
+  from there by a power law in n (the stability condition is then assumed
+  met; ``Forecast.extrapolated_from`` says so).
+
+Only the BayesAME methods (``bayesame``, ``bayesame-rs`` and their options)
+are forecast; :func:`supported` says whether a method is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from activeeval.exceptions import ConfigurationError
+
+__all__ = ["Forecast", "forecast_items", "forecast_session", "supported", "break_even", "WORK", "MIN_PSEUDO"]
+
+#: Pseudo-targets wanted: folds are played until this many (or every reference model) have run.
+MIN_PSEUDO = 30
+#: Largest B·n²/2 (buckets × items² / 2, the flops of one pass up to n) a pass may cost before it extrapolates.
+WORK = 2.0e9
+FOLDS = 5
+QUANTILES = (10, 50, 90)
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Items a run will take, from reference models playing the target.
+
+    Attributes
+    ----------
+    n_items : int
+        N, the benchmark's items.
+    median, low, high : int
+        Median and the 10 % and 90 % quantiles of the items at the stop (the 80 % range).
+    n_pseudo : int
+        Pseudo-targets played.
+    stops : tuple of int
+        Each pseudo-target's items at the stop.
+    reasons : dict
+        How many stopped by "precision", "budget", "exhausted" (every item), or were found outside the
+        references ("outside": counted as running to the end).
+    max_items : int or None
+        The budget the forecast was made for.
+    width_at_budget : (float, float, float) or None
+        With a budget, the 95 % interval width at ``max_items`` items: median, 10 % and 90 % quantiles (over
+        the pseudo-targets still model-based there).
+    extrapolated_from : int or None
+        The pass stopped at this n (:data:`WORK`); later stops are extrapolated from the interval width.
+    """
+
+    n_items: int
+    median: int
+    low: int
+    high: int
+    n_pseudo: int
+    stops: tuple[int, ...]
+    reasons: dict[str, int]
+    max_items: int | None = None
+    width_at_budget: tuple[float, float, float] | None = None
+    extrapolated_from: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["stops"] = list(self.stops)
+        out["width_at_budget"] = None if self.width_at_budget is None else list(self.width_at_budget)
+        return out
+
+
+def supported(method: Any) -> bool:
+    """Whether :func:`forecast_items` can forecast ``method`` (a BayesAME method)."""
+    from activeeval.methods.bayesame import BayesAME
+
+    return isinstance(method, BayesAME)
+
+
+def break_even(n_models: int, n_items: int, adaptive: float) -> int | None:
+    """Models to evaluate before a reference of ``n_models`` × ``n_items`` pays for itself (None: never).
+
+    The reference cost ``n_models · n_items`` item evaluations once; each model evaluated adaptively saves
+    ``n_items − adaptive`` of them (continuous-CAT paper, App. C).
+    """
+    saved = n_items - adaptive
+    return None if saved <= 0 else math.ceil(n_models * n_items / saved)
+
+
+def forecast_session(session: Any) -> Forecast | None:
+    """:func:`forecast_items` for a session's method and the stopping rule in force (None if not supported)."""
+    from activeeval.methods.multi import Independent
+
+    method = session.method
+    if isinstance(method, Independent) and method.methods_:  # each target runs the same method and rule
+        method = method.methods_[0]
+    if not supported(method):
+        return None
+    return forecast_items(method, **session.stopping_settings)
+
+
+def forecast_items(
+    method: Any, epsilon1: float = 0.005, epsilon2: float = 0.03, window: int = 30, max_items: int | None = None,
+) -> Forecast:
+    """Forecast the items a run of ``method`` (a BayesAME, not yet observed) takes under this stopping rule.
+
+    Deterministic given the method's seed. See the module docstring for how.
+    """
+    if not supported(method):
+        raise ConfigurationError(f"no cost forecast for method {getattr(method, 'name', method)!r}; forecasts are "
+                                 "made for bayesame (and bayesame-rs)")
+    ref = method.reference
+    k_refs = ref.n_models
+    groups = _folds(k_refs, ref.n_items, method.calibration_.seed)
+    stops: list[int] = []
+    reasons: dict[str, int] = {}
+    widths: list[np.ndarray] = []
+    extrapolated: int | None = None
+    for group in groups:
+        if len(stops) >= MIN_PSEUDO:
+            break
+        keep = np.setdiff1d(np.arange(k_refs), group)
+        if keep.size < 2 or group.size == 0:
+            continue
+        ref_g = ref.select_models([ref.model_ids[i] for i in keep])
+        played = _play(method, ref_g, ref.scores[group], epsilon1, epsilon2, int(window), max_items)
+        stops.extend(played.stops)
+        for r in played.reasons:
+            reasons[r] = reasons.get(r, 0) + 1
+        if played.width_at_budget is not None:
+            widths.append(played.width_at_budget)
+        if played.cut is not None:
+            extrapolated = played.cut
+    if not stops:
+        raise ConfigurationError(f"a cost forecast needs at least 3 reference models; the reference has {k_refs}")
+    lo, mid, hi = (int(round(q)) for q in np.percentile(stops, QUANTILES))
+    width = None
+    if widths:
+        w = np.concatenate(widths)
+        w = w[np.isfinite(w)]
+        if w.size:
+            width = tuple(float(x) for x in np.percentile(w, (50, 10, 90)))
+    return Forecast(n_items=int(ref.n_items), median=mid, low=lo, high=hi, n_pseudo=len(stops), stops=tuple(stops),
+                    reasons=reasons, max_items=max_items, width_at_budget=width,  # type: ignore[arg-type]
+                    extrapolated_from=extrapolated)
+
+
+def _folds(k_refs: int, n_items: int, seed: int, max_items: int = 1000) -> list[np.ndarray]:
+    """The calibration's folds (:func:`~activeeval.methods.bayesame.calibrate`'s draws, in its order)."""
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xCA1]))
+    if n_items > max_items:
+        rng.choice(n_items, size=max_items, replace=False)  # the calibration's item subset: same stream after it
+    n_folds = FOLDS if k_refs >= 2 * FOLDS else k_refs
+    return np.array_split(rng.permutation(k_refs), n_folds)
+
+
+@dataclass
+class _Played:
+    stops: list[int]
+    reasons: list[str]
+    width_at_budget: np.ndarray | None
+    cut: int | None
+
+
+def _play(method: Any, ref: Any, truths: np.ndarray, epsilon1: float, epsilon2: float, window: int,
+          max_items: int | None) -> _Played:
+    """Play ``truths`` (T pseudo-targets × N) at once with ``method``'s kernel and settings on reference ``ref``."""
+    from activeeval.gaussian import BucketPosterior
+    from activeeval.methods.bayesame import SCALE_SKIP, SCALE_SWITCH, Z95, BayesAME, beyond_every_reference
+
+    m = BayesAME(ref, seed=method.seed_, hyperparameters=method.fit_, calibration=method.calibration_,
+                 selection=method.selection, extrapolation=method.extrapolation, switch_until=method.switch_until,
+                 scale_prior=method.scale_prior, controls=method.controls, warmup=method.warmup,
+                 tolerance=method.tolerance)
+    one = m.posterior
+    n_t = truths.shape[0]
+    post = BucketPosterior(one.prior_mean, one.prior_col, one.prior_diag, one.prior_cov_counts, one.counts,
+                           one.noise, n_targets=n_t)
+    post.prior_cols = one.prior_cols
+    m.posterior = post  # the shared covariance drives the selection, as in the calibration
+    n_all = m.n_items
+    budget = n_all if max_items is None else min(int(max_items), n_all)
+    cap = int(math.sqrt(2.0 * WORK / max(m.n_buckets, 1)))
+    end = min(budget, max(cap, window + 2))
+    switching = m.extrapolation != "off" and m.selection != "active"
+    lo_r, hi_r = m.reference_range
+    low, high = m.reference.score_range if m.reference.score_range is not None else (-np.inf, np.inf)
+    factor2 = m.calibration_.factor ** 2
+    z2, total, total_sq = np.zeros(n_t), np.zeros(n_t), np.zeros(n_t)
+    ref_scores = ref.scores
+    ref_sum, ref_sq = np.zeros(ref_scores.shape[0]), np.zeros(ref_scores.shape[0])
+    cross = np.zeros((n_t, ref_scores.shape[0]))
+    running = np.ones(n_t, dtype=bool)  # model-based and not stopped
+    stop = np.full(n_t, -1)
+    reason = np.array([""] * n_t, dtype=object)
+    means = np.empty((window, n_t))
+    width_hist = np.empty((end, n_t))
+    width_at_budget = None
+    n = 0
+    for n in range(1, end + 1):
+        (item,) = m._select(np.random.default_rng([m.seed_, n - 1]), 1, ())
+        b = int(m.buckets.of_item[item])
+        innovation, d = post.observe(b, truths[:, item])
+        if n - 1 >= SCALE_SKIP:
+            z2 += innovation**2 / d
+        scores = truths[:, item]
+        total += scores
+        total_sq += scores * scores
+        col = ref_scores[:, item]
+        ref_sum += col
+        ref_sq += col * col
+        cross += np.outer(scores, col)
+        m._observed[item] = True
+        m._items.append(item)
+        scale = (m.scale_prior + z2) / (m.scale_prior + max(n - SCALE_SKIP, 0))
+        sd = np.sqrt(factor2 * scale * post.var_r_scaled()) / n_all
+        mean = (total + post.remaining @ post.mean) / n_all
+        if switching and n < n_all and n <= m.switch_until_:
+            outside = (mean - Z95 * sd > hi_r) | (mean + Z95 * sd < lo_r)
+            if n >= 2 * SCALE_SKIP:
+                outside |= beyond_every_reference(n, total[:, None], total_sq[:, None], ref_sum, ref_sq, cross)
+                outside |= scale > SCALE_SWITCH
+            left = running & outside
+            stop[left], reason[left] = budget, "outside"  # design-based from here: counted as running to the end
+            running &= ~outside
+        mean = np.clip(mean, (total + low * (n_all - n)) / n_all, (total + high * (n_all - n)) / n_all)
+        means[(n - 1) % window] = mean
+        width = 2.0 * Z95 * sd
+        width_hist[n - 1] = width
+        if n >= window:
+            steady = means.max(axis=0) - means.min(axis=0) <= epsilon1
+            done = running & steady & (width <= epsilon2)
+            stop[done], reason[done] = n, "precision"
+            running &= ~done
+        if n == budget:
+            if max_items is not None:
+                width_at_budget = np.where(reason != "outside", width, np.nan)
+            last = "exhausted" if budget == n_all else "budget"
+            stop[running], reason[running] = n, last
+            running[:] = False
+        if not running.any() and (max_items is None or n == budget):
+            break
+    cut = None
+    if n < budget and (running.any() or max_items is not None):
+        # the pass was cut (WORK): extrapolate each target's interval width by a power law in n
+        cut = n
+        half = np.arange(max(n // 2, 1), n + 1)
+        model_based = reason != "outside"
+        slope, icpt = np.polyfit(np.log(half), np.log(width_hist[half - 1][:, model_based]), 1)
+        fits = dict(zip(np.flatnonzero(model_based), zip(slope, icpt)))
+        if max_items is not None:
+            width_at_budget = np.full(n_t, np.nan)
+            for t, (b1, b0) in fits.items():
+                width_at_budget[t] = math.exp(b0 + b1 * math.log(budget))
+        for t in np.flatnonzero(running):
+            b1, b0 = fits[t]
+            at = math.exp((math.log(epsilon2) - b0) / b1) if b1 < 0 else math.inf
+            stop[t] = int(min(max(math.ceil(at), n + 1), budget))
+            reason[t] = "precision" if at <= budget else ("exhausted" if budget == n_all else "budget")
+    return _Played([int(s) for s in stop], [str(r) for r in reason], width_at_budget, cut)
