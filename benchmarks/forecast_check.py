@@ -66,7 +66,7 @@ def check(name: str, splits: int, n_targets: int, refs: float, epsilon2: float, 
             n = m.n_observed
             rows.append({"split": s, "target": target, "n": n, "low": f.low, "median": f.median, "high": f.high,
                          "switched": m.mode == "design", "extrapolated_from": f.extrapolated_from,
-                         "forecast_reasons": f.reasons})
+                         "forecast_reasons": f.reasons, "forecast_stops": list(f.stops)})
     n = np.array([r["n"] for r in rows])
     low, high = np.array([r["low"] for r in rows]), np.array([r["high"] for r in rows])
     return {"dataset": name, "N": matrix.n_items, "runs": len(rows), "inside": int(((n >= low) & (n <= high)).sum()),

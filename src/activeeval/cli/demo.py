@@ -69,8 +69,8 @@ def demo(
         est_method = make_method(name, split.reference, seed=seed, **options)
         fc = None
         if forecast and supported(est_method) and est_method.reference.n_models >= 3:
-            say("forecasting the cost: reference models playing the target")
-            fc = forecast_items(est_method, epsilon1, epsilon2, 30, max_items)
+            fc = forecast_items(est_method, epsilon1, epsilon2, 30, max_items, progress=lambda k, n: say(
+                f"forecasting the cost: reference models playing the target (pass {k} of {n})"))
         elif forecast:
             typer.echo(no_forecast_note(spec), err=True)
     n_items = est_method.n_items

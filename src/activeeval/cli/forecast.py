@@ -44,8 +44,8 @@ def session_forecast(s: Any, say: Any) -> Optional[dict[str, Any]]:
     """The forecast of a new session as printed lines and data (None when its method has none)."""
     from activeeval.forecast import forecast_session
 
-    say("forecasting the cost: reference models playing the target")
-    f = forecast_session(s)
+    f = forecast_session(s, lambda k, n: say(f"forecasting the cost: reference models playing the target (pass {k} of "
+                                             f"{n})"))
     if f is None:
         return None
     source = s.settings["reference_source"]
