@@ -6,9 +6,9 @@ from typing import Optional
 
 import typer
 
-from activeeval.cli.forecast import FORECAST, no_forecast_note
 from activeeval.cli.common import (
     DUPLICATE_MODELS,
+    EXCLUDE_MODELS,
     KIND,
     METHOD_HELP,
     MISSING,
@@ -22,6 +22,7 @@ from activeeval.cli.common import (
     read_options,
     show_progress,
 )
+from activeeval.cli.forecast import FORECAST, no_forecast_note
 
 
 @app.command()
@@ -38,6 +39,7 @@ def demo(
     kind: Optional[str] = KIND,
     score_range: Optional[tuple[float, float]] = SCORE_RANGE,
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
+    exclude_models: Optional[str] = EXCLUDE_MODELS,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     progress: Optional[bool] = PROGRESS,
     forecast: bool = FORECAST,
@@ -62,7 +64,7 @@ def demo(
     name, options, spec = resolve_method(method, {})
     with phases(progress) as say:
         say(f"reading {dataset}")
-        matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models))
+        matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models, exclude_models))
         split = hold_out(matrix, target, seed)
         rule = check_stopping(epsilon1, epsilon2, 30, max_items)  # before the method's fit: a bad flag fails at once
         say(f"fitting {spec} on {split.reference.n_models} reference models x {split.reference.n_items} items")
