@@ -171,9 +171,10 @@ EXCLUDE_MODELS = typer.Option(
 
 def read_options(kind: Optional[str], score_range: Optional[tuple[float, float]], duplicate_models: Optional[str],
                  exclude_models: Optional[str] = None) -> dict[str, Any]:
-    """The reference read options given on the command line (None = not given)."""
-    return {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models,
-            "exclude_models": exclude_models}
+    """The reference read options given on the command line (None = not given; ``exclude_models`` only when given,
+    for the commands whose sessions take it)."""
+    read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
+    return read if exclude_models is None else {**read, "exclude_models": exclude_models}
 
 
 def load_dataset(dataset: str, missing: str, read: dict):  # noqa: ANN201

@@ -97,7 +97,7 @@ def header(session: Any) -> dict[str, Any]:
     st = session.settings
     kw = st["method_kwargs"]
     ref, source = st["reference"], st["reference_source"]
-    state = session.method
+    state = session.method if session.KIND != "rank" else next(iter(session.methods.values()), None)
     models = getattr(getattr(state, "reference", None), "model_ids", None)
     out: dict[str, Any] = {
         "schema": SCHEMA,
