@@ -40,9 +40,11 @@ def _api_keywords() -> set[str]:
     """Keyword parameters of the public Python API, minus the methods' options (CLI syntax in --method)."""
     from activeeval import datasets
     from activeeval.data import adapters, io
-    from activeeval.experiments import multi_target, protocol, runner as bt_runner, simulate
+    from activeeval.experiments import multi_target, protocol, simulate
+    from activeeval.experiments import runner as bt_runner
     from activeeval.methods.registry import method_names, method_parameters
-    from activeeval.session import Session, report, results, runner as s_runner
+    from activeeval.session import Session, report, results
+    from activeeval.session import runner as s_runner
     from activeeval.session.multi import MultiSession
     from activeeval.session.ranking import RankSession
 

@@ -4,7 +4,6 @@ JSON Schema, self-describing, the same header as `session status --json`, never 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest

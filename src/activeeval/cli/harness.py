@@ -23,21 +23,25 @@ HARNESS = typer.Option(None, "--harness", help="Score with a harness instead of 
 LM_MODEL = typer.Option(
     None, "--model", help="lm-eval model type, e.g. hf, vllm, dummy; or the Inspect model, e.g. openai/gpt-4o, "
     "mockllm/model ({model} when ranking; omitted, each ranked id is the Inspect model).")
+# lm-eval's own spellings are accepted too (--model_args, --tasks, --include_path, ...), so its commands carry over.
 LM_MODEL_ARGS = typer.Option(
-    "", "--model-args", "--model_args", help="lm-eval model arguments, e.g. pretrained=org/name,dtype=float16 ({model} when ranking).",
-)
+    "", "--model-args", "--model_args",
+    help="lm-eval model arguments, e.g. pretrained=org/name,dtype=float16 ({model} when ranking).")
 LM_TASK = typer.Option(
-    None, "--task", "--tasks", help="lm-eval task whose documents are the reference's items; or the Inspect task whose samples "
-    "are: FILE.py@TASK or a registered name.")
+    None, "--task", "--tasks", help="lm-eval task whose documents are the reference's items (one task); or the "
+    "Inspect task whose samples are: FILE.py@TASK or a registered name.")
 LM_METRIC = typer.Option(None, "--metric", help="Per-sample metric to record, e.g. acc. [default: the task's only one]")
 LM_FILTER = typer.Option(None, "--filter", help="lm-eval filter to record, for tasks with several (e.g. strict-match).")
-LM_INCLUDE = typer.Option(None, "--include-path", "--include_path", help="Folder of custom lm-eval task YAML files (repeatable).")
-LM_FEWSHOT = typer.Option(None, "--num-fewshot", "--num_fewshot", help="lm-eval few-shot examples. [default: the task's]")
+LM_INCLUDE = typer.Option(None, "--include-path", "--include_path",
+                          help="Folder of custom lm-eval task YAML files (repeatable).")
+LM_FEWSHOT = typer.Option(None, "--num-fewshot", "--num_fewshot",
+                          help="lm-eval few-shot examples. [default: the task's]")
 LM_BATCH = typer.Option(None, "--batch-size", "--batch_size", help="lm-eval batch size (e.g. 8 or auto).")
 LM_DEVICE = typer.Option(None, "--device", help="lm-eval device, e.g. cuda:0 or cpu.")
-LM_GEN = typer.Option(None, "--gen-kwargs", "--gen_kwargs", help="lm-eval generation arguments, e.g. temperature=0,max_gen_toks=256.")
-LM_CHAT = typer.Option(False, "--apply-chat-template", "--apply_chat_template", help="Apply the model's chat template (lm-eval).")
-# lm-eval's own spellings are accepted too (--model_args, --tasks, --include_path, ...), so its commands carry over.
+LM_GEN = typer.Option(None, "--gen-kwargs", "--gen_kwargs",
+                      help="lm-eval generation arguments, e.g. temperature=0,max_gen_toks=256.")
+LM_CHAT = typer.Option(False, "--apply-chat-template", "--apply_chat_template",
+                       help="Apply the model's chat template (lm-eval).")
 LM_VERBOSE = typer.Option(
     False, "--verbose", help="Show the harness's own output (lm-eval's tables, progress bars and warnings) on stderr.")
 OUTPUT_PATH = typer.Option(
@@ -92,10 +96,11 @@ def make_scorer(
 
     ``samples_path`` is the folder of lm-eval's samples files (``--output-path`` with ``--log-samples``).
     """
-    lm_flags = _lm_flags(metric, filter_name, include_path, num_fewshot, batch_size, device, gen_kwargs, model_args,
-                         apply_chat_template, samples_path, verbose)
-    inspect_flags = _inspect_flags(model_arg, task_arg, score_name, value_map, epochs, log_dir)
-    shared = {"--model": model, "--task": task}
+    shared, lm_flags, inspect_flags = _flag_groups(
+        model=model, task=task, metric=metric, filter_name=filter_name, include_path=include_path,
+        num_fewshot=num_fewshot, batch_size=batch_size, device=device, gen_kwargs=gen_kwargs, model_args=model_args,
+        apply_chat_template=apply_chat_template, samples_path=samples_path, verbose=verbose, model_arg=model_arg,
+        task_arg=task_arg, score_name=score_name, value_map=value_map, epochs=epochs, log_dir=log_dir)
     if (scorer is None) == (harness is None):
         raise ConfigurationError(
             "give exactly one of --scorer 'COMMAND {item_id}' or --harness lm-eval / --harness inspect (with --model, "
@@ -139,27 +144,19 @@ def make_scorer(
 
 
 def harness_flags_given(**flags: Any) -> list[str]:
-    """The flags of ``make_scorer``'s harness options that were given (by their parameter names), as flags."""
-    names = ("metric", "filter_name", "include_path", "num_fewshot", "batch_size", "device", "gen_kwargs",
-             "model_args", "apply_chat_template")
-    lm = _lm_flags(*(flags.get(n) for n in names), flags.get("samples_path"), flags.get("verbose"))
-    inspect = _inspect_flags(*(flags.get(n) for n in ("model_arg", "task_arg", "score_name", "value_map", "epochs",
-                                                       "log_dir")))
-    shared = {"--model": flags.get("model"), "--task": flags.get("task")}
-    return [k for k, v in {**shared, **lm, **inspect}.items() if v is not None]
+    """The harness options among ``flags`` (``make_scorer``'s keyword names) that were given, as flags."""
+    return [k for group in _flag_groups(**flags) for k, v in group.items() if v is not None]
 
 
-def _lm_flags(metric: Any, filter_name: Any, include_path: Any, num_fewshot: Any, batch_size: Any, device: Any,
-              gen_kwargs: Any, model_args: Any, apply_chat_template: Any, samples_path: Any, verbose: Any
-              ) -> dict[str, Any]:
-    return {"--metric": metric, "--filter": filter_name, "--include-path": include_path or None,
-            "--num-fewshot": num_fewshot, "--batch-size": batch_size, "--device": device,
-            "--gen-kwargs": gen_kwargs, "--model-args": model_args or None,
-            "--apply-chat-template": apply_chat_template or None, "--log-samples": samples_path,
-            "--verbose": verbose or None}
-
-
-def _inspect_flags(model_arg: Any, task_arg: Any, score_name: Any, value_map: Any, epochs: Any, log_dir: Any
-                   ) -> dict[str, Any]:
-    return {"--model-arg": model_arg or None, "--task-arg": task_arg or None, "--score-name": score_name,
-            "--value-map": value_map, "--epochs": epochs, "--log-dir": log_dir}
+def _flag_groups(**f: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The harness options by flag: both harnesses', lm-eval's, Inspect's (None, or an empty value: not given)."""
+    shared = {"--model": f.get("model"), "--task": f.get("task")}
+    lm = {"--metric": f.get("metric"), "--filter": f.get("filter_name"),
+          "--include-path": f.get("include_path") or None, "--num-fewshot": f.get("num_fewshot"), "--batch-size": f.get("batch_size"), "--device": f.get("device"),
+          "--gen-kwargs": f.get("gen_kwargs"), "--model-args": f.get("model_args") or None,
+          "--apply-chat-template": f.get("apply_chat_template") or None, "--log-samples": f.get("samples_path"),
+          "--verbose": f.get("verbose") or None}
+    inspect = {"--model-arg": f.get("model_arg") or None, "--task-arg": f.get("task_arg") or None,
+               "--score-name": f.get("score_name"), "--value-map": f.get("value_map"), "--epochs": f.get("epochs"),
+               "--log-dir": f.get("log_dir")}
+    return shared, lm, inspect

@@ -18,7 +18,6 @@ from typing import Any, Optional
 import typer
 
 from activeeval.cli import harness as h
-from activeeval.cli.forecast import FORECAST, no_forecast_note, session_forecast
 from activeeval.cli.common import (
     DUPLICATE_MODELS,
     EXCLUDE_MODELS,
@@ -39,6 +38,7 @@ from activeeval.cli.common import (
     read_options,
     show_progress,
 )
+from activeeval.cli.forecast import FORECAST, no_forecast_note, session_forecast
 from activeeval.exceptions import ConfigurationError
 
 session_app = make_app("session", "Ask/tell sessions: which items to score next, record scores, status, report.")
@@ -610,8 +610,6 @@ def run(
     if target is not None:
         _check_tryout_flags(scorer, harness, names, lm)
     out = results_path(session, output_path)
-    if output_path is not None and output_path.suffix != ".json":
-        output_path.expanduser().mkdir(parents=True, exist_ok=True)
     with phases(progress) as say:
         resumed = session.exists()
         s, sc, changed = _start_run(session, reference, target, scorer, harness, names, lm, read, out, force, say,
@@ -653,10 +651,13 @@ def _start_run(session: Path, reference: Optional[str], target: Optional[str], s
 
     def scorer_of(targets: Optional[Sequence[str]], source: dict[str, Any], resumed: Optional[Path]) -> Any:
         if target is not None:
-            return _tryout_scorer(source, reference, target, resumed)
-        if harness is not None:
-            say(f"loading {harness}")
-        return _make_scorer(scorer, harness, targets, lm)
+            sc = _tryout_scorer(source, reference, target, resumed)
+        else:
+            if harness is not None:
+                say(f"loading {harness}")
+            sc = _make_scorer(scorer, harness, targets, lm)
+        out.parent.mkdir(parents=True, exist_ok=True)  # the folder of --output-path, made as lm-eval makes it
+        return sc
 
     if session.exists():
         say(f"opening {session}")
@@ -725,9 +726,7 @@ class _Tryout:
 def _tryout_scorer(source: dict[str, Any], reference: Optional[str], target: str, session: Optional[Path]) -> _Tryout:
     """MODEL's scores from the reference the session holds it out of (``reference``, or where the session's is)."""
     from activeeval.experiments.simulate import hold_out
-    from activeeval.session.reference import resolve_reference
-
-    from activeeval.session.reference import check_read_options
+    from activeeval.session.reference import check_read_options, resolve_reference
 
     read = check_read_options(source.get("read") or {})
     excluded = read.pop("exclude_models", [])

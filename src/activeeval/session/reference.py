@@ -100,7 +100,8 @@ def _model_list(value: Any) -> list[str]:
 
 def without_models(matrix: ScoreMatrix, models: Sequence[str]) -> ScoreMatrix:
     """``matrix`` without ``models``; an unknown one is refused with the closest model ids."""
-    unknown = [m for m in models if m not in set(matrix.model_ids)]
+    known = set(matrix.model_ids)
+    unknown = [m for m in models if m not in known]
     if unknown:
         import difflib
 

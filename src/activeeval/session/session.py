@@ -211,8 +211,8 @@ class Session(StoppingChanges, JournalSession):
         weights = prior_weights_option(name, prior_weights)
         if weights is not None:
             if "weights" in options:
-                raise ConfigurationError("give the prior weights once: --prior-weights (prior_weights=) or the method's option weights=, "
-                                         "not both")
+                raise ConfigurationError("give the prior weights once: --prior-weights (prior_weights=) or the "
+                                         "method's option weights=, not both")
             options = {**options, "weights": weights}  # stored with the options, kept out of the spec label
         stopping = stopping_settings(epsilon1, epsilon2, window, max_items)
         meta = {"method": name, "method_spec": spec, "method_kwargs": {"seed": new_seed(seed), **options},
