@@ -16,7 +16,7 @@ from activeeval.data.io import write_scores
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.experiments.simulate import run_fixed, run_until_stop
-from activeeval.forecast import _folds, _play, break_even, forecast_items, supported
+from activeeval.forecast import _folds, _play, _Work, break_even, forecast_items, supported
 from activeeval.methods.bayesame import BayesAME
 from activeeval.methods.registry import make_method
 from activeeval.stopping import default_rule
@@ -40,7 +40,7 @@ def test_each_pseudo_target_stops_where_a_real_run_on_it_stops(math_method) -> N
     """The shared pass is the method itself: a pseudo-target's stop equals run_until_stop's on the same reference."""
     ref_g, truths = _fold(math_method)
     rule = (0.005, 0.1, 30)
-    played = _play(math_method, ref_g, truths, *rule, None)
+    played = _play(math_method, ref_g, truths, *rule, None, _Work(None))
     checked = 0
     for k in range(truths.shape[0]):
         if played.reasons[k] == "outside":
@@ -57,7 +57,7 @@ def test_each_pseudo_target_stops_where_a_real_run_on_it_stops(math_method) -> N
 
 def test_the_width_at_a_budget_is_the_real_run_s(math_method) -> None:
     ref_g, truths = _fold(math_method)
-    played = _play(math_method, ref_g, truths[:3], 0.005, 0.03, 30, 25)
+    played = _play(math_method, ref_g, truths[:3], 0.005, 0.03, 30, 25, _Work(None))
     assert played.stops == [25, 25, 25] and played.reasons == ["budget"] * 3
     for k in range(3):
         m = BayesAME(ref_g, seed=math_method.seed_, hyperparameters=math_method.fit_,
@@ -106,8 +106,17 @@ def test_session_new_prints_the_forecast_and_the_break_even(tmp_path) -> None:
     assert r.exit_code == 0 and "forecast" not in r.output
     r = runner.invoke(app, ["session", "new", str(tmp_path / "c.aeval"), "--reference", str(ref), "--method",
                             "rs-mean"])
+    assert r.exit_code == 0 and r.stderr == "" and "forecast" not in r.stdout  # nothing to forecast, nothing said
+    r = runner.invoke(app, ["session", "new", str(tmp_path / "d.aeval"), "--reference", str(ref), "--method",
+                            "rs-mean", "--forecast"])
     assert r.exit_code == 0 and r.stderr == ("note: no cost forecast for --method rs-mean (the forecast plays "
                                              "reference models through bayesame's own model)\n")
+
+
+def test_a_forecast_beyond_a_few_seconds_is_made_only_when_asked(math_method) -> None:
+    f = forecast_items(math_method, epsilon2=0.1)
+    assert forecast_items(math_method, epsilon2=0.1, max_work=1e6) is None  # not even the folds' methods
+    assert forecast_items(math_method, epsilon2=0.1, max_work=1e12) == f
 
 
 def test_run_prints_the_forecast_on_stderr_and_in_its_json(tmp_path) -> None:
@@ -118,3 +127,17 @@ def test_run_prints_the_forecast_on_stderr_and_in_its_json(tmp_path) -> None:
     assert r.stderr.startswith("forecast: about ")  # before the run, beside its progress
     doc = json.loads(r.stdout)  # stdout is the JSON alone
     assert doc["forecast"]["n_pseudo"] == 13 and doc["forecast"]["low"] <= doc["forecast"]["high"]
+
+
+def test_the_commands_say_so_when_the_forecast_would_take_long(tmp_path, monkeypatch) -> None:
+    import activeeval.forecast
+
+    monkeypatch.setattr(activeeval.forecast, "AUTO_WORK", 1.0)
+    ref = _ref(tmp_path)
+    r = runner.invoke(app, ["session", "new", str(tmp_path / "a.aeval"), "--reference", str(ref), "--seed", "0"])
+    assert r.exit_code == 0 and "forecast: " not in r.stdout, r.output
+    assert r.stderr.startswith("note: no cost forecast by default for a reference this large (")
+    assert r.stderr.endswith("models: more than a few seconds of work); --forecast makes it\n")
+    r = runner.invoke(app, ["session", "new", str(tmp_path / "b.aeval"), "--reference", str(ref), "--seed", "0",
+                            "--forecast"])
+    assert r.exit_code == 0 and "forecast: about " in r.stdout and r.stderr == ""

@@ -44,12 +44,16 @@ import numpy as np
 
 from activeeval.exceptions import ConfigurationError
 
-__all__ = ["Forecast", "forecast_items", "forecast_session", "supported", "break_even", "WORK", "MIN_PSEUDO"]
+__all__ = ["Forecast", "forecast_items", "forecast_session", "session_method", "supported", "break_even", "WORK", "AUTO_WORK",
+           "MIN_PSEUDO"]
 
 #: Pseudo-targets wanted: folds are played until this many (or every reference model) have run.
 MIN_PSEUDO = 30
 #: Largest B·n²/2 (buckets × items² / 2, the flops of one pass up to n) a pass may cost before it extrapolates.
 WORK = 2.0e9
+#: The work the commands spend on a forecast unless asked for more (``--forecast``): about a few seconds. Counted
+#: in the same units: B²·K to build each fold's method, B·n for each item of a pass; deterministic, not timed.
+AUTO_WORK = 3.0e9
 #: Folds of the references: with fewer than ``MANY`` models a tenth of them are held out at a time (the pseudo-
 #: targets' references then differ from the run's by 10 %, not 20 %: measured, it matters on HELM's 83 models).
 FOLDS, FOLDS_FEW, MANY = 5, 10, 100
@@ -118,26 +122,36 @@ def break_even(n_models: int, n_items: int, adaptive: float) -> int | None:
     return None if saved <= 0 else math.ceil(n_models * n_items / saved)
 
 
-def forecast_session(session: Any, progress: Callable[[int, int], None] | None = None) -> Forecast | None:
-    """:func:`forecast_items` for a session's method and the stopping rule in force (None if not supported)."""
+def session_method(session: Any) -> Any:
+    """The method a session's forecast plays (each target's, in a session of several run independently), or None
+    when it is not one :func:`supported`."""
     from activeeval.methods.multi import Independent
 
     method = session.method
     if isinstance(method, Independent) and method.methods_:  # each target runs the same method and rule
         method = method.methods_[0]
-    if not supported(method):
+    return method if supported(method) else None
+
+
+def forecast_session(session: Any, progress: Callable[[int, int], None] | None = None,
+                     max_work: float | None = None) -> Forecast | None:
+    """:func:`forecast_items` for a session's method and the stopping rule in force (None if not supported, or if
+    it would cost more than ``max_work``)."""
+    method = session_method(session)
+    if method is None:
         return None
-    return forecast_items(method, **session.stopping_settings, progress=progress)
+    return forecast_items(method, **session.stopping_settings, progress=progress, max_work=max_work)
 
 
 def forecast_items(
     method: Any, epsilon1: float = 0.005, epsilon2: float = 0.03, window: int = 30, max_items: int | None = None,
-    *, progress: Callable[[int, int], None] | None = None,
-) -> Forecast:
+    *, progress: Callable[[int, int], None] | None = None, max_work: float | None = None,
+) -> Forecast | None:
     """Forecast the items a run of ``method`` (a BayesAME, not yet observed) takes under this stopping rule.
 
-    Deterministic given the method's seed. ``progress(pass, passes)`` is told as each pass starts. See the
-    module docstring for how.
+    Deterministic given the method's seed. ``progress(pass, passes)`` is told as each pass starts. With
+    ``max_work`` (units of :data:`AUTO_WORK`), None once the forecast would cost more: checked before the
+    folds' methods are built, and item by item during the passes. See the module docstring for how.
     """
     if not supported(method):
         raise ConfigurationError(f"no cost forecast for method {getattr(method, 'name', method)!r}; forecasts are "
@@ -147,6 +161,9 @@ def forecast_items(
     groups = [g for g in _folds(k_refs, method.seed_) if g.size and k_refs - g.size >= 2]
     sizes = np.cumsum([g.size for g in groups])
     groups = groups[: int(np.searchsorted(sizes, MIN_PSEUDO)) + 1]  # enough folds for MIN_PSEUDO pseudo-targets
+    work = _Work(max_work)
+    if not work.spend(sum(float(method.n_buckets) ** 2 * (k_refs - g.size) for g in groups)):
+        return None  # building the folds' methods alone would cost more
     stops: list[int] = []
     reasons: dict[str, int] = {}
     widths: list[np.ndarray] = []
@@ -156,7 +173,9 @@ def forecast_items(
             progress(i + 1, len(groups))
         keep = np.setdiff1d(np.arange(k_refs), group)
         ref_g = ref.select_models([ref.model_ids[j] for j in keep])
-        played = _play(method, ref_g, ref.scores[group], epsilon1, epsilon2, int(window), max_items)
+        played = _play(method, ref_g, ref.scores[group], epsilon1, epsilon2, int(window), max_items, work)
+        if played is None:
+            return None
         stops.extend(played.stops)
         for r in played.reasons:
             reasons[r] = reasons.get(r, 0) + 1
@@ -180,6 +199,18 @@ def forecast_items(
                     extrapolated_from=extrapolated)
 
 
+class _Work:
+    """Work spent so far against a limit (None: none)."""
+
+    def __init__(self, limit: float | None) -> None:
+        self.limit, self.spent = limit, 0.0
+
+    def spend(self, units: float) -> bool:
+        """Count ``units``; False once the total is over the limit."""
+        self.spent += units
+        return self.limit is None or self.spent <= self.limit
+
+
 def _folds(k_refs: int, seed: int) -> list[np.ndarray]:
     """The reference models in folds, at random (a tenth each below ``MANY`` models, else a fifth)."""
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xF0C]))
@@ -195,8 +226,9 @@ class _Played:
 
 
 def _play(method: Any, ref: Any, truths: np.ndarray, epsilon1: float, epsilon2: float, window: int,
-          max_items: int | None) -> _Played:
-    """Play ``truths`` (T pseudo-targets × N) at once with ``method``'s kernel and settings on reference ``ref``."""
+          max_items: int | None, work: _Work) -> _Played | None:
+    """Play ``truths`` (T pseudo-targets × N) at once with ``method``'s kernel and settings on reference ``ref``
+    (None once ``work`` is over its limit)."""
     from activeeval.gaussian import BucketPosterior
     from activeeval.methods.bayesame import SCALE_SKIP, SCALE_SWITCH, Z95, BayesAME, beyond_every_reference
 
@@ -230,6 +262,8 @@ def _play(method: Any, ref: Any, truths: np.ndarray, epsilon1: float, epsilon2: 
     width_at_budget = None
     n = 0
     for n in range(1, end + 1):
+        if not work.spend(float(m.n_buckets) * n):  # the rank-one update and the selection, O(B·n)
+            return None
         (item,) = m._select(np.random.default_rng([m.seed_, n - 1]), 1, ())
         b = int(m.buckets.of_item[item])
         innovation, d = post.observe(b, truths[:, item])

@@ -22,7 +22,7 @@ from activeeval.cli.common import (
     read_options,
     show_progress,
 )
-from activeeval.cli.forecast import FORECAST, no_forecast_note
+from activeeval.cli.forecast import FORECAST, forecast_or_note
 
 
 @app.command()
@@ -42,7 +42,7 @@ def demo(
     exclude_models: Optional[str] = EXCLUDE_MODELS,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
     progress: Optional[bool] = PROGRESS,
-    forecast: bool = FORECAST,
+    forecast: Optional[bool] = FORECAST,
 ) -> None:
     """Hold out one real model, estimate its score (BayesAME by default), stop automatically, compare with the truth.
 
@@ -57,7 +57,6 @@ def demo(
     from rich.table import Table
 
     from activeeval.experiments.simulate import hold_out, run_fixed, run_until_stop
-    from activeeval.forecast import forecast_items, supported
     from activeeval.methods.registry import make_method
     from activeeval.session.base import check_stopping, resolve_method
 
@@ -69,12 +68,7 @@ def demo(
         rule = check_stopping(epsilon1, epsilon2, 30, max_items)  # before the method's fit: a bad flag fails at once
         say(f"fitting {spec} on {split.reference.n_models} reference models x {split.reference.n_items} items")
         est_method = make_method(name, split.reference, seed=seed, **options)
-        fc = None
-        if forecast and supported(est_method) and est_method.reference.n_models >= 3:
-            fc = forecast_items(est_method, epsilon1, epsilon2, 30, max_items, progress=lambda k, n: say(
-                f"forecasting the cost: reference models playing the target (pass {k} of {n})"))
-        elif forecast:
-            typer.echo(no_forecast_note(spec), err=True)
+        fc = forecast_or_note(est_method, epsilon1, epsilon2, 30, max_items, forecast, say)
     n_items = est_method.n_items
 
     # Progress on stderr only (stdout is the result), and only on a terminal unless --progress.

@@ -7,9 +7,10 @@ from typing import Any, Optional
 import typer
 
 FORECAST = typer.Option(
-    True, "--forecast/--no-forecast",
+    None, "--forecast/--no-forecast",
     help="Before starting, print the expected items to the stopping rule (and with --max-items the interval width "
-         "then), from reference models playing the target (bayesame). [default: on]")
+         "then), from reference models playing the target (bayesame). [default: when it takes a few seconds at "
+         "most; --forecast: always]")
 
 
 def forecast_lines(f: Any, built_reference: Optional[tuple[int, int]] = None) -> list[str]:
@@ -40,18 +41,46 @@ def forecast_lines(f: Any, built_reference: Optional[tuple[int, int]] = None) ->
     return lines
 
 
-def session_forecast(s: Any, say: Any) -> Optional[dict[str, Any]]:
-    """The forecast of a new session as printed lines and data (None when its method has none)."""
-    from activeeval.forecast import forecast_session
+def session_forecast(s: Any, say: Any, asked: bool) -> Optional[dict[str, Any]]:
+    """The forecast of a new session: its printed lines and data; or ``{"note": ...}`` when not ``asked`` for and it
+    would take more than a few seconds; None when the session's method has none."""
+    from activeeval.forecast import AUTO_WORK, forecast_session, session_method
 
-    f = forecast_session(s, lambda k, n: say(f"forecasting the cost: reference models playing the target (pass {k} of "
-                                             f"{n})"))
-    if f is None:
+    method = session_method(s)
+    if method is None:
         return None
+    f = forecast_session(s, lambda k, n: say(f"forecasting the cost: reference models playing the target (pass {k} of "
+                                             f"{n})"), max_work=None if asked else AUTO_WORK)
+    if f is None:
+        return {"note": too_costly_note(method)}
     source = s.settings["reference_source"]
     ref = s.settings["reference"]
     built = (ref["n_models"], ref["n_items"]) if source.get("type") == "file" else None
     return {"lines": forecast_lines(f, built), "forecast": f.to_dict()}
+
+
+def too_costly_note(method: Any) -> str:
+    return (f"note: no cost forecast by default for a reference this large ({method.n_buckets} buckets of items x "
+            f"{method.reference.n_models} models: more than a few seconds of work); --forecast makes it")
+
+
+def forecast_or_note(method: Any, epsilon1: float, epsilon2: float, window: int, max_items: Optional[int],
+                     asked: Optional[bool], say: Any) -> Any:
+    """demo's forecast: the Forecast, or None after a note on stderr (no forecast for this method, or too costly)."""
+    from activeeval.forecast import AUTO_WORK, forecast_items, supported
+
+    if asked is False:
+        return None
+    if not supported(method) or method.reference.n_models < 3:
+        if asked:
+            typer.echo(no_forecast_note(method.name), err=True)
+        return None
+    f = forecast_items(method, epsilon1, epsilon2, window, max_items, max_work=None if asked else AUTO_WORK,
+                       progress=lambda k, n: say(f"forecasting the cost: reference models playing the target "
+                                                 f"(pass {k} of {n})"))
+    if f is None:
+        typer.echo(too_costly_note(method), err=True)
+    return f
 
 
 def no_forecast_note(method: str) -> str:

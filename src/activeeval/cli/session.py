@@ -197,7 +197,7 @@ def new(
     targets: Optional[str] = typer.Option(None, "--targets", help=TARGETS_HELP),
     prior_weights: Optional[Path] = PRIOR_WEIGHTS,
     progress: Optional[bool] = PROGRESS,
-    forecast: bool = FORECAST,
+    forecast: Optional[bool] = FORECAST,
 ) -> None:
     """Create a session FILE against reference data (with --targets a,b,c: several target models).
 
@@ -217,14 +217,15 @@ def new(
         typer.echo(line)
 
 
-def _forecast(s: Any, say: Any, wanted: bool) -> Optional[dict[str, Any]]:
-    """The new session's cost forecast (None if not wanted, or a note on stderr when its method has none)."""
-    if not wanted:
+def _forecast(s: Any, say: Any, wanted: Optional[bool]) -> Optional[dict[str, Any]]:
+    """The new session's cost forecast (``--forecast``: True, False, or None: when cheap); a note on stderr instead
+    when it was asked for and its method has none, or when it was not and it would take long."""
+    if wanted is False:
         return None
     from activeeval.exceptions import ActiveEvalError
 
     try:
-        fc = session_forecast(s, say)
+        fc = session_forecast(s, say, asked=bool(wanted))
     except ActiveEvalError as exc:  # e.g. too few reference models to play the target: the session stands
         typer.echo(f"note: no cost forecast: {cli_message(exc)}", err=True)
         return None
@@ -232,7 +233,11 @@ def _forecast(s: Any, say: Any, wanted: bool) -> Optional[dict[str, Any]]:
         s.close()
         raise
     if fc is None:
-        typer.echo(no_forecast_note(s.settings.get("method_spec", s.settings["method"])), err=True)
+        if wanted:
+            typer.echo(no_forecast_note(s.settings.get("method_spec", s.settings["method"])), err=True)
+    elif "note" in fc:
+        typer.echo(fc["note"], err=True)
+        return None
     return fc
 
 
@@ -578,7 +583,7 @@ def run(
     prior_weights: Optional[Path] = PRIOR_WEIGHTS,
     as_json: bool = typer.Option(False, "--json", help="Print the final status as JSON."),
     progress: Optional[bool] = PROGRESS,
-    forecast: bool = FORECAST,
+    forecast: Optional[bool] = FORECAST,
 ) -> None:
     """Score items with a command, lm-eval or Inspect until the stopping rule is met (re-run to resume).
 
@@ -615,7 +620,7 @@ def run(
         s, sc, changed = _start_run(session, reference, target, scorer, harness, names, lm, read, out, force, say,
                                     stopping=stopping, method=method, seed=seed, missing=missing, label=label,
                                     prior_weights=prior_weights)
-        fc = _forecast(s, say, forecast and not resumed)
+        fc = _forecast(s, say, False if resumed else forecast)
     if changed:
         before, after = changed
         _echo_changes(before, after, err=as_json)
