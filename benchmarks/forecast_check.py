@@ -17,7 +17,9 @@ Per dataset the table gives the runs (targets × splits), how many stopped
 inside the forecast's 80 % range [p10, p90] (≈ 80 % is honest), below and
 above it, the median forecast and the median realised items (N: the
 benchmark's items), the runs that switched to the design-based estimate, and
-the seconds per forecast and per run (same process, same machine).
+the seconds per forecast and per run (same process, same machine), and the
+work the forecast counted (the commands make it by default up to
+``activeeval.forecast.AUTO_WORK``).
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/forecast_check.py                 # every shared dataset
     OPENBLAS_NUM_THREADS=1 python benchmarks/forecast_check.py --datasets mmlu --splits 1 --targets 4
@@ -36,7 +38,7 @@ import numpy as np
 from activeeval import datasets
 from activeeval.experiments.protocol import make_split, method_seed, sample_references
 from activeeval.experiments.simulate import run_until_stop
-from activeeval.forecast import forecast_items
+from activeeval.forecast import AUTO_WORK, forecast_items
 from activeeval.methods.bayesame import BayesAME
 from activeeval.stopping import default_rule
 
@@ -47,7 +49,7 @@ DATASETS = ("ifeval", "musr", "arc_challenge", "mmlu", "gsm", "math", "commonsen
 def check(name: str, splits: int, n_targets: int, refs: float, epsilon2: float, max_items: int | None) -> dict:
     matrix, _ = datasets.resolve(name).dropna("models")
     rows = []
-    forecast_s, run_s = [], []
+    forecast_s, run_s, work = [], [], []
     for s in range(splits):
         split = make_split(matrix, "interpolation", n_targets, split_seed=s)
         pool = split.pool if refs >= 1 else sample_references(split.pool, refs, s)
@@ -57,6 +59,7 @@ def check(name: str, splits: int, n_targets: int, refs: float, epsilon2: float, 
         start = time.perf_counter()
         f = forecast_items(method, epsilon2=epsilon2, max_items=max_items)
         forecast_s.append(time.perf_counter() - start)
+        work.append(f.work)
         rule = default_rule(epsilon2=epsilon2, max_items=max_items)
         for target in split.targets:
             m = BayesAME(ref, seed=seed)
@@ -75,7 +78,8 @@ def check(name: str, splits: int, n_targets: int, refs: float, epsilon2: float, 
             "forecast_low": float(np.median(low)), "forecast_high": float(np.median(high)),
             "realised_median": float(np.median(n)), "switched": sum(r["switched"] for r in rows),
             "extrapolated": any(r["extrapolated_from"] for r in rows),
-            "forecast_seconds": float(np.median(forecast_s)), "run_seconds": float(np.median(run_s)), "rows": rows}
+            "forecast_seconds": float(np.median(forecast_s)), "run_seconds": float(np.median(run_s)),
+            "work": float(np.median(work)), "rows": rows}
 
 
 def main() -> None:
@@ -95,7 +99,7 @@ def main() -> None:
     print(f"cost forecast vs real runs: interpolation splits {a.splits} x {a.targets} targets, refs {a.refs:g}, "
           f"epsilon2 {a.epsilon2:g}" + (f", max-items {a.max_items}" if a.max_items else ""))
     head = (f"{'dataset':<18} {'N':>6} {'runs':>5} {'inside':>7} {'below':>6} {'above':>6} {'forecast (80 %)':>19} "
-            f"{'realised':>9} {'switched':>8} {'fc s':>6} {'run s':>6}")
+            f"{'realised':>9} {'switched':>8} {'fc s':>6} {'run s':>6} {'work':>8}")
     print(head)
     print("-" * len(head))
     out = []
@@ -106,10 +110,11 @@ def main() -> None:
         flag = "*" if r["extrapolated"] else ""
         print(f"{name:<18} {r['N']:>6} {r['runs']:>5} {r['inside'] / r['runs']:>7.0%} {r['below']:>6} "
               f"{r['above']:>6} {rng + flag:>19} {r['realised_median']:>9.0f} {r['switched']:>8} "
-              f"{r['forecast_seconds']:>6.1f} {r['run_seconds']:>6.1f}", flush=True)
+              f"{r['forecast_seconds']:>6.1f} {r['run_seconds']:>6.1f} {r['work']:>8.1e}", flush=True)
     runs = sum(r["runs"] for r in out)
     print(f"all: {sum(r['inside'] for r in out)} of {runs} runs inside the forecast's 80 % range "
-          f"({sum(r['inside'] for r in out) / runs:.0%}); * the pass was cut and the rest extrapolated")
+          f"({sum(r['inside'] for r in out) / runs:.0%}); * the pass was cut and the rest extrapolated; work: the "
+          f"forecast's count (the commands make it by default up to activeeval.forecast.AUTO_WORK = {AUTO_WORK:.0e})")
     if a.out is not None:
         a.out.write_text(json.dumps(out, indent=1) + "\n")
 

@@ -85,6 +85,8 @@ class Forecast:
         the pseudo-targets still model-based there).
     extrapolated_from : int or None
         The pass stopped at this n (:data:`WORK`); later stops are extrapolated from the interval width.
+    work : float
+        The work the forecast counted, as :data:`AUTO_WORK` counts it (the commands make it by default up to that).
     """
 
     n_items: int
@@ -97,6 +99,7 @@ class Forecast:
     max_items: int | None = None
     width_at_budget: tuple[float, float, float] | None = None
     extrapolated_from: int | None = None
+    work: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -196,7 +199,7 @@ def forecast_items(
             width = tuple(float(x) for x in np.percentile(w, (50, 10, 90)))
     return Forecast(n_items=int(ref.n_items), median=mid, low=lo, high=hi, n_pseudo=len(stops), stops=tuple(stops),
                     reasons=reasons, max_items=max_items, width_at_budget=width,  # type: ignore[arg-type]
-                    extrapolated_from=extrapolated)
+                    extrapolated_from=extrapolated, work=work.spent)
 
 
 class _Work:
