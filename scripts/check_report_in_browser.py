@@ -90,7 +90,7 @@ class _Page(html.parser.HTMLParser):
             self.h1 += data
         elif where == "h2":
             self.h2.append(data.strip())
-        elif where == "title":
+        elif where == "title" and "svg" not in self._tag:  # the page's title, not the chart's
             self.title += data
         if self._in_thead:
             self._row.append(data)
