@@ -14,9 +14,9 @@ model-based the method chooses items without looking at the scores, so the
 pseudo-targets share the design and the posterior covariance and one pass
 costs about one run. Each pseudo-target stops where a run on it would
 (window, stability, width, budget, or every item); the forecast is the median
-and the 10 % and 90 % quantiles of those stops. (A kernel refitted per fold,
-as the calibration does, forecast MuSR's runs 10 % short: the run uses the
-full fit, and so does the forecast.)
+and the 10 % and 90 % quantiles of those stops. (The calibration refits the
+kernel per fold; the forecast does not: the run uses the full fit, and the
+forecast is the run's method exactly.)
 
 Two approximations, both checked against real runs by
 ``benchmarks/forecast_check.py`` (docs/BENCHMARKS.md, "Cost forecast"):
@@ -54,8 +54,9 @@ WORK = 2.0e9
 #: The work the commands spend on a forecast unless asked for more (``--forecast``): about a few seconds. Counted
 #: in the same units: B²·K to build each fold's method, B·n for each item of a pass; deterministic, not timed.
 AUTO_WORK = 3.0e9
-#: Folds of the references: with fewer than ``MANY`` models a tenth of them are held out at a time (the pseudo-
-#: targets' references then differ from the run's by 10 %, not 20 %: measured, it matters on HELM's 83 models).
+#: Folds of the references: with fewer than ``MANY`` models a tenth of them are held out at a time, so the pseudo-
+#: targets' references differ from the run's by 10 %, not 20 % (docs/BENCHMARKS.md, "Cost forecast": it matters on
+#: HELM's 83 models).
 FOLDS, FOLDS_FEW, MANY = 5, 10, 100
 QUANTILES = (10, 50, 90)
 
