@@ -46,8 +46,18 @@ def _main(
         None, "--data-dir", metavar="DIR",
         help="Shared data folder (with catalog.json) for datasets not bundled, e.g. WMT21; as "
              "ACTIVEEVAL_SHARED_DATA. [default: beside the installed package, if any]"),
+    no_cache: bool = typer.Option(
+        False, "--no-cache",
+        help="Use no user cache for this command: parse reference files and rebuild session states anew "
+             "(as ACTIVEEVAL_CACHE=off). [default: the cache in ACTIVEEVAL_CACHE, else ~/.cache/activeeval]"),
 ) -> None:
     """Efficient, trustworthy LLM evaluation on a few actively chosen items."""
+    if no_cache:
+        import os
+
+        from activeeval.user_cache import CACHE_ENV, OFF
+
+        os.environ[CACHE_ENV] = OFF  # what every reader and session of this command consults
     if data_dir is not None:
         import os
 

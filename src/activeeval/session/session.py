@@ -155,6 +155,7 @@ class Session(StoppingChanges, JournalSession):
         exclude_models: Sequence[str] | str | None = None,
         label: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        cache: bool = True,
         prior_weights: Mapping[str, float] | str | os.PathLike[str] | None = None,
         progress: Callable[[str], None] | None = None,
         **method_kwargs: Any,
@@ -195,6 +196,10 @@ class Session(StoppingChanges, JournalSession):
             The name of the model being evaluated (shown in status and reports).
         timeout : float
             Seconds to wait for another process's write lock.
+        cache : bool
+            Keep the parsed reference file and snapshots of the rebuilt state
+            in the user cache (:mod:`activeeval.user_cache`), so later opens
+            are fast; False uses none (as ``activeeval --no-cache``).
         prior_weights : mapping or path, optional
             Metadata prior weights (BayesAME App. B.2), one per reference
             model: ``{model: weight}`` or a file (CSV/TSV with columns
@@ -219,7 +224,7 @@ class Session(StoppingChanges, JournalSession):
                 "stopping": stopping, "missing": missing, "label": label}
         read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models,
                 "exclude_models": exclude_models}
-        return cls._create_journal(path, reference, meta, read, timeout, progress)
+        return cls._create_journal(path, reference, meta, read, timeout, cache, progress)
 
     # -------------------------------------------------------------- replay
     def _fresh_state(self) -> BaseMethod:
@@ -242,12 +247,12 @@ class Session(StoppingChanges, JournalSession):
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ConfigurationError(f"k must be a positive integer (--k on the command line), got {k!r}")
-        with self._journal.write("hand out items") as tx:
+        with self._write("hand out items") as tx:
             method = self._method(tx)
             chosen = method.select_batch(int(k), exclude=[iid for _, iid in self._pending])
             batch = tx.next_batch()
             ids = [method.item_ids[i] for i in chosen]
-            seqs = [tx.append("ask", iid, batch=batch) for iid in ids]
+            seqs = [tx.append("ask", iid, batch=batch).seq for iid in ids]
         for iid, seq in zip(ids, seqs):
             self._pending[("", iid)] = batch
             self._seq = seq
