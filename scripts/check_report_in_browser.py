@@ -134,7 +134,7 @@ def check(page: _Page, label: str, n: int, text: str) -> list[str]:
         (page.empty_header_rows == 0, "no empty header row"),
         ("95 % interval" in text and "estimate" in text, "the result shows the estimate and the interval"),
         ("stop once at least" in text and "stopping rule met" in text, "the settings say the stopping rule in words"),
-        ("kernel fitted on the references" in text and "interval widened" in text
+        ("kernel fitted on the references" in text and "interval calibration" in text
          and not re.search(r"\d\.\d{6,}", page.settings_text),
          "the method's settings are named and their numbers rounded"),
         (int(page.body.get("data-chart-width", "-1")) > 300,

@@ -9,7 +9,7 @@ models), each fold's models are pseudo-targets and the other folds' models
 their references (folds are played until 30 pseudo-targets have run), and
 the default BayesAME plays every pseudo-target of the fold at once with the
 run's own kernel (its four hyperparameters, fitted on all the references),
-calibration factor, options and stopping rule. While its estimate is
+calibration (its factor at each n/N), random start, options and stopping rule. While its estimate is
 model-based the method chooses items without looking at the scores, so the
 pseudo-targets share the design and the posterior covariance and one pass
 costs about one run. Each pseudo-target stops where a run on it would
@@ -237,9 +237,9 @@ def _play(method: Any, ref: Any, truths: np.ndarray, epsilon1: float, epsilon2: 
     from activeeval.methods.bayesame import SCALE_SKIP, SCALE_SWITCH, Z95, BayesAME, beyond_every_reference
 
     m = BayesAME(ref, seed=method.seed_, hyperparameters=method.fit_, calibration=method.calibration_,
-                 selection=method.selection, extrapolation=method.extrapolation, switch_until=method.switch_until,
-                 scale_prior=method.scale_prior, controls=method.controls, warmup=method.warmup,
-                 tolerance=method.tolerance)
+                 calibrate_by=method.calibrate_by, selection=method.selection, extrapolation=method.extrapolation,
+                 switch_until=method.switch_until, scale_prior=method.scale_prior, controls=method.controls,
+                 warmup=method.warmup, tolerance=method.tolerance)
     one = m.posterior
     n_t = truths.shape[0]
     post = BucketPosterior(one.prior_mean, one.prior_col, one.prior_diag, one.prior_cov_counts, one.counts,
@@ -253,7 +253,6 @@ def _play(method: Any, ref: Any, truths: np.ndarray, epsilon1: float, epsilon2: 
     switching = m.extrapolation != "off" and m.selection != "active"
     lo_r, hi_r = m.reference_range
     low, high = m.reference.score_range if m.reference.score_range is not None else (-np.inf, np.inf)
-    factor2 = m.calibration_.factor ** 2
     z2, total, total_sq = np.zeros(n_t), np.zeros(n_t), np.zeros(n_t)
     ref_scores = ref.scores
     ref_sum, ref_sq = np.zeros(ref_scores.shape[0]), np.zeros(ref_scores.shape[0])
@@ -281,9 +280,9 @@ def _play(method: Any, ref: Any, truths: np.ndarray, epsilon1: float, epsilon2: 
         ref_sq += col * col
         cross += np.outer(scores, col)
         m._observed[item] = True
-        m._items.append(item)
+        m._items.append(item)  # the method's count: its random start, and its calibration factor at n/N
         scale = (m.scale_prior + z2) / (m.scale_prior + max(n - SCALE_SKIP, 0))
-        sd = np.sqrt(factor2 * scale * post.var_r_scaled()) / n_all
+        sd = m.calibration_factor * np.sqrt(scale * post.var_r_scaled()) / n_all
         mean = (total + post.remaining @ post.mean) / n_all
         if switching and n < n_all and n <= m.switch_until_:
             outside = (mean - Z95 * sd > hi_r) | (mean + Z95 * sd < lo_r)

@@ -59,6 +59,12 @@ def test_settings_are_named_and_rounded() -> None:
     assert rows["interval calibration"] == ("interval widened 1.212x: reference models playing the target (429 of "
                                             "them, 541 items) had errors 1.212x the model's standard deviation")
     assert rows["item selection"] == "random"
+    rows = dict(readable_options({"calibration": {"factor": 1.2, "rms": 1.2, "n_pseudo": 82, "n_items": 437,
+                                                  "fractions": [0.01, 0.5], "factors": [0.7123456, 1.31]},
+                                  "calibrate_by": "budget", "warmup": 10}))
+    assert rows["interval calibration"].startswith("interval scaled 0.7123-1.31x by the share of items scored "
+                                                   "(pooled over them: 1.2x): reference models playing")
+    assert rows["calibration applied"] == "budget" and rows["items drawn at random first"] == "10"
 
 
 def test_the_report_shows_the_default_s_settings_in_words(tmp_path, math_split) -> None:

@@ -44,6 +44,8 @@ OPTION_NAMES = {
     "n_z": "errors measured",
     "noise": "noise",
     "selection": "item selection",
+    "calibrate_by": "calibration applied",
+    "warmup": "items drawn at random first",
 }
 
 
@@ -69,9 +71,13 @@ def readable_options(options: dict[str, Any]) -> list[tuple[str, str]]:
     rows = []
     for key, value in options.items():
         if key == "calibration" and isinstance(value, dict) and "factor" in value:
-            text = (f"interval widened {_number(value['factor'])}x: reference models playing the target "
-                    f"({value.get('n_pseudo', '?')} of them, {value.get('n_items', '?')} items) had errors "
-                    f"{_number(value.get('rms', float('nan')))}x the model's standard deviation")
+            factors = value.get("factors") or []
+            scaled = (f"interval scaled {_number(min(factors))}-{_number(max(factors))}x by the share of items "
+                      f"scored (pooled over them: {_number(value['factor'])}x)" if factors
+                      else f"interval widened {_number(value['factor'])}x")
+            text = (f"{scaled}: reference models playing the target ({value.get('n_pseudo', '?')} of them, "
+                    f"{value.get('n_items', '?')} items) had errors {_number(value.get('rms', float('nan')))}x the "
+                    "model's standard deviation")
             rows.append((OPTION_NAMES[key], text))
         else:
             rows.append((OPTION_NAMES.get(key, key), _readable(value)))
