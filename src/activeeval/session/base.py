@@ -17,7 +17,7 @@ import os
 import secrets
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -234,13 +234,19 @@ class JournalSession(ABC):
         read_options: Mapping[str, Any] | None,
         timeout: float,
         cache: bool,
+        progress: Callable[[str], None] | None = None,
     ) -> Any:
-        """Resolve the reference, build the state once (validating everything), write the file; the session."""
+        """Resolve the reference, build the state once (validating everything), write the file; the session.
+
+        ``progress(text)`` is told each step as it starts.
+        """
         from activeeval import __version__
 
         Journal.check_creatable(path)  # before the work of building the method (checked again when creating)
         if meta.get("label") is not None and not isinstance(meta["label"], str):
             raise ConfigurationError(f"--label (label=) must be text, got {type(meta['label']).__name__}")
+        say = progress or (lambda text: None)
+        say("reading the reference")
         matrix, source = resolve_reference(reference, read_options, cache=cache)
         for what, ids in (("item id", matrix.item_ids), ("target", meta.get("targets") or ())):
             for text in ids:  # what the journal will store, checked before the file exists
@@ -257,6 +263,9 @@ class JournalSession(ABC):
         probe = cls.__new__(cls)
         probe._settings = meta
         probe._prepared = apply_missing(matrix, meta.get("missing", "models"))
+        ref = probe._prepared
+        say(f"fitting {meta.get('method_spec', meta['method'])} on {ref.n_models} reference models x {ref.n_items} "
+            "items")
         state = probe._fresh_state()  # validates the method and its options before any file exists
         frozen = getattr(state, "frozen_options", None)
         if callable(frozen) and "method_kwargs" in meta:

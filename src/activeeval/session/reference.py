@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +34,14 @@ __all__ = [
     "resolve_reference",
     "reference_summary",
     "load_reference",
+    "without_models",
     "apply_missing",
 ]
 
-# Options of reading a reference *file* (``activeeval.read_scores``), with their command-line flags.
-READ_OPTIONS = {"kind": "--kind", "score_range": "--score-range", "duplicate_models": "--duplicate-models"}
+# Options of reading a reference *file* (``activeeval.read_scores``), with their command-line flags; and the
+# models to leave out of any reference (a file, a dataset or a matrix), applied once it is read.
+READ_OPTIONS = {"kind": "--kind", "score_range": "--score-range", "duplicate_models": "--duplicate-models",
+                "exclude_models": "--exclude-models"}
 MISSING_POLICIES = ("models", "items")
 
 
@@ -67,6 +70,10 @@ def check_read_options(options: Mapping[str, Any]) -> dict[str, Any]:
             if not lo < hi:
                 raise ConfigurationError(f"--score-range LOW HIGH needs LOW < HIGH, got {lo:g} {hi:g}")
             value = [lo, hi]
+        elif key == "exclude_models":
+            value = _model_list(value)
+            if not value:
+                continue
         elif key == "duplicate_models":
             value = str(value).replace("-", "_")
             if value not in ("error", "drop_identical"):
@@ -77,12 +84,52 @@ def check_read_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _model_list(value: Any) -> list[str]:
+    """``exclude_models``: model ids as a list (a string is one comma-separated list, as ``--exclude-models``)."""
+    if isinstance(value, str):
+        value = value.split(",")
+    try:
+        names = [str(v).strip() for v in value]
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"--exclude-models (exclude_models=) takes model ids, comma-separated on the command line, got {value!r}"
+        ) from exc
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def without_models(matrix: ScoreMatrix, models: Sequence[str]) -> ScoreMatrix:
+    """``matrix`` without ``models``; an unknown one is refused with the closest model ids."""
+    known = set(matrix.model_ids)
+    unknown = [m for m in models if m not in known]
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], matrix.model_ids, n=3)
+        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+        raise ConfigurationError(
+            f"--exclude-models (exclude_models=) names {', '.join(map(repr, unknown))}, not a model of "
+            f"{matrix.name or 'the reference'}{hint}; `activeeval datasets --models NAME` or the file's first column "
+            "lists them")
+    return matrix.drop_models(models)
+
+
 def resolve_reference(
     reference: str | os.PathLike[str] | ScoreMatrix, read_options: Mapping[str, Any] | None = None, *,
     cache: bool = True,
 ) -> tuple[ScoreMatrix, dict[str, Any]]:
-    """The matrix and a JSON description of how to load it again (``cache``: through the user cache)."""
+    """The matrix (without the models of the read option ``exclude_models``) and a JSON description of how to load it
+    again (``cache``: through the user cache)."""
     opts = check_read_options(read_options or {})
+    exclude = opts.pop("exclude_models", None)
+    matrix, source = _resolve_reference(reference, opts, cache)
+    if exclude is None:
+        return matrix, source
+    return without_models(matrix, exclude), {**source, "read": {**source.get("read", {}), "exclude_models": exclude}}
+
+
+def _resolve_reference(
+    reference: str | os.PathLike[str] | ScoreMatrix, opts: dict[str, Any], cache: bool
+) -> tuple[ScoreMatrix, dict[str, Any]]:
     if isinstance(reference, ScoreMatrix):
         if opts:
             raise ConfigurationError(
@@ -207,7 +254,8 @@ def _reload(
     hint = _hint(meta)
     read = source.get("read") or {}
     if reference is not None:
-        matrix, given = resolve_reference(reference, read if not isinstance(reference, ScoreMatrix) else None,
+        exclude = {k: v for k, v in read.items() if k == "exclude_models"}
+        matrix, given = resolve_reference(reference, read if not isinstance(reference, ScoreMatrix) else exclude,
                                           cache=cache)
         origin = f"the reference passed to open ({describe(given)})"
     elif source.get("type") == "matrix":
@@ -230,7 +278,7 @@ def _reload(
     elif source.get("type") == "dataset":
         origin = f"bundled dataset {source['name']!r}"
         try:
-            matrix, _ = resolve_reference(source["name"], cache=cache)
+            matrix, _ = resolve_reference(source["name"], read, cache=cache)
         except UnknownDatasetError as exc:
             raise StorageError(f"cannot reload {origin} of session {str(path)!r}: {exc}; {hint}") from exc
     else:
