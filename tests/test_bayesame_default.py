@@ -374,18 +374,20 @@ def test_level_kernel_without_extras_is_eq1() -> None:
     np.testing.assert_allclose(col, 0.3 * np.exp(-(2.0 / 4) * d2[2]))
 
 
-def test_calibration_runs_equal_single_target_runs() -> None:
-    """The shared-design pass of the calibration gives exactly what each pseudo-target gets when played alone."""
+@pytest.mark.parametrize("warmup", [0, 8])
+def test_calibration_runs_equal_single_target_runs(warmup: int) -> None:
+    """The shared-design pass of the calibration gives exactly what each pseudo-target gets when played alone
+    (with a random start too: its first items random, then Eq. 6)."""
     from activeeval.methods.bayesame import _model_based_errors
 
     ref = continuous_reference(8, 40, 21)
     truths = continuous_reference(3, 40, 22).scores
     grid = [5, 12, 20]
-    shared = _model_based_errors(ref, FIT, truths, 7, grid)
+    shared = _model_based_errors(ref, FIT, truths, 7, grid, warmup)
     for n, values in zip(grid, shared):
         alone = []
         for truth in truths:
-            method = BayesAME(ref, seed=7, hyperparameters=FIT, calibration=None)
+            method = BayesAME(ref, seed=7, hyperparameters=FIT, calibration=None, warmup=warmup)
             run_fixed(method, truth, n)
             if method.mode == "model":
                 est = method.estimate()
@@ -447,7 +449,7 @@ def test_the_factor_by_budget_scales_the_model_interval() -> None:
     truth = binary_reference(1, 40, 5).scores[0]
     cal = Calibration(factor=1.5, fractions=(0.1, 0.5), factors=(0.7, 0.7))
     plain = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None, extrapolation="off")
-    budget = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=cal, extrapolation="off")
+    budget = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=cal, extrapolation="off", calibrate_by="budget")
     pooled = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=cal, extrapolation="off", calibrate_by="pooled")
     for m in (plain, budget, pooled):
         run_fixed(m, truth, 12)

@@ -55,9 +55,10 @@ SCALE_PRIOR = 10.0
 SIGMA2_MIN = 1e-4
 #: Innovations left out of the scale: the first ones mostly measure the wide level and slope prior.
 SCALE_SKIP = 5
-#: Items drawn at random before the information-gain selection starts (issue 25: measured in
-#: benchmarks/efficiency.py against 0, the default before).
-WARMUP = 10
+#: Items drawn at random before the information-gain selection starts. 0: issue 25 measured 10 (with
+#: calibrate_by="budget") in benchmarks/efficiency.py — far better in extrapolation, but under-covering on a
+#: few-reference continuous set (WMT21 en-zh, 10 references: 0.80 at 10 % of N) — so it is an option, not the default.
+WARMUP = 0
 #: Above this interval scale (the target's scores vary that much more than the model expects) the
 #: model is taken not to describe the target: switch to the design-based estimate (see ``extrapolation``).
 SCALE_SWITCH = 4.0
@@ -245,11 +246,11 @@ class BayesAME(BatchSelection, BaseMethod):
         (:func:`calibrate`, once per reference matrix) and scale it by the
         factor found; a Calibration (or its dict) to reuse one (a session
         stores it); None: no calibration (factor 1).
-    calibrate_by : {"budget", "pooled"}
-        "budget" (default): the factor measured at the current n/N, which may
-        narrow the interval where the pseudo-targets show it too wide
-        (:attr:`Calibration.factors`); "pooled": one factor for every n, never
-        below 1 (the default before issue 25; kept to compare).
+    calibrate_by : {"pooled", "budget"}
+        "pooled" (default): one factor for every n, never below 1. "budget":
+        the factor measured at the current n/N, which may narrow the interval
+        where the pseudo-targets show it too wide (:attr:`Calibration.factors`;
+        docs/MATHS.md and docs/BENCHMARKS.md, "Issue 25", for what it does).
     n_pseudo, fit_items, fit_seed : int
         The reference fit (:func:`fit_hyperparameters`).
     level_prior : bool
@@ -264,12 +265,10 @@ class BayesAME(BatchSelection, BaseMethod):
         and "near" (each item's mean score over the 10 % of references whose
         full score is nearest the current estimate); "none" (or None) for the plain mean.
     warmup : int
-        Draw the first ``warmup`` items at random (default 10; 0 before issue
-        25): they enter the design-based estimate if the target is found
-        outside the references (most such targets are found within 10 items,
-        and their first items then count instead of being set aside), and a
-        random start keeps the model-based estimate from leaning on the
-        items a misfitting model would pick first (docs/MATHS.md).
+        Draw the first ``warmup`` items at random (default 0): they enter the
+        design-based estimate if the target is found outside the references
+        (most such targets are found within 10 items, and their first items
+        then count instead of being set aside); docs/MATHS.md.
     tolerance : float, optional
         Rounding tolerance for bucketing continuous scores (default 1e-3 of the range).
     cache_mb : float
@@ -298,7 +297,7 @@ class BayesAME(BatchSelection, BaseMethod):
         switch_until: int | None = None,
         hyperparameters: ReferenceFit | Mapping[str, Any] | None = None,
         calibration: Calibration | Mapping[str, Any] | Literal["auto"] | None = "auto",
-        calibrate_by: Literal["budget", "pooled"] = "budget",
+        calibrate_by: Literal["budget", "pooled"] = "pooled",
         n_pseudo: int = 20,
         fit_items: int = 300,
         fit_seed: int = 0,
@@ -324,7 +323,7 @@ class BayesAME(BatchSelection, BaseMethod):
         width = _range_width(ref)
         fit = _resolve_fit(ref, hyperparameters, n_pseudo, fit_items, fit_seed, level_prior, linear)
         self.fit_ = fit
-        self.calibration_ = _resolve_calibration(ref, fit, calibration)
+        self.calibration_ = _resolve_calibration(ref, fit, calibration, self.warmup)
         if calibrate_by not in ("budget", "pooled"):
             raise ConfigurationError(f"calibrate_by must be 'budget' or 'pooled', got {calibrate_by!r}")
         self.calibrate_by = calibrate_by
@@ -713,10 +712,11 @@ def _resolve_fit(ref: ScoreMatrix, hyperparameters: ReferenceFit | Mapping[str, 
 
 
 def _resolve_calibration(ref: ScoreMatrix, fit: ReferenceFit,
-                         calibration: Calibration | Mapping[str, Any] | str | None) -> Calibration:
-    """"auto": measured on ``ref``'s pseudo-targets (cached); None: factor 1; else the given one (or its dict)."""
+                         calibration: Calibration | Mapping[str, Any] | str | None, warmup: int = WARMUP) -> Calibration:
+    """"auto": measured on ``ref``'s pseudo-targets (cached; they start with ``warmup`` random items, as the method
+    does); None: factor 1; else the given one (or its dict)."""
     if isinstance(calibration, str) and calibration == "auto":
-        cal = _cached_calibration(ref, fit)
+        cal = _cached_calibration(ref, fit, warmup)
     elif calibration is None:
         cal = Calibration(factor=1.0)
     elif isinstance(calibration, Calibration):
@@ -779,7 +779,7 @@ class Calibration:
         Standardised errors collected.
     seed : int
     fractions, factors : tuple of float
-        The factor by budget (``calibrate_by="budget"``, the default): at each
+        The factor by budget (``calibrate_by="budget"``, an option): at each
         n/N of ``fractions``, the root mean square of the z measured there,
         raised to its one-sided 90 % upper confidence bound when below 1 (so
         the interval narrows only as far as the evidence allows) and bounded
@@ -840,6 +840,7 @@ def calibrate(
     seed: int = 0,
     fit_pseudo: int = 8,
     fit_items: int = 150,
+    warmup: int = WARMUP,
 ) -> Calibration:
     """Measure the default's interval on reference models used as targets; never sees the real target.
 
@@ -858,6 +859,8 @@ def calibrate(
     count there). The pooled factor is the root mean square of all those z,
     at least 1; the factors by budget (:attr:`Calibration.factors`) are
     measured at each of those n and at 1 and 2.5 % of the items, separately.
+    The pseudo-targets start with ``warmup`` random items, as the method they
+    calibrate does.
     """
     scores = np.asarray(reference.scores, dtype=float)
     k_refs, n_all = scores.shape
@@ -881,7 +884,7 @@ def calibrate(
         fit_g = fit_hyperparameters(reference.select_models(ids), n_pseudo=fit_pseudo, n_items=fit_items, seed=seed,
                                     level_prior=fit.tau0 > 0, linear=fit.gamma > 0, start=fit)
         truths = sub.scores[group]
-        errors = _model_based_errors(sub.select_models(ids), fit_g, truths, int(seed) + g, grid)
+        errors = _model_based_errors(sub.select_models(ids), fit_g, truths, int(seed) + g, grid, warmup)
         z.extend(e for n, e in zip(grid, errors) if n in pooled)
         for j, e in enumerate(errors):
             by_n[j].append(e)
@@ -923,7 +926,8 @@ def _factors_by_budget(grid: Sequence[int], by_n: Sequence[Sequence[np.ndarray]]
 
 
 def _model_based_errors(
-    reference: ScoreMatrix, fit: ReferenceFit, truths: np.ndarray, seed: int, grid: Sequence[int]
+    reference: ScoreMatrix, fit: ReferenceFit, truths: np.ndarray, seed: int, grid: Sequence[int],
+    warmup: int = WARMUP,
 ) -> list[np.ndarray]:
     """Standardised errors (R̂ − R) / sd of the model-based estimate of several targets at n in ``grid``.
 
@@ -934,7 +938,7 @@ def _model_based_errors(
     (tests/test_bayesame_default.py checks the equality). A target stops
     contributing once it would switch to the design-based estimate.
     """
-    method = BayesAME(reference, hyperparameters=fit, calibration=None, seed=seed)
+    method = BayesAME(reference, hyperparameters=fit, calibration=None, seed=seed, warmup=warmup)
     one = method.posterior
     n_targets = truths.shape[0]
     post = BucketPosterior(one.prior_mean, one.prior_col, one.prior_diag, one.prior_cov_counts, one.counts,
@@ -986,8 +990,9 @@ def _model_based_errors(
 _CALIBRATIONS: ReferenceCache[Calibration] = ReferenceCache("BayesAME calibrations", 16)
 
 
-def _cached_calibration(reference: ScoreMatrix, fit: ReferenceFit) -> Calibration:
-    return _CALIBRATIONS.get_or_compute((reference.fingerprint(), fit), lambda: calibrate(reference, fit))
+def _cached_calibration(reference: ScoreMatrix, fit: ReferenceFit, warmup: int = WARMUP) -> Calibration:
+    return _CALIBRATIONS.get_or_compute((reference.fingerprint(), fit, int(warmup)),
+                                        lambda: calibrate(reference, fit, warmup=warmup))
 
 
 def beyond_every_reference(

@@ -73,7 +73,8 @@ def stopping_of(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # The default BayesAME stores what it derived from the reference (its fit and calibration) and, since issue 25,
-# the two defaults that issue changed; a file written before has neither of the latter: it replays as it was made.
+# the two options that issue added; a file written before has neither: it replays with the values it was made with
+# (today's defaults too, but a default may change; a stored session must not).
 _BAYESAME_BEFORE_25 = {"calibrate_by": "pooled", "warmup": 0}
 
 
