@@ -67,6 +67,8 @@ PYTHON_ONLY = {
     "data/io.py:item_column and score_column only apply": "layout= is Python's; the CLI reads files with layout auto",
     "data/io.py:{}: JSON files are read as long": "layout= is Python's; the CLI never asks for a wide JSON file",
     "data/io.py:{}: JSON lines are always long": "layout= is Python's; the CLI never asks for a wide JSON file",
+    "experiments/checkpoint.py:TaskStore.check(identity) must be called": "a programming error of the runner, which "
+    "always checks the store first; no input reaches it",
     "experiments/multi_target.py:a multi-target backtest takes": "the CLI checks --multi-target's flags first",
     "experiments/multi_target.py:correlation={} contradicts": "the CLI builds the config with one correlation",
     "experiments/ranking_eval.py:the joint method {} ranks given": "the rank backtest always passes the models",
