@@ -33,6 +33,7 @@ from activeeval.cli.common import (
     OUT_RULE,
     OUT_TASKS,
     PRIOR_WEIGHTS,
+    PROGRESS,
     SCORE_RANGE,
     app,
     check_out,
@@ -193,8 +194,12 @@ def _write_result(result, summary: dict, tmp: Path, prefix: str, output_format: 
     cost.to_csv(tmp / f"{prefix}cost_accuracy.csv", index=False)
     (tmp / f"{prefix}summary.json").write_text(json.dumps(_payload(result, summary), indent=2) + "\n")
     if plots:
-        from activeeval.experiments.plots import write_plots
+        from activeeval.experiments.plots import plots_available, write_plots
 
+        if not plots_available():  # the results matter more than their pictures: write them, and say why no plots
+            typer.echo('note: no plots: matplotlib is not installed (pip install "activeeval[plot]"); the results '
+                       "are written", err=True)
+            return
         sub = tmp / prefix.rstrip("_") if prefix else tmp
         sub.mkdir(exist_ok=True)
         cfg = result.config
@@ -284,8 +289,9 @@ def backtest_command(
     split_seed: int = typer.Option(
         0, "--split-seed", help="Seed of the random targets (interpolation; --multi-target --correlation low)."),
     output_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
-    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots to --out."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots to --out (when matplotlib is "
+                               "installed: activeeval[plot]; otherwise a note says so)."),
+    progress: Optional[bool] = PROGRESS,
     orders: str = typer.Option(
         "shared", "--orders",
         help="shared: one random item order per seed for all targets (fast); independent: one per target.",
@@ -458,7 +464,7 @@ REPRO_BACKEND = typer.Option("local", "--backend", help="local, ray or dask.")
 REPRO_ADDRESS = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]")
 REPRO_OUT = typer.Option(None, "--out", help="Directory for raw results: " + OUT_RULE)
 REPRO_FORMAT = typer.Option(None, "--format", help=FORMAT_HELP)
-REPRO_PROGRESS = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr.")
+REPRO_PROGRESS = PROGRESS
 REPRO_ORDERS = typer.Option(
     "shared", "--orders", help="shared: one random item order per seed for all targets (fast); independent: one per "
     "target.")
@@ -533,7 +539,7 @@ def table1_command(
     out: Optional[Path] = REPRO_OUT,
     force: bool = FORCE,
     output_format: Optional[str] = REPRO_FORMAT,
-    progress: bool = REPRO_PROGRESS,
+    progress: Optional[bool] = REPRO_PROGRESS,
     orders: str = REPRO_ORDERS,
     as_json: bool = REPRO_JSON,
 ) -> None:
@@ -607,7 +613,7 @@ def table2_command(
     out: Optional[Path] = REPRO_OUT,
     force: bool = FORCE,
     output_format: Optional[str] = REPRO_FORMAT,
-    progress: bool = REPRO_PROGRESS,
+    progress: Optional[bool] = REPRO_PROGRESS,
     orders: str = REPRO_ORDERS,
     as_json: bool = REPRO_JSON,
 ) -> None:

@@ -48,6 +48,10 @@ def _main(
         None, "--data-dir", metavar="DIR",
         help="Shared data folder (with catalog.json) for datasets not bundled, e.g. WMT21; as "
              "ACTIVEEVAL_SHARED_DATA. [default: beside the installed package, if any]"),
+    no_cache: bool = typer.Option(
+        False, "--no-cache",
+        help="Use no user cache for this command: parse reference files and rebuild session states anew "
+             "(as ACTIVEEVAL_CACHE=off). [default: the cache in ACTIVEEVAL_CACHE, else ~/.cache/activeeval]"),
     threads: Optional[int] = typer.Option(
         None, "--threads", metavar="N",
         help="BLAS threads of activeeval's own numeric work (per backtest worker); your scorer, lm-eval and "
@@ -64,6 +68,12 @@ def _main(
         ctx.with_resource(limit_threads(threads, defer=True))  # left when the command ends, even in-process
     except ActiveEvalError as exc:  # a bad ACTIVEEVAL_THREADS
         raise fail(exc) from None
+    if no_cache:
+        import os
+
+        from activeeval.user_cache import CACHE_ENV, OFF
+
+        os.environ[CACHE_ENV] = OFF  # what every reader and session of this command consults
     if data_dir is not None:
         import os
 
@@ -76,11 +86,55 @@ def _main(
         os.environ[SHARED_DATA_ENV] = data_dir  # what every command's dataset lookup reads
 
 
+def show_progress(flag: Optional[bool]) -> bool:
+    """``--progress/--no-progress``: on or off as given; not given (None), only when stderr is a terminal.
+
+    Progress goes to stderr alone, so stdout carries only results (pipes and ``--json`` stay clean); Rich
+    leaves colours out when ``NO_COLOR`` is set.
+    """
+    return sys.stderr.isatty() if flag is None else bool(flag)
+
+
+PROGRESS = typer.Option(
+    None, "--progress/--no-progress",
+    help="Progress and the current step on stderr. [default: when stderr is a terminal]")
+
+
 @contextlib.contextmanager
-def progress_bar(label: str, enabled: bool = True) -> Iterator[Callable[[int, int], None] | None]:
+def phases(enabled: Optional[bool]) -> Iterator[Callable[[str], None]]:
+    """The steps of a command as they start: ``say("fitting ...")`` for ``with``.
+
+    On a terminal a spinner with the step and its elapsed time (gone when the command ends); with
+    ``--progress`` elsewhere (a log file) one line per step; otherwise nothing. ``enabled`` is the
+    ``--progress`` flag (None: when stderr is a terminal).
+    """
+    if not show_progress(enabled):
+        yield lambda text: None
+        return
+    if not sys.stderr.isatty():
+        yield lambda text: typer.echo(f"{text} ...", err=True)
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                   console=Console(stderr=True), transient=True)
+    current: list[Any] = []
+
+    def say(text: str) -> None:
+        if current:
+            bar.remove_task(current.pop())
+        current.append(bar.add_task(text, total=None))
+
+    with bar:
+        yield say
+
+
+@contextlib.contextmanager
+def progress_bar(label: str, enabled: Optional[bool] = True) -> Iterator[Callable[[int, int], None] | None]:
     """A Rich progress bar on stderr for ``with``: yields the ``(done, total)`` callback the library's long runs
-    take (``run_backtest(progress=...)``), or None when ``enabled`` is false."""
-    if not enabled:
+    take (``run_backtest(progress=...)``), or None when ``enabled`` is false (None: when stderr is a terminal)."""
+    if not show_progress(enabled):
         yield None
         return
     from rich.console import Console
@@ -135,10 +189,18 @@ PRIOR_WEIGHTS = typer.Option(
 )
 
 
-def read_options(kind: Optional[str], score_range: Optional[tuple[float, float]], duplicate_models: Optional[str]
-                 ) -> dict[str, Any]:
-    """The reference read options given on the command line (None = not given)."""
-    return {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
+EXCLUDE_MODELS = typer.Option(
+    None, "--exclude-models", metavar="A,B",
+    help="Leave these models (comma-separated ids) out of the reference, e.g. the model you evaluate when the "
+    "reference holds it; `activeeval datasets --models NAME` lists a dataset's models.")
+
+
+def read_options(kind: Optional[str], score_range: Optional[tuple[float, float]], duplicate_models: Optional[str],
+                 exclude_models: Optional[str] = None) -> dict[str, Any]:
+    """The reference read options given on the command line (None = not given; ``exclude_models`` only when given,
+    for the commands whose sessions take it)."""
+    read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
+    return read if exclude_models is None else {**read, "exclude_models": exclude_models}
 
 
 def load_dataset(dataset: str, missing: str, read: dict):  # noqa: ANN201
@@ -231,10 +293,29 @@ CLI_FIXES = {
     "score_column=NAME": "--score-column NAME",
     "overwrite=True": "--force",
     "data_dir=": "--data-dir ",
+    " (see .model_ids)": " (`activeeval datasets --models NAME` lists a dataset's models)",
+    " (see .item_ids)": "",
 }
+# Fixes whose wording varies (a class name, a value): pattern -> what the command line prints instead.
+CLI_PATTERNS = [
+    # "choose one with metric=... (--metric on the command line)", "(choose one with metric=... / --metric)"
+    (re.compile(r"\w+='([^']*)' \((--[\w-]+) \1 on the command line\)"), r"\2 \1"),
+    (re.compile(r"\w+=\.\.\. \((--[\w-]+) on the command line\)"), r"\1"),
+    (re.compile(r"\w+=\.\.\. / (--[\w-]+)"), r"\1"),
+    # how to give a session its reference again, and how to create one
+    (re.compile(r"\w+\.open\(path, reference=\.\.\.\) or `--reference` on the command line"), "--reference FILE"),
+    (re.compile(r"open it with \w+\.open\(path, reference=<that matrix>\)"),
+     "give its data as a score file with --reference FILE"),
+    (re.compile(r"\w+\.create\(\.\.\.\) or (`activeeval session new`)"), r"\1"),
+    # CAT's calibration: a CLI user chooses one of the two by name
+    (re.compile(r"'paper' or an irt\.Calibration for the reference's \d+ items"), "'paper'"),
+    (re.compile(r"; fit it with methods\.cat\.fit_calibration\(reference\.scores\) on the same \(complete\) matrix"),
+     ""),
+]
 _FIX_RE = re.compile("|".join(re.escape(k) for k in sorted(CLI_FIXES, key=len, reverse=True)))
-# "--missing (missing=)": a message naming both spellings; the flag is enough here.
-_BOTH_RE = re.compile(r"(--[a-z][\w-]*) \(\w+=\)")
+# "--missing (missing=)", "--correlation low or high (correlation='low' or 'high')": a message naming both
+# spellings; the flag is enough here.
+_BOTH_RE = re.compile(r"(--[a-z][\w-]*(?: [\w/]+| or)*) \(\w+=[^()]*\)")
 # "--score-range LOW HIGH (--score-range LOW HIGH)": a message that gave both, once translated.
 _TWICE_RE = re.compile(r"(--[a-z][\w-]*(?: [A-Z]+)*) \(\1\)")
 
@@ -242,6 +323,8 @@ _TWICE_RE = re.compile(r"(--[a-z][\w-]*(?: [A-Z]+)*) \(\1\)")
 def cli_message(exc: BaseException) -> str:
     """A library error's message with its fixes as command-line flags (see :data:`CLI_FIXES`)."""
     text = _FIX_RE.sub(lambda m: CLI_FIXES[m.group()], str(exc))
+    for pattern, replacement in CLI_PATTERNS:
+        text = pattern.sub(replacement, text)
     return _TWICE_RE.sub(r"\1", _BOTH_RE.sub(r"\1", text))
 
 
