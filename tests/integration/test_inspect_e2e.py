@@ -222,8 +222,8 @@ def test_run_and_resume_with_the_real_harness(setup, tmp_path) -> None:
 
     resumed = invoke(["run", *harness, *common, "--session", str(tmp_path / "s.aeval"), "--max-items", "12"])
     assert resumed.exit_code == 0, resumed.output
-    assert "changed max-items: 8 -> 12 (recorded in the journal)" in resumed.stdout
-    assert json.loads(resumed.stdout[resumed.stdout.index("{"):])["n_used"] == 12
+    assert "changed max-items: 8 -> 12 (recorded in the journal)" in resumed.stderr
+    assert json.loads(resumed.stdout)["n_used"] == 12  # stdout: the result alone
     with Session.create(tmp_path / "t.aeval", ref, method="bayesame-rs", seed=0, max_items=12) as t:
         drive(t, lambda iid: TRUTH[iid], jobs=4)  # the same session, scored by a lookup of the true scores
         expected = t.observations
@@ -248,8 +248,8 @@ def test_scorer_choice_and_value_map(setup, tmp_path) -> None:
     r = invoke([*base, "--session", str(tmp_path / "a.aeval")])
     assert r.exit_code == 2
     assert error(r).startswith("error: Inspect log ")
-    assert "the score has several values ['grade', 'length']; choose one with score_name='SCORER/KEY' " \
-           "(--score-name SCORER/KEY on the command line)" in r.stderr
+    assert "the score has several values ['grade', 'length']" in r.stderr
+    assert "--score-name SCORER/KEY" in r.stderr and "score_name=" not in r.stderr  # the CLI user's fix: the flag
     r = invoke([*base, "--session", str(tmp_path / "b.aeval"), "--score-name", "graded/grade", "--value-map", "P=0.25"])
     assert r.exit_code == 0, r.output
     with Session.open(tmp_path / "b.aeval") as s:  # C on the mock's samples, partial (its text has "output") else
