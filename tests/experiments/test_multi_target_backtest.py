@@ -246,7 +246,7 @@ def test_python_api_takes_a_plain_config_with_correlation(tiny, serial) -> None:
          r"--multi-target --correlation low\|high \(Python: activeeval.experiments.multi_target."
          r"run_multi_target_backtest\), or remove it from --methods"),
         (lambda m: run_multi_target_backtest(m, BacktestConfig(methods=("rs-mean",), n_targets=3)),
-         r"the multi-target backtest needs correlation='low' or 'high' \(--correlation\)"),
+         r"the multi-target backtest needs --correlation low or high \(correlation='low' or 'high'\)"),
         (lambda m: run_multi_target_backtest(m, BacktestConfig(methods=("rs-mean",), regime="extrapolation"),
                                              correlation="low"),
          r"regime='extrapolation' does not apply; leave regime at its default"),

@@ -153,8 +153,8 @@ def test_reference_build_run_and_resume_with_the_real_harness(lm_eval_setup, tmp
 
     resumed = _run(["run", *harness, *common, "--session", str(tmp_path / "s.aeval"), "--max-items", "20"], env)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "changed max-items: 12 -> 20 (recorded in the journal)" in resumed.stdout
-    assert json.loads(resumed.stdout[resumed.stdout.index("{"):])["n_used"] == 20  # the JSON follows the note
+    assert "changed max-items: 12 -> 20 (recorded in the journal)" in resumed.stderr
+    assert json.loads(resumed.stdout)["n_used"] == 20  # stdout: the result alone
     straight = _run(["run", *harness, *common, "--session", str(tmp_path / "t.aeval"), "--max-items", "20"], env)
     assert straight.returncode == 0, straight.stderr[-3000:]
     with Session.open(tmp_path / "s.aeval") as s, Session.open(tmp_path / "t.aeval") as t:
