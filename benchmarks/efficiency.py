@@ -208,8 +208,9 @@ def mae_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list[str
                     text += f" ({diff.mean():+5.2f}{'*' if diff.mean() > se else ' '})"
                 parts.append(f"{text:>16}")
             lines.append(f"{dataset + ' ' + regime[:6]:<24} {name:<30} " + " ".join(parts))
-    lines.append(f"(in brackets: {base}'s MAE minus the method's, paired over runs; * = {base} worse by more than "
-                 "one paired standard error)")
+    if base:
+        lines.append(f"(in brackets: {base}'s MAE minus the method's, paired over runs; * = {base} worse by more "
+                     "than one paired standard error)")
     return "\n".join(lines)
 
 
