@@ -141,3 +141,11 @@ def test_the_commands_say_so_when_the_forecast_would_take_long(tmp_path, monkeyp
     r = runner.invoke(app, ["session", "new", str(tmp_path / "b.aeval"), "--reference", str(ref), "--seed", "0",
                             "--forecast"])
     assert r.exit_code == 0 and "forecast: about " in r.stdout and r.stderr == ""
+
+
+def test_a_session_of_several_targets_forecasts_each(tmp_path) -> None:
+    ref = _ref(tmp_path)
+    r = runner.invoke(app, ["session", "new", str(tmp_path / "m.aeval"), "--reference", str(ref), "--seed", "0",
+                            "--targets", "a,b", "--epsilon2", "0.2"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.splitlines()[1].startswith("forecast: about ") and " items for each target to the stop" in r.stdout

@@ -190,7 +190,9 @@ def test_run_scorer_failure_keeps_recorded_scores_and_resumes(tmp_path, math_ref
     r = invoke("run", "--reference", math_ref_file, "--scorer", _scorer(tmp_path, target, fail_on=(bad,)),
                "--session", f, "--max-items", "8", "--seed", "9")
     assert r.exit_code == 2
-    assert r.stderr.startswith(f"error: scorer failed on item {bad!r}: ")
+    # stderr may open with the forecast (issue 27); the error is the first line that says "error:".
+    (error,) = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert error.startswith(f"error: scorer failed on item {bad!r}: ")
     assert "exited with code 3; stderr: harness crashed on " + bad in r.stderr
     with Session.open(f) as s:
         assert [i for i, _ in s.observations] == order[:3]

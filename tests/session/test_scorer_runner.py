@@ -227,6 +227,7 @@ def _fake_harness(samples: object):  # noqa: ANN202
     h = object.__new__(LmEvalHarness)
     h.model, h.model_args, h.task, h.metric, h.filter = "dummy", "", "t", "acc", None
     h.options, h._tasks, h._lms = {}, object(), {"": object()}
+    h.verbose, h.output_path, h._samples, h._stamp = False, None, {}, None
     h._lm_eval = SimpleNamespace(simple_evaluate=simple_evaluate)
     return h
 

@@ -13,12 +13,13 @@ FORECAST = typer.Option(
          "most; --forecast: always]")
 
 
-def forecast_lines(f: Any, built_reference: Optional[tuple[int, int]] = None) -> list[str]:
-    """The forecast in words; with ``built_reference`` (models, items of a reference the user built), the break-even."""
+def forecast_lines(f: Any, built_reference: Optional[tuple[int, int]] = None, each: str = "") -> list[str]:
+    """The forecast in words; with ``built_reference`` (models, items of a reference the user built), the break-even.
+    ``each`` is said after the items (" for each target" in a session of several)."""
     from activeeval.forecast import break_even
 
     n = f.n_items
-    lines = [f"forecast: about {f.median} of {n} items to the stop (80 % of runs: {f.low}-{f.high}), from "
+    lines = [f"forecast: about {f.median} of {n} items{each} to the stop (80 % of runs: {f.low}-{f.high}), from "
              f"{f.n_pseudo} reference models playing the target"]
     if f.max_items is not None and f.width_at_budget is not None:
         mid, lo, hi = f.width_at_budget
@@ -56,7 +57,8 @@ def session_forecast(s: Any, say: Any, asked: bool) -> Optional[dict[str, Any]]:
     source = s.settings["reference_source"]
     ref = s.settings["reference"]
     built = (ref["n_models"], ref["n_items"]) if source.get("type") == "file" else None
-    return {"lines": forecast_lines(f, built), "forecast": f.to_dict()}
+    each = " for each target" if s.KIND == "multi" else ""
+    return {"lines": forecast_lines(f, built, each), "forecast": f.to_dict()}
 
 
 def too_costly_note(method: Any) -> str:
