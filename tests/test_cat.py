@@ -618,3 +618,20 @@ def test_interval_pseudo_runs_are_the_methods_own_score_estimates(ref):
                 assert rec["score_error"][j] == pytest.approx(est.mean - y[h].mean(), abs=1e-12)
                 assert ability == pytest.approx(cat.ability().var, rel=1e-12)
                 assert ability * rec["slope2"][j] + rec["noise"][j] == pytest.approx(est.var, rel=1e-9)
+
+
+def test_a_target_beating_every_reference_on_its_items_is_outside_whatever_its_estimate(ref):
+    # The guard also looks at the items taken: an estimate can be pulled into the references' range (prior,
+    # response model) for a model far above them, but its scores on the items it took cannot.
+    r = ref.drop_models(["m0"])
+    means = r.scores.mean(axis=1)
+    inside = float(np.median(means))
+    middle = r.scores[int(np.argsort(means)[len(means) // 2])]
+    for target, case in ((r.scores.max(axis=0), "above"), (r.scores.min(axis=0), "below"), (middle, "within")):
+        cat = ContinuousCAT(r, seed=0)
+        play(cat, target, 15)
+        items = list(cat.observed_items)
+        seen = r.scores[:, items].sum(axis=1)  # brute force: every reference's score on the same items
+        mine = target[items].sum()
+        expected = "above" if mine > seen.max() else "below" if mine < seen.min() else "within"
+        assert cat._outside(inside) == expected == case

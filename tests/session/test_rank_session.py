@@ -211,10 +211,10 @@ def test_rank_status_shows_the_calibrated_interval_or_says_why_not(tmp_path, n_r
         if n_refs == 30:
             assert row["score_ci_low"] < row["score"] < row["score_ci_high"]
             assert any("above every reference" in n and "best references' own errors" in n for n in row["notes"])
-            assert f"note ({model}): the estimate is above every reference" in text
+            assert f"note ({model}): the target is above every reference" in text
         else:
             assert row["score_ci_low"] is None and row["score_ci_high"] is None
-            assert row["notes"] and row["notes"][0].startswith("no interval: the estimate is above every reference")
+            assert row["notes"] and row["notes"][0].startswith("no interval: the target is above every reference")
             line = next(t for t in text.splitlines() if f" {model} " in t)
             assert "not shown (note)" in line and f"note ({model}): no interval" in text
     for model, row in rows.items():  # what is printed is the method's own estimate and interval
