@@ -635,3 +635,13 @@ def test_a_target_beating_every_reference_on_its_items_is_outside_whatever_its_e
         mine = target[items].sum()
         expected = "above" if mine > seen.max() else "below" if mine < seen.min() else "within"
         assert cat._outside(inside) == expected == case
+
+
+def test_fewer_than_ten_references_show_no_interval():
+    small = synthetic(n_models=10, n_items=80, seed=4)
+    cat = ContinuousCAT(small.drop_models(["m0"]), seed=0)  # 9 references: 9 pseudo-targets inside them
+    assert cat.calibration_.interval.runs[0] == 9 and set(cat.calibration_.interval.within) == {None}
+    play(cat, small.model_scores("m0"), 10)
+    est = cat.estimate()
+    assert np.isfinite(est.mean) and est.var == float("inf")
+    assert est.notes[0].startswith("no interval: too few references to measure how far off CAT's estimates are")
