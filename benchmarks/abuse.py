@@ -6,6 +6,7 @@ Usage::
     python benchmarks/abuse.py --smoke    # a fast subset, for CI (< 30 s on an idle machine)
     python benchmarks/abuse.py --keep DIR # work in DIR and keep it (to look at the files)
     python benchmarks/abuse.py --only pickle  # the cases whose description contains "pickle"
+    python benchmarks/abuse.py --only 1,2,7   # rows 1, 2 and 7 of the full table
 
 Each case runs ``python -m activeeval ...`` subprocesses (scorers are ``sh`` one-liners or tiny Python scripts)
 and classifies what happened:
@@ -20,9 +21,9 @@ and classifies what happened:
 
 The ``audit`` rows are the table of issue 24 (in its order); ``new`` rows are further hostile cases. A row is
 "as it should be" when its outcome is the one the issue asks for (mostly ``clean error``; ``ok`` where the
-input is valid). Rows fixed on another branch (``-0``, the planted pickle, the read-only folder, the 48 MB
-reference) may fail here until it is merged. Prints one table row per case, then a summary; exit code 1 if a
-row is not as it should be.
+input is valid). Rows keep their number in the full table when a subset is run. The commands' user cache is
+a fresh folder of the run. Prints one table row per case, then a summary; exit code 1 if a row is not as it
+should be.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Result:
     out: str
     err: str
     seconds: float
+    cpu_seconds: float  # user + system time of the process (what a loaded machine does not inflate)
     max_rss_mb: float
     ended: float  # time.time() when it exited
 
@@ -111,7 +113,8 @@ def cli(*args: object, cwd: Path, timeout: float = 600, fsize: int | None = None
         out.seek(0)
         err.seek(0)
         return Result(proc.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
-                      time.perf_counter() - start, usage.ru_maxrss / 1024, time.time())
+                      time.perf_counter() - start, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
+                      time.time())
 
 
 def digest(path: Path) -> str | None:
@@ -233,15 +236,20 @@ def planted_pickle(d: Path, w: World) -> tuple[str, str]:
     for item, score in (("q01", "1"), ("q05", "0"), ("q09", "1")):
         cli("session", "record", s, item, score, cwd=d)
     marker = d / "PWNED"
-    # The attacker's tool: has the library store a snapshot, then swaps in a pickle and recomputes its checksum.
+    # The attacker's tool: plants a pickle wherever a session file could carry one, each under a checksum it
+    # recomputes (they are not a MAC): the table `snapshots` as earlier versions wrote it (created if this version
+    # writes none, with the key that version would accept), and every other blob column outside the checksummed
+    # journal. If the library stores a snapshot in the file itself, it is asked to first, and that is replaced.
     attacker = f"""
 import hashlib, sqlite3
 s_path, marker = {str(s)!r}, {str(marker)!r}
-how = "no snapshot API"
+upto, key, how = 0, "", "no snapshot API"
 try:
+    from activeeval.session import snapshot as snap
     from activeeval.session.base import open_session
     with open_session(s_path) as s:
         s.status(); s._cost = 1e9; s._maybe_snapshot()
+        upto, key = s._seq, snap.snapshot_key(s._settings, s._digest.hexdigest())
     how = "library snapshot"
 except Exception as exc:
     how = f"no snapshot API ({{type(exc).__name__}})"
@@ -250,7 +258,12 @@ class Evil:
         return (exec, (f"open({{marker!r}}, 'w').write('code ran')",))
 import pickle as pk
 evil = pk.dumps(Evil())
+checksum = hashlib.sha256(evil).hexdigest()
 con = sqlite3.connect(s_path)
+con.execute("CREATE TABLE IF NOT EXISTS snapshots (id INTEGER PRIMARY KEY CHECK (id = 1), upto INTEGER NOT NULL, "
+            "key TEXT NOT NULL, info TEXT NOT NULL, checksum TEXT NOT NULL, data BLOB NOT NULL, created TEXT NOT NULL)")
+con.execute("INSERT OR IGNORE INTO snapshots VALUES (1, ?, ?, '{{}}', ?, ?, '2026-01-01T00:00:00+00:00')",
+            (upto, key, checksum, evil))
 tables = [r[0] for r in con.execute("select name from sqlite_master where type='table'")]
 done = []
 for t in tables:
@@ -260,7 +273,7 @@ for t in tables:
     for n, ty in cols:
         if n in ("data", "state") or ty == "BLOB":
             sets = f"{{n}} = ?" + (", checksum = ?" if any(c == "checksum" for c, _ in cols) else "")
-            args = [evil] + ([hashlib.sha256(evil).hexdigest()] if "checksum" in sets else [])
+            args = [evil] + ([checksum] if "checksum" in sets else [])
             if con.execute(f"update {{t}} set {{sets}}", args).rowcount:
                 done.append(f"{{t}}.{{n}}")
 con.commit()
@@ -269,10 +282,16 @@ print(how, done)
     planted = subprocess.run([PY, "-c", attacker], capture_output=True, text=True, cwd=d)
     if planted.returncode != 0 or "[]" in planted.stdout:
         return "n/a", f"could not plant a pickle ({(planted.stdout + planted.stderr).strip()[-120:]})"
-    r = cli("session", "status", s, cwd=d)
+    runs = [("status", cli("session", "status", s, cwd=d))]
+    runs.append(("next", cli("session", "next", s, cwd=d)))
+    item = runs[-1][1].out.strip() or "q13"
+    runs.append(("record", cli("session", "record", s, item, "1", cwd=d)))
+    runs.append(("report", cli("session", "report", s, "--out", d / "report.html", cwd=d)))
+    outcomes = ", ".join(f"{name}: {r.outcome}" for name, r in runs)
     if marker.exists():
-        return "silent wrong", f"the pickle's code ran (planted in {planted.stdout.strip()}); then: {r.message}"
-    return r.outcome, f"no code ran; {r.message}"
+        return "silent wrong", f"the pickle's code ran (planted in {planted.stdout.strip()}); {outcomes}"
+    worst = next((r for _, r in runs if r.outcome != "ok"), runs[0][1])
+    return worst.outcome, f"no code ran (planted in {planted.stdout.strip()}); {outcomes}; {worst.message}"
 
 
 def non_utf8(d: Path, w: World) -> tuple[str, str]:
@@ -389,16 +408,19 @@ def big_reference(d: Path, w: World) -> tuple[str, str]:
     r = cli("session", "new", s, "--reference", path, "--method", "rs-mean", "--seed", "0", cwd=d)
     if r.rc != 0:
         return r.outcome, r.message
-    times, rss = [], []
+    small = w.session(d)  # the same command on the 24 x 80 reference, in turn with it: this run's floor
+    runs: dict[Path, list[Result]] = {s: [], small: []}
     for k in range(3):
-        r = cli("session", "record", s, f"q{k}", "1", cwd=d)
-        if r.rc != 0:
-            return r.outcome, r.message
-        times.append(r.seconds)
-        rss.append(r.max_rss_mb)
-    med = statistics.median(times)
+        for session, runs_of in runs.items():
+            r = cli("session", "record", session, f"q{k}" if session == s else f"q{k:02d}", "1", cwd=d)
+            if r.rc != 0:
+                return r.outcome, r.message
+            runs_of.append(r)
+    med, cpu, small_med, small_cpu = (statistics.median(getattr(r, attr) for r in runs[session])
+                                      for session in (s, small) for attr in ("seconds", "cpu_seconds"))
     detail = (f"{size_mb:.0f} MB, {n_models * n_items / 1e6:.0f} M cells: session record median {med:.2f} s "
-              f"(3 calls), peak {max(rss):.0f} MB")
+              f"(CPU {cpu:.2f} s; 3 calls), peak {max(r.max_rss_mb for r in runs[s]):.0f} MB; on the small "
+              f"reference, in turn with it: {small_med:.2f} s (CPU {small_cpu:.2f} s)")
     return ("ok" if med < 1.0 else "slow"), detail
 
 
@@ -516,8 +538,8 @@ CASES = [
     Case("audit", "run --timeout 2 --scorer \"sh -c 'sleep 40; echo 1' {item_id}\"", hung_scorer, GOOD_ERROR,
          smoke=True),
     Case("audit", "run --help: a default --timeout", default_timeout, GOOD_OK, smoke=True),
-    Case("audit", "snapshot blob replaced by a pickle (checksum recomputed), then session status", planted_pickle,
-         GOOD_OK | GOOD_ERROR),
+    Case("audit", "snapshot blob replaced by a pickle (checksum recomputed), then session status/next/record/report",
+         planted_pickle, GOOD_OK | GOOD_ERROR),
     Case("audit", "scorer printing non-UTF-8 bytes (stdout or stderr), --jobs 4", non_utf8, GOOD_ERROR, smoke=True),
     Case("audit", "Parquet reference with a list column", parquet_list, GOOD_ERROR),
     Case("audit", 'JSONL reference with "score": [1]', reference_file("l.jsonl", jsonl('"score": [1]')), GOOD_ERROR,
@@ -558,18 +580,26 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--smoke", action="store_true", help="only the fast cases (CI)")
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it")
-    ap.add_argument("--only", metavar="TEXT", help="only the cases whose description contains TEXT")
+    ap.add_argument("--only", metavar="TEXT|ROWS",
+                    help="only the cases whose description contains TEXT, or the rows ROWS of the full table "
+                         "(comma-separated numbers, e.g. 1,2,7)")
     args = ap.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="abuse-"))
     root.mkdir(parents=True, exist_ok=True)
+    # The commands' user cache (parsed references, snapshots): a fresh folder of the run, as on a first use,
+    # never the home folder's.
+    os.environ["ACTIVEEVAL_CACHE"] = str(root / "user-cache")
     start = time.perf_counter()
     try:
         world = World(root)
-        cases = [c for c in CASES if (c.smoke or not args.smoke) and (args.only is None or args.only in c.tried)]
+        rows = ({int(x) for x in args.only.split(",")} if args.only and args.only.replace(",", "").isdigit()
+                else None)
+        cases = [(n, c) for n, c in enumerate(CASES, start=1) if (c.smoke or not args.smoke) and (
+            args.only is None or (n in rows if rows is not None else args.only in c.tried))]
         print("| # | source | tried | outcome | as it should be | detail |\n|---|---|---|---|---|---|")
         outcomes: Counter[str] = Counter()
         bad = []
-        for n, case in enumerate(cases, start=1):
+        for n, case in cases:  # numbered as in the full table
             folder = root / f"case{n:02d}"
             folder.mkdir()
             ref_before = digest(world.ref)
@@ -589,7 +619,7 @@ def main() -> None:
             print(f"| {n} | {case.source} | {case.tried.replace('|', '/')} | {outcome} | "
                   f"{'yes' if ok else 'n/a' if outcome == 'n/a' else '**no**'} | {detail} |", flush=True)
         summary = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items()))
-        print(f"\n{len(cases)} cases ({'smoke' if args.smoke else 'full'}): {summary}; "
+        print(f"\n{len(cases)} cases ({'smoke' if args.smoke else 'selected' if args.only else 'full'}): {summary}; "
               f"{len(cases) - len(bad) - outcomes['n/a']} as they should be, {len(bad)} not"
               + (f" (rows {', '.join(map(str, bad))})" if bad else "")
               + f"; {time.perf_counter() - start:.0f} s")

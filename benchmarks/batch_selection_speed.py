@@ -87,7 +87,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timed select_batch calls per strategy and |A|")
     parser.add_argument("--sizes", default="2,5,10")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = parser.parse_args()
+    if args.smoke:
+        args.configs, args.observed, args.repeats, args.sizes = "ifeval", 5, 1, "2"
     sizes = [int(s) for s in args.sizes.split(",")]
     rows = []
     for name in args.configs.split(","):

@@ -88,7 +88,10 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--responses", default="2pl,rasch")
     parser.add_argument("--local-error", default="on,off", help="with and/or without the local error check")
+    parser.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = parser.parse_args()
+    if args.smoke:
+        args.steps, args.models, args.sizes, args.responses, args.local_error = 5, 5, "200", "2pl", "on"
     warnings.simplefilter("ignore")
     rows = [bench(int(n), args.models, args.steps, r, le == "on") for r in args.responses.split(",")
             for le in args.local_error.split(",") for n in args.sizes.split(",")]

@@ -107,10 +107,12 @@ def prepare(workdir: Path, dataset: str = "math", held_out: int = 0) -> tuple[Pa
     return ref_path, f"{sys.executable} -I -S {script} {{item_id}}"
 
 
-def run_command(ref: Path, scorer: str, session: Path, max_items: int, seed: int, jobs: int) -> list[str]:
+def run_command(ref: Path, scorer: str, session: Path, max_items: int, seed: int, jobs: int,
+                method: str = "bayesame") -> list[str]:
     return [
         sys.executable, "-m", "activeeval", "run", "--reference", str(ref), "--scorer", scorer,
         "--session", str(session), "--max-items", str(max_items), "--seed", str(seed), "--jobs", str(jobs),
+        "--method", method,
     ]
 
 
@@ -148,7 +150,7 @@ def _kill(proc: subprocess.Popen) -> None:
 
 def crash_trial(
     workdir: Path, *, kills: int = 20, max_items: int = 100, seed: int = 0, jobs: int = 2,
-    random_delay: float = 3.0, p_random: float = 0.5, rng_seed: int = 0,
+    random_delay: float = 3.0, p_random: float = 0.5, rng_seed: int = 0, method: str = "bayesame",
 ) -> CrashCounts:
     """Run the experiment described in the module docstring; return the counts."""
     from activeeval.session import Session
@@ -162,12 +164,12 @@ def crash_trial(
     expected_path = workdir / "uninterrupted.aeval"
     # The uninterrupted run, in this process: the loop `activeeval run` drives, with the settings
     # (CLI defaults included) it passes, minus the ~2 s start-up of a new interpreter.
-    with Session.create(expected_path, ref, method="bayesame", epsilon1=0.005, epsilon2=0.03,
+    with Session.create(expected_path, ref, method=method, epsilon1=0.005, epsilon2=0.03,
                         max_items=max_items, seed=seed) as s:
         drive(s, Scorer(scorer), jobs=jobs)
     expected = read_tells(expected_path)
     session = workdir / "crashed.aeval"
-    cmd = run_command(ref, scorer, session, max_items, seed, jobs)
+    cmd = run_command(ref, scorer, session, max_items, seed, jobs, method)
     prev: list[tuple[str, float]] = []
     while counts.kills < kills:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -222,10 +224,14 @@ def main() -> None:
     ap.add_argument("--rng-seed", type=int, default=0, help="seed of the kill times")
     ap.add_argument("--random-delay", type=float, default=1.0,
                     help="random-moment kills land in [0, this] s after start (start-up is ~0.6 s)")
+    ap.add_argument("--method", default="bayesame", help="the session's method")
+    ap.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = ap.parse_args()
+    if args.smoke:
+        args.kills, args.max_items, args.method = 1, 4, "rs-mean"
     with tempfile.TemporaryDirectory() as tmp:
         c = crash_trial(Path(tmp), kills=args.kills, max_items=args.max_items, seed=args.seed, jobs=args.jobs,
-                        random_delay=args.random_delay, rng_seed=args.rng_seed)
+                        random_delay=args.random_delay, rng_seed=args.rng_seed, method=args.method)
     rows = [
         ("kills (SIGKILL of the run's process group)", c.kills),
         ("  of which before any new score was recorded", c.kills_before_new_score),
@@ -240,7 +246,7 @@ def main() -> None:
         ("wall time (s)", f"{c.seconds:.1f}"),
     ]
     width = max(len(r[0]) for r in rows)
-    print(f"bench_crash: math, max_items={args.max_items}, jobs={args.jobs}, seed={args.seed}")
+    print(f"bench_crash: math, {args.method}, max_items={args.max_items}, jobs={args.jobs}, seed={args.seed}")
     for name, value in rows:
         print(f"{name:<{width}}  {value}")
     for p in c.problems:

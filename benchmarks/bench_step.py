@@ -101,7 +101,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=500, help="select+observe steps per row (n <= steps)")
     parser.add_argument("--no-ifeval", action="store_true", help="skip the real-data row")
     parser.add_argument("--methods", default="bayesame,bayesame-paper", help="comma-separated method specs")
+    parser.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = parser.parse_args()
+    if args.smoke:
+        args.sizes, args.refs, args.steps, args.no_ifeval, args.methods = [100], 10, 5, True, "bayesame"
 
     rows = []
     for spec in split_method_list(args.methods):

@@ -57,7 +57,10 @@ def main() -> None:
     parser.add_argument("--epsilon2", type=float, default=0.03)
     parser.add_argument("--methods", default=METHODS, help="comma-separated method specs")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = parser.parse_args()
+    if args.smoke:
+        args.datasets, args.targets, args.seeds, args.methods, args.workers = ["math"], 2, 1, "rs-mean", 1
     args.methods = split_method_list(args.methods)
 
     tasks = []

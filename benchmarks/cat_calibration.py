@@ -42,6 +42,7 @@ from scipy.special import expit
 from scipy.stats import kendalltau
 
 from activeeval import datasets
+from activeeval.data.matrix import ScoreMatrix
 from activeeval.irt import continuous as irt
 from activeeval.methods.cat import AbilityPosterior, default_prior, learn_error_model
 
@@ -95,8 +96,13 @@ def run_cat(cal: irt.Calibration, rows: np.ndarray, n_items: int, sd_mult: float
     return np.asarray(out)
 
 
-def pseudo_tau(name: str, n_items: int, reps: int) -> dict[str, float]:
+def load(name: str, max_items: int = 0) -> ScoreMatrix:
+    """The dataset's complete models (the first ``max_items`` items if given)."""
     matrix, _ = datasets.load(name).dropna("models")
+    return matrix.select_items(list(matrix.item_ids[:max_items])) if max_items else matrix
+
+
+def pseudo_tau(matrix: ScoreMatrix, n_items: int, reps: int) -> dict[str, float]:
     y_all = matrix.scores
     k = y_all.shape[0]
     taus: dict[str, list[float]] = {c: [] for c in (*CONFIGS, "static")}
@@ -116,8 +122,7 @@ def pseudo_tau(name: str, n_items: int, reps: int) -> dict[str, float]:
     return {c: float(np.nanmean(v)) for c, v in taus.items()}
 
 
-def k_factor_rms(name: str) -> dict[tuple[float, int], float]:
-    matrix, _ = datasets.load(name).dropna("models")
+def k_factor_rms(matrix: ScoreMatrix) -> dict[tuple[float, int], float]:
     y_all = matrix.scores
     k = y_all.shape[0]
     perm = np.random.default_rng(20240).permutation(k)
@@ -148,7 +153,11 @@ def main() -> None:
     ap.add_argument("--datasets", default=",".join(ALL))
     ap.add_argument("--items", type=int, default=20)
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--max-items", type=int, default=0, help="only each dataset's first MAX_ITEMS items (0: all)")
+    ap.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = ap.parse_args()
+    if args.smoke:
+        args.datasets, args.items, args.reps, args.max_items = "math", 20, 1, 45
     names = [d.strip() for d in args.datasets.split(",") if d.strip()]
     warnings.simplefilter("ignore")  # incomplete reference models are dropped, as documented
     print(f"pseudo-target Kendall tau at {args.items} items (5 folds x {args.reps} cuts of the references)")
@@ -157,7 +166,7 @@ def main() -> None:
     print("-" * len(head))
     for name in names:
         start = time.perf_counter()
-        t = pseudo_tau(name, args.items, args.reps)
+        t = pseudo_tau(load(name, args.max_items), args.items, args.reps)
         print(f"{name:<17}" + "".join(f"{t[c]:>10.3f}" for c in (*CONFIGS, "static"))
               + f"{time.perf_counter() - start:>6.0f}", flush=True)
     print("\nlearned error model Var = c·SE² + τ² (consistent calibration), "
@@ -166,7 +175,7 @@ def main() -> None:
     print(head)
     print("-" * len(head))
     for name in names:
-        matrix, _ = datasets.load(name).dropna("models")
+        matrix = load(name, args.max_items)
         for response in ("rasch", "2pl"):
             c, tau2, diag = learn_error_model(matrix.scores, response=response)
             i = diag["checkpoints"].index(20)
@@ -177,7 +186,7 @@ def main() -> None:
     print(head)
     print("-" * len(head))
     for name in names:
-        r = k_factor_rms(name)
+        r = k_factor_rms(load(name, args.max_items))
         print(f"{name:<17}" + "".join(f"{r[(f, n)]:>12.3f}" for f in (1.0, 4.0) for n in (10, 20, 40)), flush=True)
 
 

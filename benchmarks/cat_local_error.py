@@ -57,8 +57,10 @@ def variances(cat: ContinuousCAT, v_model: float) -> dict[str, float]:
     }
 
 
-def run(name: str, n_items: int, folds: int = 5) -> dict[str, dict[str, float]]:
+def run(name: str, n_items: int, folds: int = 5, max_items: int = 0) -> dict[str, dict[str, float]]:
     m, _ = datasets.load(name).dropna("models")
+    if max_items:
+        m = m.select_items(list(m.item_ids[:max_items]))
     perm = np.random.default_rng(7).permutation(m.n_models)
     z = {v: [] for v in VARIANTS}
     conf = {v: 0 for v in VARIANTS}
@@ -100,7 +102,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--datasets", default="alpacaeval2,wmt21_en-zh_chrf,wmt21_zh-en_chrf,mmlu,musr")
     ap.add_argument("--items", type=int, default=20)
+    ap.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = ap.parse_args()
+    if args.smoke:  # 2 folds of math's first 40 items
+        args.datasets, args.items, folds, max_items = "math", 5, 2, 40
+    else:
+        folds, max_items = 5, 0
     print(f"CAT pseudo-targets (5 folds of the complete models), {args.items} items each; pairs within a fold")
     head = (f"{'dataset':<17} {'variance':<8} {'models':>6} {'mean z²':>7} {'|z|>2.5':>7} {'conf pairs':>10} "
             f"{'wrong':>5} {'expected':>8}")
@@ -110,7 +117,7 @@ def main() -> None:
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # incomplete models dropped: expected
-            res = run(name, args.items)
+            res = run(name, args.items, folds, max_items)
         for v in VARIANTS:
             r = res[v]
             print(f"{name:<17} {v:<8} {r['n']:>6} {r['mean_z2']:>7.2f} {r['tail']:>7.3f} {r['conf']:>10} "

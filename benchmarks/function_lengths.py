@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("root", nargs="?", default="src")
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--over", type=int, default=60)
+    parser.add_argument("--smoke", action="store_true", help="as without it (it is fast; tests/test_benchmarks.py)")
     args = parser.parse_args()
     rows = bodies(pathlib.Path(args.root))
     print(f"functions whose body is over {args.over} lines: {sum(1 for n, _ in rows if n > args.over)} "

@@ -55,11 +55,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fraction", type=float, default=0.25, help="n = fraction x N")
     parser.add_argument("--variants", default="bayesame-paper-rs;bayesame-paper-rs[noise=learned];bayesame-paper",
                         help="method specs separated by ';'")
+    parser.add_argument("--targets", type=int, default=10, help="targets per draw")
+    parser.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.dataset, args.split_seeds, args.seeds, args.fraction, args.variants, args.targets = (
+            "math", "0", 1, 0.02, "bayesame-paper-rs", 2)
     matrix = datasets.load(args.dataset)
     n_at = max(1, round(args.fraction * matrix.n_items))
     print(f"# {matrix.name}, {args.regime}, 50 % references, split seeds {args.split_seeds}, {args.seeds} seeds "
-          f"x 10 targets; at n = {n_at} ({args.fraction:g} N); RMSE x100 / 95 % coverage")
+          f"x {args.targets} targets; at n = {n_at} ({args.fraction:g} N); RMSE x100 / 95 % coverage")
     head = ["variant", "runs", "collapsed", "eq3 coll.", "eq4+A3 coll.", "eq3 other", "eq4+A3 other",
             "sigma2 median", "at 1e-5 bound"]
     widths = [30, 5, 9, 14, 14, 14, 14, 13, 13]
@@ -69,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []  # (collapsed, err_bayes, covered_bayes, err_cv, covered_cv)
         sigma2 = []
         for draw in (int(x) for x in args.split_seeds.split(",")):
-            split = make_split(matrix, args.regime, 10, draw)
+            split = make_split(matrix, args.regime, args.targets, draw)
             for s in range(args.seeds):
                 reference = matrix.select_models(sample_references(split.pool, 0.5, s))
                 k = reference.n_models

@@ -25,8 +25,10 @@ from activeeval.datasets import load
 from activeeval.methods.bayesame_paper import BayesAMEPaper
 
 
-def run(dataset: str, likelihood: str, n_targets: int) -> dict[str, float]:
+def run(dataset: str, likelihood: str, n_targets: int, n_items: int = 0) -> dict[str, float]:
     matrix = load(dataset).dropna("models")[0]
+    if n_items:
+        matrix = matrix.select_items(list(matrix.item_ids[:n_items]))
     models = list(matrix.model_ids)
     targets = models[3: 3 + 7 * n_targets: 7]
     refs = [m for k, m in enumerate(models) if k % 2 == 0 and m not in targets]
@@ -58,13 +60,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default="ifeval,alpacaeval2")
     parser.add_argument("--targets", type=int, default=3)
+    parser.add_argument("--max-items", type=int, default=0, help="only the first MAX_ITEMS items (0: all)")
+    parser.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = parser.parse_args()
+    if args.smoke:
+        args.datasets, args.targets, args.max_items = "math", 1, 40
     warnings.simplefilter("ignore")
     cols = ["B", "N", "ms/step", "|err|@10%", "|err|@25%", "cov@10%", "cov@25%"]
     print(f"{'dataset':<12} {'likelihood':<10} " + " ".join(f"{c:>10}" for c in cols))
     for dataset in args.datasets.split(","):
         for likelihood in ("gaussian", "logit"):
-            row = run(dataset, likelihood, args.targets)
+            row = run(dataset, likelihood, args.targets, args.max_items)
             cells = [f"{row[c]:>10d}" if c in ("B", "N") else f"{row[c]:>10.3f}" for c in cols]
             print(f"{dataset:<12} {likelihood:<10} " + " ".join(cells))
 

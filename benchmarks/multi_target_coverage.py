@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -70,9 +71,11 @@ def _record(traj, stop_n: int, truth: float, n_items: int) -> dict:  # noqa: ANN
 
 
 def run_cell(dataset: str, set_name: str, seed: int, n_targets: int, refs: float, eps2: float,
-             method: str, single: str) -> dict:
+             method: str, single: str, max_items: int = 0) -> dict:
     with threadpool_limits(1):
         matrix = datasets.load(dataset)
+        if max_items:
+            matrix = matrix.select_items(list(matrix.item_ids[:max_items]))
         split = make_target_split(matrix, set_name, n_targets, split_seed=0)
         reference = matrix.select_models(sample_references(split.pool, refs, seed, 0))
         targets = list(split.targets)
@@ -102,7 +105,8 @@ def run_cell(dataset: str, set_name: str, seed: int, n_targets: int, refs: float
 
 
 def _key(args: argparse.Namespace, dataset: str, set_name: str, seed: int) -> str:
-    text = json.dumps([dataset, set_name, seed, args.targets, args.refs, args.epsilon2, args.method, args.single])
+    settings = [dataset, set_name, seed, args.targets, args.refs, args.epsilon2, args.method, args.single]
+    text = json.dumps(settings + [args.max_items] if args.max_items else settings)  # the keys saved before it
     return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
@@ -164,7 +168,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/multi_target_coverage"))
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--max-items", type=int, default=0, help="only the first MAX_ITEMS items (0: all)")
+    parser.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = parser.parse_args(argv)
+    if args.smoke:  # and its records in a temporary folder, not with the committed ones
+        smoke_dir = tempfile.TemporaryDirectory()
+        args.datasets, args.sets, args.targets, args.seeds, args.max_items, args.out = (
+            "math", "high", 2, 1, 60, Path(smoke_dir.name))
     args.out.mkdir(parents=True, exist_ok=True)
     cells = [(d, s, k) for d in args.datasets.split(",") for s in args.sets.split(",") for k in range(args.seeds)]
     records, todo = [], []
@@ -176,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             todo.append((d, s, k, path))
     with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
         futures = {pool.submit(run_cell, d, s, k, args.targets, args.refs, args.epsilon2, args.method,
-                               args.single): path for d, s, k, path in todo}
+                               args.single, args.max_items): path for d, s, k, path in todo}
         for future, path in futures.items():
             rec = future.result()
             path.write_text(json.dumps(rec))

@@ -35,14 +35,14 @@ def _row(label: str, n: int, means: np.ndarray, sds: np.ndarray, truth: np.ndarr
     return f"{label:<22} {n:>4} {rmse:7.2f} {miss:>5}/10 {extra}"
 
 
-def play_joint(cls, ref, targets, truth, seed, **options):  # noqa: ANN001, ANN201
+def play_joint(cls, ref, targets, truth, seed, marks=MARKS, **options):  # noqa: ANN001, ANN201
     method = cls(ref, targets, seed=seed, **options)
     rows = []
-    while len(rows) < len(MARKS):
+    while len(rows) < len(marks):
         t, i = method.select()
         method.observe(t, i, float(truth[t, i]))
         n = min(method.n_observed_of(k) for k in range(len(targets)))
-        if n == MARKS[len(rows)]:
+        if n == marks[len(rows)]:
             est = method.estimates()
             extra = f"sigma2 {method.params_.sigma2:.2g}  max scale {float(np.max(method.scales())):.3g}"
             rows.append((n, np.array([e.mean for e in est]), np.array([e.std for e in est]), extra))
@@ -53,8 +53,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=2, help="random target sets besides the high-correlation one")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = parser.parse_args()
     m = datasets.load("ifeval")
+    marks = MARKS
+    if args.smoke:  # the high-correlation set on 80 items, to n = 10
+        m, args.draws, marks = m.select_items(list(m.item_ids[:80])), 0, (10,)
     cands = target_candidates(m)
     rows = m.select_models(cands).scores
     sets = [("high", [cands[int(i)] for i in most_correlated_set(score_correlations(rows), 10)])]
@@ -74,9 +78,9 @@ def main() -> None:
         joint = (("bayesame-multi[warm_start=0.1,coupling=0.8]", BayesAMEMulti, {"warm_start": 0.1, "coupling": 0.8}),
                  ("bayesame-multi-paper", BayesAMEMultiPaper, {}))
         for label, cls, options in joint:
-            for n, means, sds, extra in play_joint(cls, ref, targets, truth, args.seed, **options):
+            for n, means, sds, extra in play_joint(cls, ref, targets, truth, args.seed, marks, **options):
                 print(_row(label, n, means, sds, full, extra))
-        for n in MARKS:
+        for n in marks:
             est = [run_fixed(make_method("bayesame", ref, seed=args.seed), truth[t], n) for t in range(len(targets))]
             print(_row("bayesame (per target)", n, np.array([e.mean for e in est]), np.array([e.std for e in est]),
                        full))

@@ -46,10 +46,16 @@ def main() -> None:
     parser.add_argument("--targets", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1, help="the backtest's seed index")
     parser.add_argument("--marks", default="40,60,80,120")
+    parser.add_argument("--max-items", type=int, default=0, help="only the first MAX_ITEMS items (0: all)")
+    parser.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = parser.parse_args()
+    if args.smoke:
+        args.targets, args.marks, args.max_items = 2, "5", 60
     marks = [int(x) for x in args.marks.split(",")]
     with threadpool_limits(1):
         matrix = datasets.load(args.dataset)
+        if args.max_items:
+            matrix = matrix.select_items(list(matrix.item_ids[: args.max_items]))
         split = make_target_split(matrix, args.correlation, args.targets, 0)
         reference = matrix.select_models(sample_references(split.pool, 0.5, args.seed, 0))
         targets = list(split.targets)

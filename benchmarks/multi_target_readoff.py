@@ -37,7 +37,10 @@ def main() -> None:
     ap.add_argument("--targets", type=int, default=5)
     ap.add_argument("--seeds", type=int, default=8)
     ap.add_argument("--epsilon2", type=float, default=0.1)
+    ap.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = ap.parse_args()
+    if args.smoke:
+        args.items, args.targets, args.seeds = 40, 2, 1
     matrix = load(args.dataset)
     if args.items:
         rng = np.random.default_rng(5)

@@ -30,7 +30,7 @@ from activeeval.gaussian import bucketize
 from activeeval.methods.bayesame_multi import BayesAMEMulti
 
 
-def _matrix(name: str, seed: int):  # noqa: ANN202
+def _matrix(name: str, seed: int, max_items: int = 0):  # noqa: ANN202
     m = datasets.load(name)
     complete = [mid for mid, row in zip(m.model_ids, m.scores) if not np.isnan(row).any()]
     m = m.select_models(complete)  # targets and references with every score
@@ -41,11 +41,13 @@ def _matrix(name: str, seed: int):  # noqa: ANN202
         buckets = bucketize(ref_scores.T, 0.0)
         picks = [int(rng.choice(buckets.members[b])) for b in rng.choice(buckets.n_buckets, 5000, replace=False)]
         m = m.select_items([m.item_ids[i] for i in sorted(picks)])
+    if max_items:
+        m = m.select_items(list(m.item_ids[:max_items]))
     return m, targets
 
 
-def run(name: str, steps: int, seed: int, **options: object) -> dict:
-    m, targets = _matrix(name, seed)
+def run(name: str, steps: int, seed: int, max_items: int = 0, **options: object) -> dict:
+    m, targets = _matrix(name, seed, max_items)
     ref = m.drop_models(targets)
     truth = np.stack([np.asarray(m.model_scores(t), dtype=float) for t in targets])
     t0 = time.perf_counter()
@@ -82,10 +84,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--level", default="coupled", choices=("coupled", "separate"),
                         help="the method's level option (separate: each target keeps its own level and slope terms)")
+    parser.add_argument("--max-items", type=int, default=0, help="only the first MAX_ITEMS items of each (0: all)")
+    parser.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = parser.parse_args()
+    if args.smoke:
+        args.steps, args.configs, args.max_items = 3, "ifeval", 60
     # the paper's 10 % shared start: it fills every target's observations fast (n = 5 000 at B = 5 000); the
     # default has none, and a step's work depends on n, not on the warm start or the coupling
-    rows = [run(name, args.steps, args.seed, warm_start=0.1, level=args.level) for name in args.configs.split(",")]
+    rows = [run(name, args.steps, args.seed, args.max_items, warm_start=0.1, level=args.level)
+            for name in args.configs.split(",")]
     keys = list(rows[0])
     print(" | ".join(keys))
     for row in rows:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import tempfile
 
 import numpy as np
 import pandas as pd
@@ -64,11 +65,27 @@ def along_the_run(dirs: list[pathlib.Path], fractions: list[float]) -> pd.DataFr
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dirs", nargs="+", type=pathlib.Path)
+    parser.add_argument("dirs", nargs="*", type=pathlib.Path)
     parser.add_argument("--baseline", default="bayesame")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--fractions", default="", help="comma-separated fractions of N, e.g. 0.05,0.1,0.2")
+    parser.add_argument("--smoke", action="store_true",
+                        help="a 2-seed backtest of math into a temporary folder, compared with RS-Mean "
+                             "(tests/test_benchmarks.py runs it)")
     args = parser.parse_args()
+    if args.smoke:
+        from settings_report import smoke_folder
+
+        with tempfile.TemporaryDirectory() as tmp:
+            args.dirs, args.baseline, args.fractions = [smoke_folder(pathlib.Path(tmp))], "rs-mean", "0.1,0.5"
+            report(args)
+        return
+    if not args.dirs:
+        parser.error("give at least one backtest --out DIR (or --smoke)")
+    report(args)
+
+
+def report(args: argparse.Namespace) -> None:
     table = per_seed(args.dirs)
     if args.baseline not in table.index:
         raise SystemExit(f"--baseline {args.baseline!r} is not among the runs: {', '.join(table.index)}")

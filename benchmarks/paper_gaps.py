@@ -486,7 +486,10 @@ def main(argv=None) -> int:
     ap.add_argument("--datasets", default="ifeval", help="comma-separated, default ifeval")
     ap.add_argument("--methods", default=",".join(METHODS), help=f"subset of {','.join(METHODS)}")
     ap.add_argument("--bootstrap", type=int, default=100, help="bootstrap resamples of the seeds for the ± (0: none)")
+    ap.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = ap.parse_args(argv)
+    if args.smoke:
+        args.seeds, args.datasets, args.methods, args.bootstrap = 1, "math", "rs-mean", 0
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = set(methods) - set(METHODS)
     if unknown:

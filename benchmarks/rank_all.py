@@ -39,6 +39,7 @@ import argparse
 import hashlib
 import json
 import math
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -67,8 +68,10 @@ KEYS = ("adaptive_tau", "static_tau", "random_tau", "fixed_tau", "ties_reported"
         "items_adaptive")
 
 
-def run_one(name: str, config: str, seeds: int, folds: int, holdout: int, budget: float) -> dict:
+def run_one(name: str, config: str, seeds: int, folds: int, holdout: int, budget: float, max_items: int = 0) -> dict:
     matrix = datasets.load(name)
+    if max_items:
+        matrix = matrix.select_items(list(matrix.item_ids[:max_items]))
     opts = dict(CONFIGS[config])
     start = time.perf_counter()
     with warnings.catch_warnings():
@@ -94,7 +97,14 @@ def main() -> None:
     ap.add_argument("--budget-per-model", type=float, default=20.0)
     ap.add_argument("--out", default="benchmarks/results/rank_all")
     ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--max-items", type=int, default=0, help="only the first MAX_ITEMS items (0: all)")
+    ap.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = ap.parse_args()
+    if args.smoke:  # and its records in a temporary folder, not with the committed ones
+        smoke_dir = tempfile.TemporaryDirectory()
+        args.datasets, args.configs, args.seeds, args.folds, args.holdout, args.budget_per_model, args.out = (
+            "math", "cat", 1, 1, 2, 11.0, smoke_dir.name)
+        args.max_items = 60
     names = [d.strip() for d in args.datasets.split(",") if d.strip()]
     configs = [c.strip() for c in args.configs.split(",") if c.strip()]
     unknown = [c for c in configs if c not in CONFIGS]
@@ -103,6 +113,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     key = f"s{args.seeds}-f{args.folds}-h{args.holdout}-b{args.budget_per_model:g}"
+    key += f"-i{args.max_items}" if args.max_items else ""  # the names saved before it
     rows = []
     for name in names:
         for config in configs:
@@ -113,7 +124,7 @@ def main() -> None:
             elif args.report_only:
                 continue
             else:
-                res = run_one(name, config, args.seeds, args.folds, args.holdout, args.budget_per_model)
+                res = run_one(name, config, args.seeds, args.folds, args.holdout, args.budget_per_model, args.max_items)
                 path.write_text(json.dumps(res, indent=1))
                 print(f"done {name} {config} in {res['seconds']:.0f} s", flush=True)
             rows.append((name, config, res))

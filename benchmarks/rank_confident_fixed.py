@@ -27,12 +27,19 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--items", type=int, default=20)
     ap.add_argument("--no-local-error", action="store_true", help="CAT without the local error check")
+    ap.add_argument("--folds", type=int, default=5, help="held-out sets of 4 per seed")
+    ap.add_argument("--max-items", type=int, default=0, help="only the first MAX_ITEMS items (0: all)")
+    ap.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = ap.parse_args()
+    if args.smoke:
+        args.dataset, args.seeds, args.items, args.folds, args.max_items = "math", 1, 11, 1, 60
     warnings.simplefilter("ignore")  # incomplete reference models are dropped, as documented
     m = datasets.load(args.dataset)
+    if args.max_items:
+        m = m.select_items(list(m.item_ids[: args.max_items]))
     tot = {"fixed-length": [0, 0], "adaptive": [0, 0]}
     for s in range(args.seeds):
-        for group in ev.backtest_folds(m, folds=5, holdout=4, seed=s):
+        for group in ev.backtest_folds(m, folds=args.folds, holdout=4, seed=s):
             ref, _ = m.drop_models(group).dropna("models")
             cal = fit_calibration(ref.scores)
             make = ev.method_factory("cat", ref, calibration=cal, seed=s,
@@ -47,7 +54,7 @@ def main() -> None:
                 tot[key][0] += total - right
                 tot[key][1] += total
     check = "without" if args.no_local_error else "with"
-    print(f"{args.dataset}, {args.seeds} seeds x 5 folds of 4, {args.items} items per model, "
+    print(f"{args.dataset}, {args.seeds} seeds x {args.folds} folds of 4, {args.items} items per model, "
           f"{check} the local error check")
     for key, (wrong, total) in tot.items():
         print(f"  {key:<13} {wrong} wrong of {total} confident pairs")

@@ -3,7 +3,9 @@ them and with a fresh numpy eigh after every added row (the fallback), best of 3
 the bit (they do not: round-off, so replacing the updates would change the golden backtest).
 
 Usage (repository root, package installed): OPENBLAS_NUM_THREADS=1 python benchmarks/ridge_rank_one.py
+(``--smoke``: math's first 60 items, two targets, one timing each; tests/test_benchmarks.py runs it)
 """
+import sys
 import time
 
 import numpy as np
@@ -12,11 +14,14 @@ import activeeval.methods.baselines._ridge as ridge
 from activeeval.datasets import load
 from activeeval.methods.baselines import BayesAIPW, BayesRSLearn
 
-for dataset in ("ifeval", "musr"):
+SMOKE = sys.argv[1:] == ["--smoke"]
+for dataset in ("math",) if SMOKE else ("ifeval", "musr"):
     m = load(dataset)
+    if SMOKE:
+        m = m.select_items(list(m.item_ids[:60]))
     ids = list(m.model_ids)
     ref = m.select_models(ids[::2])
-    truths = np.stack([m.model_scores(t) for t in ids[1:11:2]])
+    truths = np.stack([m.model_scores(t) for t in ids[1:5 if SMOKE else 11:2]])
     print(dataset, "references x items:", ref.scores.shape, "targets:", truths.shape[0])
     for cls in (BayesAIPW, BayesRSLearn):
         out = {}
@@ -26,7 +31,7 @@ for dataset in ("ifeval", "musr"):
             else:
                 ridge._dlaed9.cache_clear() if hasattr(ridge._dlaed9, "cache_clear") else None
             best = np.inf
-            for _ in range(3):
+            for _ in range(1 if SMOKE else 3):
                 t0 = time.perf_counter()
                 res = cls.replay(ref, truths, 0)
                 best = min(best, time.perf_counter() - t0)

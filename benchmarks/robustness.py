@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -161,7 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", default="benchmarks/results/robustness")
     parser.add_argument("--report-only", action="store_true", help="print the table of what --out holds")
+    parser.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = parser.parse_args(argv)
+    if args.smoke:  # and its records in a temporary folder, not with the committed ones
+        smoke_dir = tempfile.TemporaryDirectory()
+        args.datasets, args.regimes, args.methods, args.draws, args.seeds, args.workers, args.out = (
+            "math", "interpolation", "rs-mean,bayes-aipw", "0", 1, 1, smoke_dir.name)
     from activeeval.experiments.runner import check_methods
 
     methods = list(check_methods(split_method_list(args.methods)))  # canonical labels, as the results hold them

@@ -1,6 +1,7 @@
 """One backtest `--out` folder as Markdown: accuracy and honesty of every method spec it holds.
 
 Usage: python benchmarks/settings_report.py DIR [DIR ...]
+       python benchmarks/settings_report.py --smoke   # a 2-seed backtest of math into a temporary folder, reported
 
 For each method (spec) of the folder's ``summary.json``: EW-IRMSE ± a bootstrap
 standard error over seeds, its ratio to RS-Mean on the same seeds and item
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +53,20 @@ def report(folder: Path) -> None:
     print()
 
 
+def smoke_folder(folder: Path) -> Path:
+    """The smallest backtest ``--out`` folder these reports read: math, RS-Mean and Bayes-AIPW, 2 targets x 2 seeds."""
+    from activeeval.cli import app
+
+    out = folder / "backtest"
+    app(["backtest", "--dataset", "math", "--methods", "rs-mean,bayes-aipw", "--targets", "2", "--seeds", "2",
+         "--workers", "1", "--no-plots", "--no-progress", "--json", "--out", str(out)], standalone_mode=False)
+    return out
+
+
 if __name__ == "__main__":
-    for d in sys.argv[1:]:
-        report(Path(d))
+    if sys.argv[1:] == ["--smoke"]:
+        with tempfile.TemporaryDirectory() as tmp:
+            report(smoke_folder(Path(tmp)))
+    else:
+        for d in sys.argv[1:]:
+            report(Path(d))

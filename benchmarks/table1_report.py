@@ -1,6 +1,7 @@
 """Markdown tables from `activeeval reproduce table1 --out DIR` result folders.
 
 Usage: python benchmarks/table1_report.py DIR [DIR ...]
+       python benchmarks/table1_report.py --smoke   # `reproduce table1 --seeds 2` of RS-Mean on IFEval, reported
 
 Prints (1) Table 1: our EW-IRMSE ± a bootstrap standard error over seeds next to
 the paper's numbers, and (2) the realised coverage of each method's 95 %
@@ -108,5 +109,18 @@ def main(dirs: list[str]) -> None:
               + " | ".join(f"{x[c]:.3f}" for c in cols) + " |")
 
 
+def smoke() -> None:
+    """The smallest folder `reproduce table1 --out` writes (IFEval, RS-Mean, 2 seeds), reported."""
+    import tempfile
+
+    from activeeval.cli import app
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "table1"
+        app(["reproduce", "table1", "--seeds", "2", "--datasets", "ifeval", "--methods", "rs-mean", "--workers", "1",
+             "--no-progress", "--json", "--out", str(out)], standalone_mode=False)
+        main([str(out)])
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    smoke() if sys.argv[1:] == ["--smoke"] else main(sys.argv[1:])

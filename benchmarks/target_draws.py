@@ -92,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=20, help="reference samples and item orders per draw")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--keep-duplicates", action="store_true", help="448 rows as in the paper (IFEval, MuSR)")
+    parser.add_argument("--smoke", action="store_true", help="smallest run (tests/test_benchmarks.py runs it)")
     args = parser.parse_args(argv)
+    if args.smoke:
+        args.dataset, args.methods, args.split_seeds, args.seeds, args.workers = "math", "rs-mean,bayes-aipw", "0", 1, 1
 
     methods = tuple(m.strip() for m in args.methods.split(","))
     if "rs-mean" not in methods:

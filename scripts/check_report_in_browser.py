@@ -13,9 +13,11 @@ stopping rule or 60 items), writes its report, and has Chromium load it:
 * the DOM Chromium built (``--dump-dom``) must have the model's name in the
   title and the heading, the sections in the order result, settings,
   trajectory, items, a result table with the estimate and the interval, the
-  stopping conditions, the settings in words, no empty header row, and the
-  embedded plot decoded by the browser (its natural width, read by a probe
-  script added to a copy of the page);
+  stopping conditions, the settings in words with readable numbers (none
+  longer than 4 significant digits, as ``0.00010000000000000009`` was), no
+  empty header row, and the inline SVG chart laid out by the browser: its
+  width, and the ε2 target line inside the width panel, clear of its edges
+  (both measured by a probe script added to a copy of the page);
 * optionally a screenshot of the page.
 
 Exits 1 with the first failed check, 0 after printing what was checked.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import html.parser
+import re
 import shutil
 import subprocess
 import sys
@@ -35,8 +38,17 @@ FLAGS = [  # what Chromium needs on these machines: no sandbox as root, no netwo
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
-PROBE = ("<script>window.addEventListener('load', () => { document.body.dataset.plotWidth = "
-         "String(document.querySelector('img') ? document.querySelector('img').naturalWidth : -1); });</script>")
+PROBE = """<script>window.addEventListener('load', () => {
+  const svg = document.querySelector('figure.chart svg');
+  const b = document.body.dataset;
+  b.chartWidth = svg ? String(Math.round(svg.getBoundingClientRect().width)) : '-1';
+  const target = svg && svg.querySelector('line[stroke-dasharray]');
+  const panels = svg ? svg.querySelectorAll(':scope > rect') : [];
+  if (target && panels.length === 2) {
+    const t = target.getBoundingClientRect(), p = panels[1].getBoundingClientRect();
+    b.targetGap = String(Math.round(Math.min(t.top - p.top, p.bottom - t.bottom)));
+  } else { b.targetGap = '-1'; }
+});</script>"""
 
 
 class _Page(html.parser.HTMLParser):
@@ -48,6 +60,7 @@ class _Page(html.parser.HTMLParser):
         self.body: dict[str, str] = {}
         self.empty_header_rows = 0
         self.tables: list[str] = []
+        self.settings_text = ""
         self._tag: list[str] = []
         self._row: list[str] = []
         self._in_thead = False
@@ -77,10 +90,12 @@ class _Page(html.parser.HTMLParser):
             self.h1 += data
         elif where == "h2":
             self.h2.append(data.strip())
-        elif where == "title":
+        elif where == "title" and "svg" not in self._tag:  # the page's title, not the chart's
             self.title += data
         if self._in_thead:
             self._row.append(data)
+        if self.tables and self.tables[-1] == "settings" and "table" in self._tag:
+            self.settings_text += data + "\n"
 
 
 def build_report(folder: Path) -> tuple[Path, str, int]:
@@ -119,8 +134,13 @@ def check(page: _Page, label: str, n: int, text: str) -> list[str]:
         (page.empty_header_rows == 0, "no empty header row"),
         ("95 % interval" in text and "estimate" in text, "the result shows the estimate and the interval"),
         ("stop once at least" in text and "stopping rule met" in text, "the settings say the stopping rule in words"),
-        (int(page.body.get("data-plot-width", "-1")) > 300,
-         f"the plot was decoded by the browser (natural width {page.body.get('data-plot-width')})"),
+        ("kernel fitted on the references" in text and "interval calibration" in text
+         and not re.search(r"\d\.\d{6,}", page.settings_text),
+         "the method's settings are named and their numbers rounded"),
+        (int(page.body.get("data-chart-width", "-1")) > 300,
+         f"the chart was laid out by the browser (width {page.body.get('data-chart-width')} px)"),
+        (int(page.body.get("data-target-gap", "-1")) >= 10,
+         f"the ε2 target line lies inside the width panel, {page.body.get('data-target-gap')} px from its edges"),
     ]
     for ok, what in checks:
         if not ok:

@@ -412,3 +412,59 @@ def test_calibration_drops_pseudo_targets_exactly_when_single_runs_switch() -> N
                 expected.append((est.mean - truth.mean()) / est.std)
         np.testing.assert_allclose(values, expected, rtol=1e-9, atol=1e-12)
     assert all(len(v) == 1 for v in shared)  # the far target switched before n = 5, the other never
+
+
+# ------------------------------------------------------------------ calibration by budget (issue 25)
+def test_calibration_by_budget_is_measured_per_n_and_only_narrows_on_evidence() -> None:
+    ref = binary_reference(20, 60, 2)
+    fit = fit_hyperparameters(ref, n_pseudo=6, n_items=50)
+    cal = calibrate(ref, fit, folds=4)
+    assert len(cal.fractions) == len(cal.factors) >= 3
+    assert list(cal.fractions) == sorted(cal.fractions) and 0 < cal.fractions[0] and cal.fractions[-1] <= 0.5
+    assert all(0.5 <= f <= 3.0 for f in cal.factors)
+    assert Calibration.from_dict(cal.to_dict()) == cal  # JSON lists read back as the same (hashable) calibration
+    assert hash(Calibration.from_dict(cal.to_dict())) == hash(cal)
+
+
+def test_factor_at_interpolates_in_log_n_and_holds_flat_beyond_the_ends() -> None:
+    cal = Calibration(factor=1.4, fractions=(0.01, 0.1, 0.5), factors=(0.8, 1.0, 2.0))
+    assert cal.factor_at(0.001) == 0.8 and cal.factor_at(0.9) == 2.0
+    assert cal.factor_at(0.1) == pytest.approx(1.0)
+    assert cal.factor_at(np.sqrt(0.01 * 0.1)) == pytest.approx(0.9)  # the log midpoint
+    assert cal.factor_at(0.2, by="pooled") == 1.4
+    assert Calibration(factor=1.3).factor_at(0.2) == 1.3  # a calibration stored before the factors by budget
+
+
+@pytest.mark.parametrize("kwargs", [dict(fractions=(0.1,), factors=()), dict(fractions=(0.2, 0.1), factors=(1, 1)),
+                                    dict(fractions=(0.1,), factors=(-1.0,)), dict(fractions=(1.5,), factors=(1.0,))])
+def test_a_malformed_calibration_is_refused(kwargs: dict) -> None:
+    with pytest.raises(ConfigurationError, match="calibration"):
+        Calibration(factor=1.0, **kwargs)
+
+
+def test_the_factor_by_budget_scales_the_model_interval() -> None:
+    ref = binary_reference(12, 40, 4)
+    truth = binary_reference(1, 40, 5).scores[0]
+    cal = Calibration(factor=1.5, fractions=(0.1, 0.5), factors=(0.7, 0.7))
+    plain = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None, extrapolation="off")
+    budget = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=cal, extrapolation="off")
+    pooled = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=cal, extrapolation="off", calibrate_by="pooled")
+    for m in (plain, budget, pooled):
+        run_fixed(m, truth, 12)
+    assert budget.estimate().var == pytest.approx(0.49 * plain.estimate().var, rel=1e-12)
+    assert pooled.estimate().var == pytest.approx(2.25 * plain.estimate().var, rel=1e-12)
+    with pytest.raises(ConfigurationError, match="calibrate_by"):
+        BayesAME(ref, hyperparameters=FIT, calibration=cal, calibrate_by="sometimes")
+
+
+def test_a_session_stored_before_issue_25_replays_with_the_defaults_it_was_made_with() -> None:
+    from activeeval.session.base import method_options_of
+
+    old = {"method": "bayesame", "method_kwargs": {"seed": 1, "hyperparameters": FIT.to_dict(),
+                                                   "calibration": {"factor": 1.2}}}
+    assert method_options_of(old)["calibrate_by"] == "pooled" and method_options_of(old)["warmup"] == 0
+    new = {"method": "bayesame", "method_kwargs": {**old["method_kwargs"], "calibrate_by": "budget", "warmup": 10}}
+    assert method_options_of(new)["calibrate_by"] == "budget" and method_options_of(new)["warmup"] == 10
+    ref = binary_reference(12, 40, 4)
+    method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=Calibration(factor=1.0))
+    assert {"calibrate_by", "warmup"} <= set(method.frozen_options())  # new sessions store both

@@ -159,6 +159,33 @@ def test_a_results_folder_is_new_or_ours(tmp_path: Path) -> None:
     assert _leftovers(tmp_path) == []
 
 
+def test_the_kept_work_of_an_interrupted_run_is_the_commands_own(tmp_path: Path) -> None:
+    """``resumable``: an unfinished run's work in the folder (backtest --out DIR keeps DIR/tasks) is no file of
+    another's, and goes when the results replace the folder; an earlier run's results still need overwrite."""
+    out = tmp_path / "res"
+    (out / "tasks").mkdir(parents=True)
+    (out / "tasks" / "task-0.npz").write_bytes(b"kept")
+    with pytest.raises(ConfigurationError, match="a folder of other files"):
+        with output_folder(out):
+            pass
+    with output_folder(out, resumable="tasks") as tmp:
+        (tmp / "a.csv").write_text("1\n")
+    assert sorted(p.name for p in out.iterdir()) == [RESULTS_MARKER, "a.csv"]  # the kept tasks went with it
+    (out / "tasks").mkdir()  # a --force re-run interrupted in the earlier results: they still need overwrite
+    with pytest.raises(ConfigurationError, match="holds the results of an earlier run; pass overwrite=True"):
+        with output_folder(out, resumable="tasks"):
+            pass
+    with output_folder(out, overwrite=True, resumable="tasks") as tmp:
+        (tmp / "b.csv").write_text("2\n")
+    assert sorted(p.name for p in out.iterdir()) == [RESULTS_MARKER, "b.csv"]
+    (tmp_path / "file").mkdir()
+    (tmp_path / "file" / "tasks").write_text("a file named tasks is not the kept work\n")
+    with pytest.raises(ConfigurationError, match="a folder of other files"):
+        with output_folder(tmp_path / "file", overwrite=True, resumable="tasks"):
+            pass
+    assert _leftovers(tmp_path) == []
+
+
 def test_backtest_out_refuses_a_folder_of_other_files_before_running(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("mine\n")
     r = runner.invoke(app, ["backtest", "--dataset", "math", "--out", str(tmp_path), "--force"])

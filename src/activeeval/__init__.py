@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "StoppingRule": "activeeval.stopping",
     "WindowCIRule": "activeeval.stopping",
     "default_rule": "activeeval.stopping",
+    "limit_threads": "activeeval._threads",
     "stop_reason": "activeeval.stopping",
     "read_scores": "activeeval.data.io",
     "write_scores": "activeeval.data.io",
@@ -47,6 +48,7 @@ __all__ = [*_EXPORTS, "__version__"]
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from activeeval import datasets
     from activeeval.data.io import read_scores, write_scores
+    from activeeval._threads import limit_threads
     from activeeval.data.matrix import DropReport, ScoreMatrix
     from activeeval.exceptions import ActiveEvalError
     from activeeval.methods.base import BaseMethod, Method

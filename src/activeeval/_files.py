@@ -154,15 +154,21 @@ def _sync_folder(folder: Path) -> None:
         os.close(fd)
 
 
-def check_output_folder(path: PathLike, *, overwrite: bool = False, what: str = "output folder") -> Path:
-    """The results folder to write: new, empty, or (with ``overwrite``) one activeeval wrote before."""
+def check_output_folder(path: PathLike, *, overwrite: bool = False, what: str = "output folder",
+                        resumable: str | None = None) -> Path:
+    """The results folder to write: new, empty, or (with ``overwrite``) one activeeval wrote before.
+
+    ``resumable``: the name of a folder inside it where an unfinished run of the command keeps its finished
+    work until the results are written (``backtest --out DIR``: ``DIR/tasks``); it is not counted as a file
+    of the folder (the command checks it is its own) and goes when the results replace the folder.
+    """
     out = Path(path).expanduser()
     shown = repr(str(out))
     if not out.exists() and not out.is_symlink():
         return out
     if not out.is_dir() or out.is_symlink():
         raise ConfigurationError(f"{what} {shown} exists and is not a folder; choose a new folder")
-    entries = list(out.iterdir())
+    entries = [e for e in out.iterdir() if not (e.name == resumable and e.is_dir() and not e.is_symlink())]
     if not entries:
         return out
     if (out / RESULTS_MARKER).is_file():
@@ -177,13 +183,15 @@ def check_output_folder(path: PathLike, *, overwrite: bool = False, what: str = 
 
 
 @contextmanager
-def output_folder(path: PathLike, *, overwrite: bool = False, what: str = "output folder") -> Iterator[Path]:
+def output_folder(path: PathLike, *, overwrite: bool = False, what: str = "output folder",
+                  resumable: str | None = None) -> Iterator[Path]:
     """Yield a temporary folder beside ``path`` to fill; when the block succeeds it becomes ``path``.
 
-    An earlier results folder at ``path`` (``overwrite=True``) is replaced only once the new one is
-    complete; on an error the temporary folder is removed and ``path`` is left as it was.
+    An earlier results folder at ``path`` (``overwrite=True``), or the ``resumable`` work of an unfinished
+    run in it (:func:`check_output_folder`), is replaced only once the new one is complete; on an error the
+    temporary folder is removed and ``path`` is left as it was.
     """
-    out = check_output_folder(path, overwrite=overwrite, what=what)
+    out = check_output_folder(path, overwrite=overwrite, what=what, resumable=resumable)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f".tmp-{secrets.token_hex(4)}-{out.name}")
@@ -193,7 +201,7 @@ def output_folder(path: PathLike, *, overwrite: bool = False, what: str = "outpu
     try:
         yield tmp
         (tmp / RESULTS_MARKER).write_text("written by activeeval; `--force` may replace this folder\n")
-        check_output_folder(out, overwrite=overwrite, what=what)
+        check_output_folder(out, overwrite=overwrite, what=what, resumable=resumable)
         old = None
         if out.exists():
             old = out.with_name(f".old-{secrets.token_hex(4)}-{out.name}")

@@ -222,7 +222,10 @@ def test_backtest_without_seeds_prints_its_cost_first(chrf_file) -> None:
         "integer, got 0\n"
 
 
-def test_report_without_matplotlib_says_so(tmp_path, chrf_file, monkeypatch) -> None:
+def test_without_matplotlib_the_report_has_its_chart_and_a_backtest_its_results(tmp_path, chrf_file,
+                                                                                 monkeypatch) -> None:
+    """A plain install (issue 27, item 6): the report's chart is SVG of its own; a backtest writes its results and
+    says why there are no PNG plots, instead of failing after the run."""
     f = tmp_path / "s.aeval"
     invoke("session", "new", f, "--reference", chrf_file, "--score-range", 0, 100, "--seed", 0, "--label", "my/model")
     real_import = builtins.__import__
@@ -235,11 +238,17 @@ def test_report_without_matplotlib_says_so(tmp_path, chrf_file, monkeypatch) -> 
     monkeypatch.delitem(sys.modules, "matplotlib", raising=False)
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
     r = invoke("session", "report", f, "--out", tmp_path / "r.html")
-    assert r.exit_code == 0, r.output
-    assert r.stderr == 'note: matplotlib is not installed, so the report has no plot (pip install "activeeval[plot]")\n'
+    assert r.exit_code == 0 and r.stderr == "", r.output
     page = (tmp_path / "r.html").read_text()
-    assert "data:image/png" not in page and 'No plot: matplotlib is not installed' in page
-    assert "<title>activeeval report: my/model</title>" in page
+    assert "<svg" in page and "target ε2 = 0.03" in page and "<title>activeeval report: my/model</title>" in page
+    r = invoke("backtest", "--dataset", chrf_file, "--score-range", 0, 100, "--methods", "rs-mean", "--seeds", 1,
+               "--targets", 2, "--out", tmp_path / "bt", "--format", "csv")
+    assert r.exit_code == 0, r.output
+    assert 'note: no plots: matplotlib is not installed (pip install "activeeval[plot]"); the results are written' \
+        in r.stderr
+    written = {p.name for p in (tmp_path / "bt").iterdir()}
+    assert {"runs.csv", "stops.csv", "curves.csv", "summary.json"} <= written and not any(
+        n.endswith(".png") for n in written)
 
 
 # ------------------------------------------------------------ item 5: say what is happening

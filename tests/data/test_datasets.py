@@ -86,19 +86,25 @@ def test_unknown_name_lists_the_names_and_is_a_key_error() -> None:
 # ------------------------------------------------------------ shared data
 @needs_shared
 @pytest.mark.parametrize("name", BUNDLED)
-def test_bundled_files_equal_the_shared_files(name: str) -> None:
-    """Same bytes as ../shared/data, and the shape equals the file's distinct models x items."""
+def test_bundled_files_are_the_shared_files_with_each_model_once(name: str) -> None:
+    """The shared file's rows, in order, with a repeated model's later (identical) rows left out (issue 27)."""
     entry = next(e for e in CATALOG if e["name"] == name)
-    shared_file = SHARED / entry["file"]
-    bundled = resources.files("activeeval.data").joinpath("bundled", entry["file"]).read_bytes()
-    assert bundled == shared_file.read_bytes()
-    with gzip.open(shared_file, "rt", newline="") as f:
-        rows = list(csv.reader(f))
+    with gzip.open(SHARED / entry["file"], "rt", newline="") as f:
+        shared_rows = list(csv.reader(f))
+    with resources.as_file(resources.files("activeeval.data").joinpath("bundled", entry["file"])) as path:
+        with gzip.open(path, "rt", newline="") as f:
+            bundled_rows = list(csv.reader(f))
+        # no repeated model: a file derived from it needs no --duplicate-models
+        strict = read_scores(path, layout="wide", duplicate_models="error")
+    first: dict[str, list[str]] = {}
+    for row in shared_rows[1:]:
+        assert first.setdefault(row[0], row) == row  # the source's repeats are identical
+    assert bundled_rows == [shared_rows[0], *first.values()]
     shared_catalog = {e["name"]: e for e in json.loads((SHARED / "catalog.json").read_text())}
-    assert len(rows) - 1 == shared_catalog[name]["models"] == entry["n_models"] + entry["n_duplicate_rows"]
-    assert len({r[0] for r in rows[1:]}) == datasets.load(name).n_models
-    assert len(rows[0]) - 1 == shared_catalog[name]["items"] == datasets.load(name).n_items
-    assert shared_catalog[name]["missing"] == datasets.load(name).n_missing
+    loaded = datasets.load(name)
+    assert strict.model_ids == loaded.model_ids and strict.n_models == entry["n_models"] == len(first)
+    assert len(shared_rows[0]) - 1 == shared_catalog[name]["items"] == loaded.n_items
+    assert shared_catalog[name]["missing"] == loaded.n_missing
 
 
 @needs_shared

@@ -365,3 +365,49 @@ def test_ctrl_c_while_inspect_runs(setup, tmp_path) -> None:
 
     statuses = sorted(read_eval_log(i, header_only=True).status for i in list_eval_logs(str(tmp_path / "logs")))
     assert statuses == ["cancelled", "success"]  # Inspect's own log of the cancelled run is kept
+
+
+def test_inspect_runs_with_its_own_blas_threads(setup, tmp_path, monkeypatch) -> None:
+    """`run --harness inspect` runs Inspect in this process: activeeval's BLAS thread limit (activeeval._threads)
+    holds in its own work (here: recording a score) and is lifted for each Inspect call (and model loading)."""
+    import functools
+
+    import inspect_ai
+    import inspect_ai.model
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    ref = _reference(setup, tmp_path)
+    monkeypatch.delenv("ACTIVEEVAL_THREADS", raising=False)
+    ours = {d["filepath"] for d in threadpool_info() if d["user_api"] == "blas"}  # NumPy's and SciPy's
+
+    def blas() -> set[int]:
+        return {d["num_threads"] for d in threadpool_info() if d["filepath"] in ours}
+
+    seen: dict[str, list[set[int]]] = {"inspect": [], "model": [], "activeeval": []}
+    real_eval, real_model, real_tell = inspect_ai.eval, inspect_ai.model.get_model, Session.tell
+
+    @functools.wraps(real_eval)
+    def evaluate(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        seen["inspect"].append(blas())
+        return real_eval(*args, **kwargs)
+
+    @functools.wraps(real_model)
+    def get_model(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        seen["model"].append(blas())
+        return real_model(*args, **kwargs)
+
+    def tell(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen["activeeval"].append(blas())
+        return real_tell(self, *args, **kwargs)
+
+    monkeypatch.setattr(inspect_ai, "eval", evaluate)
+    monkeypatch.setattr(inspect_ai.model, "get_model", get_model)
+    monkeypatch.setattr(Session, "tell", tell)
+    with threadpool_limits(3, user_api="blas"):  # the process's own setting: no machine's default, not the limit
+        r = invoke(["run", "--harness", "inspect", "--task", str(setup["task"]), "--model", "mockllm/model",
+                    "--log-dir", str(tmp_path / "logs"), "--k", "4", "--reference", str(ref), "--seed", "0",
+                    "--method", "bayesame", "--session", str(tmp_path / "s.aeval"), "--max-items", "8"])
+        assert r.exit_code == 0, r.output
+        assert blas() == {3}  # given back when the command ends
+    # the task is loaded (a run of no samples) before numeric work starts: the limit is not applied yet then
+    assert seen == {"inspect": [{3}] * 3, "model": [{3}], "activeeval": [{1}] * 8}

@@ -16,6 +16,7 @@ Then, from the command line as a user would:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -205,3 +206,46 @@ def test_rank_with_the_real_harness(lm_eval_setup, tmp_path) -> None:
         tells = [e for e in s.history() if e["kind"] == "tell"]
     assert {e["model"] for e in tells} == {"dummy-a", "dummy-b"}
     assert all(e["score"] == truth[e["item_id"]] for e in tells)  # both are the dummy model: its real scores
+
+
+def test_the_harness_runs_with_its_own_blas_threads(lm_eval_setup, tmp_path, monkeypatch) -> None:
+    """`run --harness lm-eval` runs lm-eval in this process: activeeval's BLAS thread limit (activeeval._threads)
+    holds in its own work (here: recording a score) and is lifted for each lm-eval call."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    folders = sorted(lm_eval_setup["outputs"].iterdir())
+    ref = tmp_path / "ref.csv"
+    CliRunner().invoke(app, ["reference", "build", "--from", "lm-eval", *map(str, folders), "--task", TASK,
+                             "--metric", "exact_match", "--out", str(ref)])
+    for key, value in _env(lm_eval_setup["root"]).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("ACTIVEEVAL_THREADS", raising=False)
+    import lm_eval
+
+    ours = {d["filepath"] for d in threadpool_info() if d["user_api"] == "blas"}  # NumPy's and SciPy's
+
+    def blas() -> set[int]:  # lm-eval may load other BLAS libraries (with their own settings) as it runs
+        return {d["num_threads"] for d in threadpool_info() if d["filepath"] in ours}
+
+    seen: dict[str, list[set[int]]] = {"lm-eval": [], "activeeval": []}
+    real_evaluate, real_tell = lm_eval.simple_evaluate, Session.tell
+
+    @functools.wraps(real_evaluate)  # keeps its signature, which activeeval checks
+    def evaluate(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        seen["lm-eval"].append(blas())
+        return real_evaluate(*args, **kwargs)
+
+    def tell(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen["activeeval"].append(blas())
+        return real_tell(self, *args, **kwargs)
+
+    monkeypatch.setattr(lm_eval, "simple_evaluate", evaluate)
+    monkeypatch.setattr(Session, "tell", tell)
+    with threadpool_limits(3, user_api="blas"):  # the process's own setting: no machine's default, not the limit
+        r = CliRunner().invoke(app, ["run", "--harness", "lm-eval", "--model", "dummy", "--task", TASK,
+                                     "--include-path", str(lm_eval_setup["tasks"]), "--metric", "exact_match", "--k",
+                                     "4", "--reference", str(ref), "--seed", "0", "--method", "bayesame", "--session",
+                                     str(tmp_path / "s.aeval"), "--max-items", "8"])
+        assert r.exit_code == 0, r.output
+        assert blas() == {3}  # given back when the command ends
+    assert seen == {"lm-eval": [{3}, {3}], "activeeval": [{1}] * 8}

@@ -28,6 +28,7 @@ def test_report_in_headless_chromium(tmp_path) -> None:
     proc = subprocess.run([sys.executable, str(SCRIPT), "--chromium", binary, "--screenshot", str(shot)],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("ok: ") == 8
-    assert "ok: the plot was decoded by the browser" in proc.stdout
+    assert proc.stdout.count("ok: ") == 10
+    assert "ok: the chart was laid out by the browser" in proc.stdout
+    assert "ok: the ε2 target line lies inside the width panel" in proc.stdout
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000  # a page, not a blank

@@ -70,7 +70,7 @@ def test_new_next_record_status_report(tmp_path, math_ref_file, math_split) -> N
     r = invoke("session", "report", f, "--out", out)
     assert r.exit_code == 0, r.output
     page = out.read_text()
-    assert "data:image/png;base64," in page and "<h2 id=\"items\">Items used (3)</h2>" in page
+    assert "<svg" in page and "<h2 id=\"items\">Items used (3)</h2>" in page
     assert all(iid in page for iid in ids) and "bayesame" in page and "stopping rule met" in page
     assert "http" not in page.replace("http-equiv", "")  # self-contained: nothing fetched
 

@@ -110,6 +110,43 @@ def test_rank_cli_with_a_scorer_command_then_status(tmp_path, ref_file, alpaca) 
     assert r.exit_code == 2 and "ranks " in r.stderr and "not a, b; drop --models to resume it" in r.stderr
 
 
+TIMED_SCORER = """\
+import json, sys, time
+start = time.time()
+time.sleep(0.3)
+model, item = sys.argv[3], sys.argv[4]
+with open(sys.argv[2], "a") as fh:
+    fh.write(json.dumps([model, item, start, time.time()]) + "\\n")
+print(json.load(open(sys.argv[1]))[model][item])
+"""
+
+
+def test_rank_jobs_scores_ahead_in_parallel_and_ranks_as_one_job(tmp_path, ref_file, alpaca) -> None:
+    """`rank --jobs 3` runs up to 3 scorer calls at once and records exactly what --jobs 1 records."""
+    _, models, truth = alpaca
+    (tmp_path / "truth.json").write_text(json.dumps(truth))
+    (tmp_path / "score.py").write_text(TIMED_SCORER)
+    journals, calls = {}, {}
+    for jobs in (1, 3):
+        log = tmp_path / f"calls{jobs}.jsonl"
+        scorer = f"{sys.executable} {tmp_path / 'score.py'} {tmp_path / 'truth.json'} {log} {{model}} {{item_id}}"
+        f = tmp_path / f"r{jobs}.aeval"
+        r = runner.invoke(app, ["rank", "--session", str(f), "--reference", str(ref_file), "--models",
+                                ",".join(models), "--scorer", scorer, "--budget-per-model", "5", "--min-items", "3",
+                                "--seed", "1", "--jobs", str(jobs), "--json"])
+        assert r.exit_code == 0, r.output
+        with RankSession.open(f) as s:
+            journals[jobs] = [(e["kind"], e.get("model"), e["item_id"], e.get("score")) for e in s.history()]
+        calls[jobs] = [json.loads(line) for line in log.read_text().splitlines()]
+    assert journals[3] == journals[1]
+    tells = [(m, i) for kind, m, i, _ in journals[1] if kind == "tell"]
+    assert len(tells) == 5 * MODELS and [(m, i) for m, i, *_ in calls[1]] == tells  # one call per score
+    assert {(m, i) for m, i in tells} <= {(m, i) for m, i, *_ in calls[3]}  # every score came from a call ...
+    events = sorted([(start, 1) for *_, start, _ in calls[3]] + [(end, -1) for *_, end in calls[3]])
+    running = [sum(d for _, d in events[:k + 1]) for k in range(len(events))]
+    assert 2 <= max(running) <= 3  # ... up to 3 at once
+
+
 def test_rank_cli_argument_errors(tmp_path, ref_file, alpaca) -> None:
     _, models, _ = alpaca
     f = str(tmp_path / "r.aeval")
@@ -128,7 +165,13 @@ def test_rank_cli_argument_errors(tmp_path, ref_file, alpaca) -> None:
         "error: give exactly one of --scorer 'COMMAND {item_id}' or --harness lm-eval / --harness inspect (with "
         "--model, --task)\n")
     assert err("--reference", str(ref_file), "--scorer", "x {model} {item_id}").startswith(
-        "error: --scorer/--harness/--reference rank new models for real: give --session FILE too")
+        "error: --scorer/--harness/--reference/--jobs rank new models for real: give --session FILE too")
+    assert err("--session", f, "--reference", str(ref_file), "--models", "a,b", "--scorer", "x {model} {item_id}",
+               "--jobs", "0") == "error: --jobs must be a positive integer, got 0\n"
+    assert err("--session", f, "--reference", str(ref_file), "--models", "a,b", "--harness", "inspect", "--task",
+               "x.py@t", "--jobs", "2") == (
+        "error: --jobs runs several scorer commands at once and goes with --scorer; --harness inspect runs in this "
+        "process, one (model, item) at a time: drop --jobs\n")
     assert err("--session", f, "--dataset", "alpacaeval2", "--scorer", "x {model} {item_id}").startswith(
         "error: --dataset/--holdout simulate a ranking; with --session give --reference")
     assert err("--session", f, "--reference", str(ref_file), "--models", "a,b", "--harness", "lm-eval", "--model",

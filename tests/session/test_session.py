@@ -121,7 +121,6 @@ def test_files_that_kept_the_stopping_rule_among_the_method_options_still_open(t
     with con:
         con.execute("UPDATE meta SET value = ? WHERE key = 'method_kwargs'", (json.dumps(kwargs),))
         con.execute("DELETE FROM meta WHERE key = 'stopping'")
-        con.execute("DELETE FROM snapshots")
         rows = dict(con.execute("SELECT key, value FROM meta"))
         con.execute("UPDATE meta SET value = ? WHERE key = 'checksum'", (json.dumps(_meta_checksum(rows)),))
     con.close()

@@ -2,10 +2,14 @@
 
 Thin layer: argument parsing, output and files only; the work is in
 :mod:`activeeval.experiments` (protocol, runner, metrics, tables, plots).
-Files go to a temporary directory next to ``--out`` and are moved into place
-only when everything is written, so an error leaves nothing half-written
-(:func:`activeeval._files.output_folder`); ``--out`` must be new or empty, or
-(with ``--force``) a results folder activeeval wrote before.
+With ``--out``, every finished task is kept in ``--out/tasks`` as it
+completes (:mod:`activeeval.experiments.checkpoint`), so Ctrl-C (exit 130), a
+crash or ``kill -9`` loses none of them and the same command resumes. The
+result files go to a temporary directory next to ``--out`` and are moved into
+place only when everything is written (the kept tasks then go), so an error
+leaves nothing half-written (:func:`activeeval._files.output_folder`);
+``--out`` must be new or empty, hold an interrupted run's tasks, or (with
+``--force``) be a results folder activeeval wrote before.
 """
 
 from __future__ import annotations
@@ -23,17 +27,24 @@ from rich.table import Table
 
 from activeeval.cli.common import (
     DUPLICATE_MODELS,
+    FORCE,
     KIND,
     MISSING,
+    OUT_RULE,
+    OUT_TASKS,
     PRIOR_WEIGHTS,
+    PROGRESS,
     SCORE_RANGE,
     app,
+    check_out,
     cli_errors,
+    interruptible,
     load_dataset,
     make_app,
     print_json,
     progress_bar,
     read_options,
+    results_folder,
 )
 from activeeval.exceptions import ConfigurationError
 
@@ -126,16 +137,14 @@ def _shared_order(orders: str) -> bool:
     return orders == "shared"
 
 
-OUT_RULE = "new or empty, or with --force the results folder of an earlier run (never a folder of other files)."
-FORCE = typer.Option(False, "--force", help="Replace --out if it holds the results of an earlier run.")
+def _task_store(out: Optional[Path], key: str = ""):  # noqa: ANN202
+    """Where run_backtest keeps the finished tasks of a run: --out's tasks folder (None without --out)."""
+    if out is None:
+        return None
+    from activeeval.experiments.checkpoint import TaskStore
 
-
-def _check_out(out: Optional[Path], force: bool) -> None:
-    """Refuse --out before the run (the same check runs again before the results are moved into place)."""
-    if out is not None:
-        from activeeval._files import check_output_folder
-
-        check_output_folder(out, overwrite=force, what="--out")
+    folder = out.expanduser() / OUT_TASKS
+    return TaskStore(folder / key if key else folder, flag="--out")
 
 
 def default_format() -> str:
@@ -185,8 +194,12 @@ def _write_result(result, summary: dict, tmp: Path, prefix: str, output_format: 
     cost.to_csv(tmp / f"{prefix}cost_accuracy.csv", index=False)
     (tmp / f"{prefix}summary.json").write_text(json.dumps(_payload(result, summary), indent=2) + "\n")
     if plots:
-        from activeeval.experiments.plots import write_plots
+        from activeeval.experiments.plots import plots_available, write_plots
 
+        if not plots_available():  # the results matter more than their pictures: write them, and say why no plots
+            typer.echo('note: no plots: matplotlib is not installed (pip install "activeeval[plot]"); the results '
+                       "are written", err=True)
+            return
         sub = tmp / prefix.rstrip("_") if prefix else tmp
         sub.mkdir(exist_ok=True)
         cfg = result.config
@@ -276,8 +289,9 @@ def backtest_command(
     split_seed: int = typer.Option(
         0, "--split-seed", help="Seed of the random targets (interpolation; --multi-target --correlation low)."),
     output_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
-    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots to --out."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
+    plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots to --out (when matplotlib is "
+                               "installed: activeeval[plot]; otherwise a note says so)."),
+    progress: Optional[bool] = PROGRESS,
     orders: str = typer.Option(
         "shared", "--orders",
         help="shared: one random item order per seed for all targets (fast); independent: one per target.",
@@ -316,7 +330,7 @@ def backtest_command(
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
     names, method_options = _method_flags(_parse_methods(methods), likelihood, prior_weights)
-    _check_out(out, force)
+    check_out(out, force)
     _check_multi_target_flags(multi_target, correlation, regime)
     if not (epsilon2 > 0):
         raise ConfigurationError(f"--epsilon2 must be > 0, got {epsilon2}")
@@ -345,15 +359,16 @@ def backtest_command(
     if method_options:
         _check_weights_cover(next(iter(method_options.values()))["weights"], matrix, config)
     check_batch(config, matrix.n_items)
-    if seeds is None:
-        _print_estimate(matrix, config, workers)
-    with progress_bar("backtest", progress and not as_json) as update:
-        result = run_backtest(matrix, config, workers=workers, backend=backend, address=address, progress=update)
+    store = _task_store(out)
+    with interruptible(out):
+        if seeds is None:
+            _print_estimate(matrix, config, workers)
+        with progress_bar("backtest", progress and not as_json) as update:
+            result = run_backtest(matrix, config, workers=workers, backend=backend, address=address,
+                                  progress=update, checkpoint=store)
     summary = summarize(result, epsilon2)
     if out is not None:
-        from activeeval._files import output_folder
-
-        with output_folder(out, overwrite=force, what="--out") as tmp:
+        with results_folder(out, force) as tmp:
             _write_result(result, summary, tmp, "", output_format, plots)
             (tmp / "config.json").write_text(json.dumps(_config_dict(config, dataset), indent=2) + "\n")
     if as_json:
@@ -449,7 +464,7 @@ REPRO_BACKEND = typer.Option("local", "--backend", help="local, ray or dask.")
 REPRO_ADDRESS = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]")
 REPRO_OUT = typer.Option(None, "--out", help="Directory for raw results: " + OUT_RULE)
 REPRO_FORMAT = typer.Option(None, "--format", help=FORMAT_HELP)
-REPRO_PROGRESS = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr.")
+REPRO_PROGRESS = PROGRESS
 REPRO_ORDERS = typer.Option(
     "shared", "--orders", help="shared: one random item order per seed for all targets (fast); independent: one per "
     "target.")
@@ -457,10 +472,11 @@ REPRO_JSON = typer.Option(False, "--json", help="Print one JSON object.")
 
 
 def _run_reproduction(plan: list[tuple], workers: Optional[int], backend: str, address: Optional[str],
-                      progress: bool, as_json: bool) -> dict[str, tuple]:
+                      progress: bool, as_json: bool, out: Optional[Path]) -> dict[str, tuple]:
     """Run each ``(key, ScoreMatrix, BacktestConfig)`` of ``plan``: {key: (BacktestResult, summary)}.
 
-    The key is also the file prefix in ``--out`` (``ifeval_interpolation_``).
+    The key is also the file prefix in ``--out`` (``ifeval_interpolation_``) and the name of the folder of
+    its finished tasks there (``tasks/ifeval_interpolation``).
     """
     from activeeval.experiments.runner import run_backtest
     from activeeval.experiments.tables import summarize
@@ -468,8 +484,10 @@ def _run_reproduction(plan: list[tuple], workers: Optional[int], backend: str, a
     results: dict[str, tuple] = {}
     for key, matrix, config in plan:
         label = key.rstrip("_").replace("_", " ")
-        with progress_bar(label, progress and not as_json) as update:
-            res = run_backtest(matrix, config, workers=workers, backend=backend, address=address, progress=update)
+        store = _task_store(out, key.rstrip("_"))
+        with interruptible(out), progress_bar(label, progress and not as_json) as update:
+            res = run_backtest(matrix, config, workers=workers, backend=backend, address=address, progress=update,
+                               checkpoint=store)
         results[key] = (res, summarize(res))
         if not as_json:
             typer.echo(f"{label}: {res.wall_time:.1f} s", err=True)
@@ -481,9 +499,7 @@ def _write_reproduction(out: Optional[Path], force: bool, results: dict[str, tup
     """Raw results of every run (prefixed by its key) and ``{name}.json`` with ``meta``, all or nothing."""
     if out is None:
         return
-    from activeeval._files import output_folder
-
-    with output_folder(out, overwrite=force, what="--out") as tmp:
+    with results_folder(out, force) as tmp:
         for key, (res, summ) in results.items():
             _write_result(res, summ, tmp, key, output_format, plots=False)
         (tmp / f"{name}.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -523,7 +539,7 @@ def table1_command(
     out: Optional[Path] = REPRO_OUT,
     force: bool = FORCE,
     output_format: Optional[str] = REPRO_FORMAT,
-    progress: bool = REPRO_PROGRESS,
+    progress: Optional[bool] = REPRO_PROGRESS,
     orders: str = REPRO_ORDERS,
     as_json: bool = REPRO_JSON,
 ) -> None:
@@ -539,7 +555,7 @@ def table1_command(
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
     names = _parse_methods(methods)
-    _check_out(out, force)
+    check_out(out, force)
     wanted = _reproduce_datasets(datasets, tuple(PAPER_TABLE1), f"Table 1 rows exist for {', '.join(PAPER_TABLE1)}")
     if BASELINE not in names:
         names = names + (BASELINE,)
@@ -547,7 +563,7 @@ def table1_command(
     plan = [(f"{d}_{regime}_", resolve(d), BacktestConfig(methods=names, regime=regime, ref_fraction=0.5, n_targets=10,
                                                           n_seeds=seeds, shared_order=shared))
             for d in wanted for regime in ("interpolation", "extrapolation")]
-    results = _run_reproduction(plan, workers, backend, address, progress, as_json)
+    results = _run_reproduction(plan, workers, backend, address, progress, as_json, out)
     wall = time.perf_counter() - start
     rows = []
     for d in wanted:
@@ -597,7 +613,7 @@ def table2_command(
     out: Optional[Path] = REPRO_OUT,
     force: bool = FORCE,
     output_format: Optional[str] = REPRO_FORMAT,
-    progress: bool = REPRO_PROGRESS,
+    progress: Optional[bool] = REPRO_PROGRESS,
     orders: str = REPRO_ORDERS,
     as_json: bool = REPRO_JSON,
 ) -> None:
@@ -620,7 +636,7 @@ def table2_command(
 
     output_format = _check_common(workers, backend, output_format)
     shared = _shared_order(orders)
-    _check_out(out, force)
+    check_out(out, force)
     if seeds < 1:
         raise ConfigurationError(f"--seeds must be a positive integer, got {seeds}")
     paper_sets, continuous = _table2_datasets()
@@ -645,7 +661,7 @@ def table2_command(
                     methods=labels, regime=regime, ref_fraction=0.5, n_targets=targets, n_seeds=seeds,
                     shared_order=shared, batch_size=k, myopic=True, batch_strategy="pair")))
             regimes.setdefault(d, {})[regime] = paper_regimes(matrix, config)
-    results = _run_reproduction(plan, workers, backend, address, progress, as_json)
+    results = _run_reproduction(plan, workers, backend, address, progress, as_json, out)
     wall = time.perf_counter() - start
     rows, shown = [], []
     for d in wanted:

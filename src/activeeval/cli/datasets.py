@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+from typing import Optional
 
 import typer
 
@@ -31,12 +33,19 @@ def datasets_command(
     include_shared: bool = typer.Option(
         False, "--all", help="Also list the project's shared (not bundled) datasets when the folder is found."
     ),
+    models: Optional[str] = typer.Option(
+        None, "--models", metavar="NAME",
+        help="List the models of dataset (or score file) NAME instead, with their full-benchmark scores: the names "
+             "--target and --exclude-models take."),
 ) -> None:
     """List the datasets that --dataset and --reference accept by name."""
     from rich.console import Console
 
     from activeeval.data.datasets import list_datasets, shared_data_dir
 
+    if models is not None:
+        _print_models(models, as_json)
+        return
     entries = list_datasets(include_shared=include_shared)
     if as_json:
         print_json([dataclasses.asdict(e) for e in entries])
@@ -47,3 +56,24 @@ def datasets_command(
         typer.echo(
             "note: no shared data folder found (set ACTIVEEVAL_SHARED_DATA); listing bundled datasets only", err=True
         )
+
+
+def _print_models(name: str, as_json: bool) -> None:
+    """Each model of ``name`` and its mean score over the items it has (tab-separated; --json: a list)."""
+    import numpy as np
+
+    from activeeval.data.datasets import resolve
+
+    matrix = resolve(name)
+    seen = ~np.isnan(matrix.scores)
+    counts = seen.sum(axis=1)
+    sums = np.where(seen, matrix.scores, 0.0).sum(axis=1)
+    rows = [{"model": m, "score": float(s / c) if c else math.nan, "missing": matrix.n_items - int(c)}
+            for m, s, c in zip(matrix.model_ids, sums, counts)]
+    if as_json:
+        print_json(rows)
+        return
+    for row in rows:
+        score = "-" if math.isnan(row["score"]) else f"{row['score']:.4f}"
+        missing = f"\t{row['missing']} missing" if row["missing"] else ""
+        typer.echo(f"{row['model']}\t{score}{missing}")

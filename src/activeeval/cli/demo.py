@@ -8,16 +8,21 @@ import typer
 
 from activeeval.cli.common import (
     DUPLICATE_MODELS,
+    EXCLUDE_MODELS,
     KIND,
     METHOD_HELP,
     MISSING,
+    PROGRESS,
     SCORE_RANGE,
     app,
     cli_errors,
     load_dataset,
+    phases,
     print_json,
     read_options,
+    show_progress,
 )
+from activeeval.cli.forecast import FORECAST, forecast_or_note
 
 
 @app.command()
@@ -34,7 +39,10 @@ def demo(
     kind: Optional[str] = KIND,
     score_range: Optional[tuple[float, float]] = SCORE_RANGE,
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
+    exclude_models: Optional[str] = EXCLUDE_MODELS,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
+    progress: Optional[bool] = PROGRESS,
+    forecast: Optional[bool] = FORECAST,
 ) -> None:
     """Hold out one real model, estimate its score (BayesAME by default), stop automatically, compare with the truth.
 
@@ -53,29 +61,33 @@ def demo(
     from activeeval.session.base import check_stopping, resolve_method
 
     name, options, spec = resolve_method(method, {})
-    matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models))
-    split = hold_out(matrix, target, seed)
-    rule = check_stopping(epsilon1, epsilon2, 30, max_items)  # before the method's fit: a bad flag fails at once
-    est_method = make_method(name, split.reference, seed=seed, **options)
+    with phases(progress) as say:
+        say(f"reading {dataset}")
+        matrix = load_dataset(dataset, missing, read_options(kind, score_range, duplicate_models, exclude_models))
+        split = hold_out(matrix, target, seed)
+        rule = check_stopping(epsilon1, epsilon2, 30, max_items)  # before the method's fit: a bad flag fails at once
+        say(f"fitting {spec} on {split.reference.n_models} reference models x {split.reference.n_items} items")
+        est_method = make_method(name, split.reference, seed=seed, **options)
+        fc = forecast_or_note(est_method, epsilon1, epsilon2, 30, max_items, forecast, say)
     n_items = est_method.n_items
-    console = Console(stderr=True) if json_out else Console()
 
+    # Progress on stderr only (stdout is the result), and only on a terminal unless --progress.
     with Progress(
         TextColumn("{task.fields[method]} on {task.fields[dataset]}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[status]}"),
         TimeElapsedColumn(),
-        console=console,
-        transient=json_out,
-        disable=json_out and not console.is_terminal,
-    ) as progress:
-        task = progress.add_task("run", total=n_items, dataset=matrix.name or dataset, status="", method=spec)
+        console=Console(stderr=True),
+        transient=True,
+        disable=not show_progress(progress),
+    ) as bar:
+        task = bar.add_task("run", total=n_items, dataset=matrix.name or dataset, status="", method=spec)
 
         def show(m, item: int, score: float) -> None:  # noqa: ANN001
             est = m.estimate()
             lo, hi = est.ci()
-            progress.update(
+            bar.update(
                 task,
                 completed=est.n_observed,
                 status=f"estimate {est.mean:.4f}  95% [{lo:.4f}, {hi:.4f}]  width {hi - lo:.4f}",
@@ -109,6 +121,7 @@ def demo(
         "epsilon2": epsilon2,
         "seed": seed,
         "notes": list(est.notes),
+        "forecast": None if fc is None else fc.to_dict(),
     }
     if json_out:
         print_json(result)
@@ -122,6 +135,10 @@ def demo(
     table.add_row("references", f"{est_method.reference.n_models} models{detail}")
     table.add_row("items used", f"{est.n_observed} of {n_items} ({100 * est.n_observed / n_items:.1f} %)")
     table.add_row("stopped by", stopped_by)
+    if fc is not None:
+        inside = "inside" if fc.low <= est.n_observed <= fc.high else "outside"
+        table.add_row("forecast before the run", f"{fc.median} items (80 % of runs: {fc.low}-{fc.high}; this run: "
+                      f"{inside})")
     table.add_row(f"{type(est_method).__name__ if spec == name else spec} estimate", f"{est.mean:.4f}")
     table.add_row("95 % interval", f"[{lo:.4f}, {hi:.4f}]  (width {hi - lo:.4f})")
     table.add_row("true full-benchmark score", f"{truth:.4f}")
@@ -129,4 +146,4 @@ def demo(
     table.add_row(f"RS-Mean after {est.n_observed} random items", f"{rs:.4f}  (error {rs - truth:+.4f})")
     for note in est.notes:
         table.add_row("note", escape(note))
-    console.print(table)
+    Console().print(table)

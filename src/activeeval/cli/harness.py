@@ -23,20 +23,36 @@ HARNESS = typer.Option(None, "--harness", help="Score with a harness instead of 
 LM_MODEL = typer.Option(
     None, "--model", help="lm-eval model type, e.g. hf, vllm, dummy; or the Inspect model, e.g. openai/gpt-4o, "
     "mockllm/model ({model} when ranking; omitted, each ranked id is the Inspect model).")
+# lm-eval's own spellings are accepted too (--model_args, --tasks, --include_path, ...), so its commands carry over.
 LM_MODEL_ARGS = typer.Option(
-    "", "--model-args", help="lm-eval model arguments, e.g. pretrained=org/name,dtype=float16 ({model} when ranking).",
-)
+    "", "--model-args", "--model_args",
+    help="lm-eval model arguments, e.g. pretrained=org/name,dtype=float16 ({model} when ranking).")
 LM_TASK = typer.Option(
-    None, "--task", help="lm-eval task whose documents are the reference's items; or the Inspect task whose samples "
-    "are: FILE.py@TASK or a registered name.")
+    None, "--task", "--tasks", help="lm-eval task whose documents are the reference's items (one task); or the "
+    "Inspect task whose samples are: FILE.py@TASK or a registered name.")
 LM_METRIC = typer.Option(None, "--metric", help="Per-sample metric to record, e.g. acc. [default: the task's only one]")
 LM_FILTER = typer.Option(None, "--filter", help="lm-eval filter to record, for tasks with several (e.g. strict-match).")
-LM_INCLUDE = typer.Option(None, "--include-path", help="Folder of custom lm-eval task YAML files (repeatable).")
-LM_FEWSHOT = typer.Option(None, "--num-fewshot", help="lm-eval few-shot examples. [default: the task's]")
-LM_BATCH = typer.Option(None, "--batch-size", help="lm-eval batch size (e.g. 8 or auto).")
+LM_INCLUDE = typer.Option(None, "--include-path", "--include_path",
+                          help="Folder of custom lm-eval task YAML files (repeatable).")
+LM_FEWSHOT = typer.Option(None, "--num-fewshot", "--num_fewshot",
+                          help="lm-eval few-shot examples. [default: the task's]")
+LM_BATCH = typer.Option(None, "--batch-size", "--batch_size", help="lm-eval batch size (e.g. 8 or auto).")
 LM_DEVICE = typer.Option(None, "--device", help="lm-eval device, e.g. cuda:0 or cpu.")
-LM_GEN = typer.Option(None, "--gen-kwargs", help="lm-eval generation arguments, e.g. temperature=0,max_gen_toks=256.")
-LM_CHAT = typer.Option(False, "--apply-chat-template", help="Apply the model's chat template (lm-eval).")
+LM_GEN = typer.Option(None, "--gen-kwargs", "--gen_kwargs",
+                      help="lm-eval generation arguments, e.g. temperature=0,max_gen_toks=256.")
+LM_CHAT = typer.Option(False, "--apply-chat-template", "--apply_chat_template",
+                       help="Apply the model's chat template (lm-eval).")
+LM_VERBOSE = typer.Option(
+    False, "--verbose", help="Show the harness's own output (lm-eval's tables, progress bars and warnings) on stderr.")
+OUTPUT_PATH = typer.Option(
+    None, "--output-path", "--output_path", metavar="PATH",
+    help="Where the results go when the run stops: a folder (PATH/results.json) or a .json file; with "
+    "--log-samples also lm-eval's samples files, PATH/<model>/samples_<task>_<time>.jsonl. [default: the session "
+    "file's name with .results.json]")
+LOG_SAMPLES = typer.Option(
+    False, "--log-samples", "--log_samples",
+    help="Keep every document lm-eval evaluated in its own samples-file format under --output-path (--harness "
+    "lm-eval).")
 IN_MODEL_ARG = typer.Option(None, "--model-arg", help="Inspect model argument KEY=VALUE (repeatable; Inspect's -M).")
 IN_TASK_ARG = typer.Option(None, "--task-arg", help="Inspect task argument KEY=VALUE (repeatable; Inspect's -T).")
 IN_SCORE_NAME = typer.Option(
@@ -73,15 +89,18 @@ def make_scorer(
     value_map: Optional[str] = None,
     epochs: Optional[int] = None,
     log_dir: Optional[str] = None,
+    verbose: bool = False,
+    samples_path: Optional[str] = None,
 ) -> Any:
-    """The scorer the flags describe; ConfigurationError naming the flag for a wrong combination."""
-    lm_flags = {"--metric": metric, "--filter": filter_name, "--include-path": include_path or None,
-                "--num-fewshot": num_fewshot, "--batch-size": batch_size, "--device": device,
-                "--gen-kwargs": gen_kwargs, "--model-args": model_args or None,
-                "--apply-chat-template": apply_chat_template or None}
-    inspect_flags = {"--model-arg": model_arg or None, "--task-arg": task_arg or None, "--score-name": score_name,
-                     "--value-map": value_map, "--epochs": epochs, "--log-dir": log_dir}
-    shared = {"--model": model, "--task": task}
+    """The scorer the flags describe; ConfigurationError naming the flag for a wrong combination.
+
+    ``samples_path`` is the folder of lm-eval's samples files (``--output-path`` with ``--log-samples``).
+    """
+    shared, lm_flags, inspect_flags = _flag_groups(
+        model=model, task=task, metric=metric, filter_name=filter_name, include_path=include_path,
+        num_fewshot=num_fewshot, batch_size=batch_size, device=device, gen_kwargs=gen_kwargs, model_args=model_args,
+        apply_chat_template=apply_chat_template, samples_path=samples_path, verbose=verbose, model_arg=model_arg,
+        task_arg=task_arg, score_name=score_name, value_map=value_map, epochs=epochs, log_dir=log_dir)
     if (scorer is None) == (harness is None):
         raise ConfigurationError(
             "give exactly one of --scorer 'COMMAND {item_id}' or --harness lm-eval / --harness inspect (with --model, "
@@ -120,5 +139,24 @@ def make_scorer(
     return LmEvalHarness(
         model or "", model_args, task or "", metric=metric, filter=filter_name, include_path=include_path,
         num_fewshot=num_fewshot, batch_size=size, device=device, gen_kwargs=gen_kwargs,
-        apply_chat_template=apply_chat_template, needs_model=ranking,
+        apply_chat_template=apply_chat_template, needs_model=ranking, verbose=verbose, output_path=samples_path,
     )
+
+
+def harness_flags_given(**flags: Any) -> list[str]:
+    """The harness options among ``flags`` (``make_scorer``'s keyword names) that were given, as flags."""
+    return [k for group in _flag_groups(**flags) for k, v in group.items() if v is not None]
+
+
+def _flag_groups(**f: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The harness options by flag: both harnesses', lm-eval's, Inspect's (None, or an empty value: not given)."""
+    shared = {"--model": f.get("model"), "--task": f.get("task")}
+    lm = {"--metric": f.get("metric"), "--filter": f.get("filter_name"),
+          "--include-path": f.get("include_path") or None, "--num-fewshot": f.get("num_fewshot"), "--batch-size": f.get("batch_size"), "--device": f.get("device"),
+          "--gen-kwargs": f.get("gen_kwargs"), "--model-args": f.get("model_args") or None,
+          "--apply-chat-template": f.get("apply_chat_template") or None, "--log-samples": f.get("samples_path"),
+          "--verbose": f.get("verbose") or None}
+    inspect = {"--model-arg": f.get("model_arg") or None, "--task-arg": f.get("task_arg") or None,
+               "--score-name": f.get("score_name"), "--value-map": f.get("value_map"), "--epochs": f.get("epochs"),
+               "--log-dir": f.get("log_dir")}
+    return shared, lm, inspect

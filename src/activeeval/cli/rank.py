@@ -9,6 +9,7 @@ imported inside the commands, so other commands start fast.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 from typing import Any, Optional
@@ -18,15 +19,22 @@ import typer
 from activeeval.cli import harness as h
 from activeeval.cli.common import (
     DUPLICATE_MODELS,
+    FORCE,
     KIND,
     MISSING,
+    OUT_RULE,
+    OUT_TASKS,
     SCORE_RANGE,
     app,
+    check_out,
     cli_errors,
     fail,
+    interruptible,
     interrupted,
+    json_text,
     print_json,
     read_options,
+    results_folder,
 )
 from activeeval.exceptions import ConfigurationError
 
@@ -120,6 +128,9 @@ def rank_command(
     score_range: Optional[tuple[float, float]] = SCORE_RANGE,
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
     timeout: Optional[float] = h.TIMEOUT,
+    jobs: int = typer.Option(
+        1, "--jobs", "-j", help="With --session and --scorer: scorer commands to run at once; the extra ones score "
+        "what the ranker will likely ask next, so the ranking is the same as with one."),
     model: Optional[str] = h.LM_MODEL,
     model_args: str = h.LM_MODEL_ARGS,
     task: Optional[str] = h.LM_TASK,
@@ -143,9 +154,10 @@ def rank_command(
 
     With --session, the scorer (--scorer 'python score.py {model} {item_id}', --harness lm-eval with
     --model-args 'pretrained={model}', or --harness inspect, the ids being Inspect models) scores the
-    (model, item) the ranker asks for, one at a time, until every adjacent pair is decided at --gamma or the
-    budget is spent; every score is committed to the session file, so Ctrl-C (exit 130) or a crash loses
-    nothing: re-run the same command to resume.
+    (model, item) the ranker asks for, one at a time (--jobs N with --scorer: with up to N - 1 pairs it will
+    likely ask next, scored at the same time), until every adjacent pair is decided at --gamma or the budget
+    is spent; every score is committed to the session file, so Ctrl-C (exit 130) or a crash loses nothing:
+    re-run the same command to resume.
     `activeeval session status FILE` shows the ranking, pairwise confidences and ties.
     """
     from activeeval.ranking import check_gamma, check_pairing, load_costs
@@ -154,11 +166,17 @@ def rank_command(
     check_pairing(pairing)
     cal_kw = _calibration(method, calibration, response, local_error)
     if session is not None:
-        lm = {"model": model, "model_args": model_args, "task": task, "metric": metric, "filter_name": filter_name,
-              "include_path": include_path, "num_fewshot": num_fewshot, "batch_size": batch_size, "device": device,
-              "gen_kwargs": gen_kwargs, "apply_chat_template": apply_chat_template, "model_arg": model_arg,
-              "task_arg": task_arg, "score_name": score_name, "value_map": value_map, "epochs": epochs,
-              "log_dir": log_dir}
+        from activeeval.session.runner import check_jobs
+
+        if check_jobs(jobs) != 1 and harness is not None:
+            raise ConfigurationError(
+                f"--jobs runs several scorer commands at once and goes with --scorer; --harness {harness} runs in "
+                "this process, one (model, item) at a time: drop --jobs")
+        lm = {"jobs": check_jobs(jobs), "model": model, "model_args": model_args, "task": task, "metric": metric,
+              "filter_name": filter_name, "include_path": include_path, "num_fewshot": num_fewshot,
+              "batch_size": batch_size, "device": device, "gen_kwargs": gen_kwargs,
+              "apply_chat_template": apply_chat_template, "model_arg": model_arg, "task_arg": task_arg,
+              "score_name": score_name, "value_map": value_map, "epochs": epochs, "log_dir": log_dir}
         if dataset is not None or holdout is not None:
             raise ConfigurationError("--dataset/--holdout simulate a ranking; with --session give --reference and "
                                      "--models (the new models to rank)")
@@ -166,8 +184,9 @@ def rank_command(
                       load_costs(costs) if costs is not None else None, min_items, seed, missing,
                       read_options(kind, score_range, duplicate_models), timeout, lm, as_json, pairing, cal_kw)
         return
-    if scorer is not None or harness is not None or reference is not None:
-        raise ConfigurationError("--scorer/--harness/--reference rank new models for real: give --session FILE too")
+    if scorer is not None or harness is not None or reference is not None or jobs != 1:
+        raise ConfigurationError("--scorer/--harness/--reference/--jobs rank new models for real: give --session FILE "
+                                 "too")
     if dataset is None:
         raise ConfigurationError("give --dataset to simulate a ranking, or --session FILE to rank new models")
     _simulate(dataset, models, holdout, method, gamma, budget_per_model, costs, min_items, seed, as_json, pairing,
@@ -203,7 +222,7 @@ def _rank_session(session: Path, reference: Optional[str], models: Optional[str]
                                pairing=pairing, **read, **(cal_kw or {}))
     with s:
         try:
-            drive_ranking(s, sc)
+            drive_ranking(s, sc, jobs=lm["jobs"])
         except KeyboardInterrupt:
             raise interrupted(s.n_scored) from None
         st = s.status()
@@ -296,6 +315,10 @@ def rank_backtest_command(
         "error on the items it took, where larger. [default: on; off with --calibration paper]"),
     pairing: str = typer.Option("own", "--pairing", help="Item choice: own (each model's method) or partner "
                                 "(pair-aware)."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Directory for the summary and every held-out set's record: " + OUT_RULE[:-1] + "; it "
+        "keeps each finished set as it completes, so an interrupted run resumes when the same command is run again."),
+    force: bool = FORCE,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """The paper's Table 2/3/4 protocol: adaptive vs random vs static vs fixed-length, tie detection."""
@@ -303,47 +326,63 @@ def rank_backtest_command(
     from rich.table import Table
 
     from activeeval.datasets import resolve
-    from activeeval.experiments.ranking_eval import run_family_holdout, run_rank_backtest, summarize_rank_backtest
+    from activeeval.experiments.checkpoint import TaskStore
+    from activeeval.experiments.ranking_eval import (
+        record_to_json,
+        run_family_holdout,
+        run_rank_backtest,
+        summarize_rank_backtest,
+    )
     from activeeval.ranking import check_gamma, check_pairing
 
     check_gamma(gamma)
     method = _method(method)
     check_pairing(pairing)
     cal_kw = _calibration(method, calibration, response, local_error)
+    check_out(out, force)
     matrix = resolve(dataset)
-    if families is not None:
-        fams = [f.strip() for f in families.split(",") if f.strip()]
-        records = run_family_holdout(matrix, fams, method=method, seeds=seeds, gamma=gamma,
-                                     budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed,
-                                     pairing=pairing, **cal_kw)
-        folds, holdout = 1, len(records[0].models)
-    else:
-        records = run_rank_backtest(matrix, method=method, folds=folds, holdout=holdout, seeds=seeds, gamma=gamma,
-                               budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed,
-                               pairing=pairing, **cal_kw)
+    store = None if out is None else TaskStore(out.expanduser() / OUT_TASKS, flag="--out")
+    with interruptible(out):
+        if families is not None:
+            fams = [f.strip() for f in families.split(",") if f.strip()]
+            records = run_family_holdout(matrix, fams, method=method, seeds=seeds, gamma=gamma,
+                                         budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed,
+                                         pairing=pairing, checkpoint=store, **cal_kw)
+            folds, holdout = 1, len(records[0].models)
+        else:
+            records = run_rank_backtest(matrix, method=method, folds=folds, holdout=holdout, seeds=seeds, gamma=gamma,
+                                        budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed,
+                                        pairing=pairing, checkpoint=store, **cal_kw)
     s = summarize_rank_backtest(records)
+    payload = {
+        "dataset": dataset, "method": method,
+        "calibration": cal_kw.get("calibration", "consistent") if _is_cat(method) else None,
+        "response": (cal_kw.get("response") or ("rasch" if cal_kw.get("calibration") == "paper" else "2pl"))
+        if _is_cat(method) else None,
+        "local_error": cal_kw.get("local_error", cal_kw.get("calibration", "consistent") == "consistent")
+        if _is_cat(method) else None,
+        "pairing": pairing, "n_runs": s["n_runs"],
+        "adaptive_tau": s["adaptive_tau"], "random_tau": s["random_tau"], "static_tau": s["static_tau"],
+        "fixed_tau": s["fixed_tau"], "items": s["items_adaptive"], "pct_used": s["pct_used"],
+        "tie_precision": s["tie_precision"], "tie_recall": s["tie_recall"], "tie_f1": s["tie_f1"],
+        "adapt_tie_frac": s["adapt_tie_frac"], "gt_tie_frac": s["gt_tie_frac"],
+        "confident_accuracy": s["confident_accuracy"],
+        "pooled_confident_accuracy": s["pooled_confident_accuracy"],
+        "n_confident": s["n_confident"], "n_wrong_confident": s["n_wrong_confident"],
+        "expected_wrong_confident": s["expected_wrong_confident"], "n_pairs": s["n_pairs"],
+        "ties_reported": s["ties_reported"], "false_tie_rate": s["false_tie_rate"],
+        "item_savings_vs_fixed": s["item_savings_vs_fixed"],
+        "cost_savings_vs_fixed": s["cost_savings_vs_fixed"],
+        "sd": {k[:-3]: v for k, v in s.items() if k.endswith("_sd")},
+    }
+    if out is not None:
+        with results_folder(out, force) as tmp:
+            (tmp / "summary.json").write_text(json_text(payload))
+            with open(tmp / "records.jsonl", "w") as fh:
+                for rec in records:
+                    fh.write(json.dumps(record_to_json(rec)) + "\n")
     if as_json:
-        print_json({
-            "dataset": dataset, "method": method,
-            "calibration": cal_kw.get("calibration", "consistent") if _is_cat(method) else None,
-            "response": (cal_kw.get("response") or ("rasch" if cal_kw.get("calibration") == "paper" else "2pl"))
-            if _is_cat(method) else None,
-            "local_error": cal_kw.get("local_error", cal_kw.get("calibration", "consistent") == "consistent")
-            if _is_cat(method) else None,
-            "pairing": pairing, "n_runs": s["n_runs"],
-            "adaptive_tau": s["adaptive_tau"], "random_tau": s["random_tau"], "static_tau": s["static_tau"],
-            "fixed_tau": s["fixed_tau"], "items": s["items_adaptive"], "pct_used": s["pct_used"],
-            "tie_precision": s["tie_precision"], "tie_recall": s["tie_recall"], "tie_f1": s["tie_f1"],
-            "adapt_tie_frac": s["adapt_tie_frac"], "gt_tie_frac": s["gt_tie_frac"],
-            "confident_accuracy": s["confident_accuracy"],
-            "pooled_confident_accuracy": s["pooled_confident_accuracy"],
-            "n_confident": s["n_confident"], "n_wrong_confident": s["n_wrong_confident"],
-            "expected_wrong_confident": s["expected_wrong_confident"], "n_pairs": s["n_pairs"],
-            "ties_reported": s["ties_reported"], "false_tie_rate": s["false_tie_rate"],
-            "item_savings_vs_fixed": s["item_savings_vs_fixed"],
-            "cost_savings_vs_fixed": s["cost_savings_vs_fixed"],
-            "sd": {k[:-3]: v for k, v in s.items() if k.endswith("_sd")},
-        })
+        print_json(payload)
         return
     console = Console(soft_wrap=False, width=max(Console().width, 150))
     n = int(s["n_runs"])

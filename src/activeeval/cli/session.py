@@ -11,7 +11,6 @@ change a file.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
@@ -21,19 +20,25 @@ import typer
 from activeeval.cli import harness as h
 from activeeval.cli.common import (
     DUPLICATE_MODELS,
+    EXCLUDE_MODELS,
     KIND,
     METHOD_HELP,
     MISSING,
     PRIOR_WEIGHTS,
+    PROGRESS,
     SCORE_RANGE,
     app,
     cli_errors,
+    cli_message,
     fail,
     interrupted,
     make_app,
+    phases,
     print_json,
     read_options,
+    show_progress,
 )
+from activeeval.cli.forecast import FORECAST, no_forecast_note, session_forecast
 from activeeval.exceptions import ConfigurationError
 
 session_app = make_app("session", "Ask/tell sessions: which items to score next, record scores, status, report.")
@@ -191,15 +196,53 @@ def new(
     kind: Optional[str] = KIND,
     score_range: Optional[tuple[float, float]] = SCORE_RANGE,
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
+    exclude_models: Optional[str] = EXCLUDE_MODELS,
     label: Optional[str] = LABEL,
     targets: Optional[str] = typer.Option(None, "--targets", help=TARGETS_HELP),
     prior_weights: Optional[Path] = PRIOR_WEIGHTS,
+    progress: Optional[bool] = PROGRESS,
+    forecast: Optional[bool] = FORECAST,
 ) -> None:
-    """Create a session FILE against reference data (with --targets a,b,c: several target models)."""
-    with _create(file, reference, parse_targets(targets), method=method, epsilon1=epsilon1, epsilon2=epsilon2,
-                 window=window, max_items=max_items, seed=seed, missing=missing, label=label,
-                 prior_weights=prior_weights, **read_options(kind, score_range, duplicate_models)) as s:
+    """Create a session FILE against reference data (with --targets a,b,c: several target models).
+
+    Then, unless --no-forecast, the expected number of items to the stopping rule (median and the range of 80 % of
+    runs), from reference models playing the target; for a reference file, after how many evaluated models it pays
+    for itself.
+    """
+    with phases(progress) as say:
+        s = _create(file, reference, parse_targets(targets), method=method, epsilon1=epsilon1, epsilon2=epsilon2,
+                    window=window, max_items=max_items, seed=seed, missing=missing, label=label,
+                    prior_weights=prior_weights, progress=say,
+                    **read_options(kind, score_range, duplicate_models, exclude_models))
+        fc = _forecast(s, say, forecast)
+    with s:
         typer.echo(_created_line(file, s, reference))
+    for line in fc["lines"] if fc else ():
+        typer.echo(line)
+
+
+def _forecast(s: Any, say: Any, wanted: Optional[bool]) -> Optional[dict[str, Any]]:
+    """The new session's cost forecast (``--forecast``: True, False, or None: when cheap); a note on stderr instead
+    when it was asked for and its method has none, or when it was not and it would take long."""
+    if wanted is False:
+        return None
+    from activeeval.exceptions import ActiveEvalError
+
+    try:
+        fc = session_forecast(s, say, asked=bool(wanted))
+    except ActiveEvalError as exc:  # e.g. too few reference models to play the target: the session stands
+        typer.echo(f"note: no cost forecast: {cli_message(exc)}", err=True)
+        return None
+    except BaseException:
+        s.close()
+        raise
+    if fc is None:
+        if wanted:
+            typer.echo(no_forecast_note(s.settings.get("method_spec", s.settings["method"])), err=True)
+    elif "note" in fc:
+        typer.echo(fc["note"], err=True)
+        return None
+    return fc
 
 
 def _create(file: Path, reference: str, targets: Optional[list[str]], **options: Any):  # noqa: ANN202
@@ -300,9 +343,11 @@ def record(
         )
         with _open_evaluation(file, reference, "session record") as s:
             name = _target_of(s, file, target)
+            was_stopped = s.status().stop
             done = (s.record(scores, include_unasked=record_all) if name is None
                     else s.record(name, scores, include_unasked=record_all))
             status = s.status()
+            written = _results_once_stopped(s, was_stopped, status)
         text = (f"recorded {done.recorded} score(s) from {from_file} ({done.already} already recorded with the "
                 "same score")
         if done.skipped:
@@ -310,6 +355,7 @@ def record(
             text += f"; skipped {len(done.skipped)} not handed out by `next`{unknown}: record them too with --all"
         typer.echo(text + ")")
         typer.echo(_status_line(status))
+        _echo_written(written)
         return
     if record_all:
         raise ConfigurationError("--all goes with --from FILE")
@@ -321,13 +367,41 @@ def record(
                                  "--value-map need --from FILE")
     with _open_evaluation(file, reference, "session record") as s:
         name = _target_of(s, file, target)
+        was_stopped = s.status().stop
         # the score is validated (and parsed) by the session
         new_score = s.tell(item_id, score) if name is None else s.tell(name, item_id, score)  # type: ignore[arg-type]
         status = s.status()
+        written = _results_once_stopped(s, was_stopped, status)
     of = "" if name is None else f" for target {name}"
     typer.echo(f"recorded {item_id} = {score}{of}" if new_score
                else f"{item_id} already has score {score}{of}: nothing changed")
     typer.echo(_status_line(status))
+    _echo_written(written)
+
+
+def _results_once_stopped(s: Any, was_stopped: bool, status: Any) -> Optional[Path]:
+    """The results file, written beside the session when this record met the stopping rule (else None).
+
+    A file of other content at that path is left alone (the scores are recorded all the same): a note says
+    how to write the results elsewhere.
+    """
+    if was_stopped or not status.stop:
+        return None
+    from activeeval.exceptions import ActiveEvalError
+    from activeeval.session.results import results_path, write_results
+
+    out = results_path(s.path)
+    try:
+        return write_results(s, out)
+    except ActiveEvalError as exc:
+        typer.echo(f"note: the stopping rule is met, but the results file was not written ({cli_message(exc)}); "
+                   f"write it with `activeeval session export {s.path} --out PATH`", err=True)
+        return None
+
+
+def _echo_written(path: Optional[Path]) -> None:
+    if path is not None:
+        typer.echo(f"wrote {path} (the results: settings, estimate, interval and every score)")
 
 
 @session_app.command("status")
@@ -338,13 +412,16 @@ def status(
     reference: Optional[str] = REFERENCE_OVERRIDE,
 ) -> None:
     """Estimate, interval, items used, pending items, and each stopping condition against its threshold."""
+    from activeeval.session.results import header
+
     with _open(file, reference, readonly=True) as s:
         st = s.status()
         extra = {"label": s.label}
         if s.KIND != "rank":
             extra["stopping"] = s.stopping_settings
+        head = header(s) if as_json else {}
     if as_json:
-        print_json({**st.to_dict(), **extra})
+        print_json({**head, **st.to_dict(), **extra})  # the results file's header, then where the session stands
         return
     if extra["label"]:
         typer.echo(f"model: {extra['label']}")
@@ -380,11 +457,12 @@ def set_settings(
     typer.echo(_status_line(st))
 
 
-def _echo_changes(before: dict[str, Any], changed: dict[str, Any]) -> None:
+def _echo_changes(before: dict[str, Any], changed: dict[str, Any], err: bool = False) -> None:
+    """What a settings change did (on stderr with ``err``: stdout is then the JSON result)."""
     if not changed:
-        typer.echo("nothing changed (the session already has these settings)")
+        typer.echo("nothing changed (the session already has these settings)", err=err)
     for k, v in changed.items():
-        typer.echo(f"changed {k.replace('_', '-')}: {before[k]} -> {v} (recorded in the journal)")
+        typer.echo(f"changed {k.replace('_', '-')}: {before[k]} -> {v} (recorded in the journal)", err=err)
 
 
 @session_app.command("history")
@@ -419,8 +497,8 @@ def report(
                                "reference)."),
     reference: Optional[str] = REFERENCE_OVERRIDE,
 ) -> None:
-    """Write a self-contained HTML report (result, settings, trajectory plot, items used)."""
-    from activeeval.session.report import plot_available, write_report
+    """Write a self-contained HTML report (result, settings, trajectory chart, items used)."""
+    from activeeval.session.report import write_report
 
     with _open(file, reference, readonly=True) as s:
         if s.KIND != "single":
@@ -428,10 +506,29 @@ def report(
             raise ConfigurationError(f"{str(file)!r} is {what}; reports are for single-model sessions "
                                      "(`activeeval session status FILE --json` shows every model)")
         write_report(s, out, overwrite=force)
-    if not plot_available():
-        typer.echo('note: matplotlib is not installed, so the report has no plot (pip install "activeeval[plot]")',
-                   err=True)
     typer.echo(f"wrote {out}")
+
+
+@session_app.command("export")
+@cli_errors
+def export(
+    file: Path = FILE,
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Results file to write. [default: the session file's name with .results.json]"),
+    force: bool = typer.Option(False, "--force", help="Overwrite --out even if it holds no results of this session "
+                               "(never the session or its reference)."),
+    reference: Optional[str] = REFERENCE_OVERRIDE,
+) -> None:
+    """Write the results file (results.json): versions, method, seed, reference, stopping rule, result, every score.
+
+    Its JSON Schema ships with activeeval (activeeval/schemas/results.schema.json). An existing file is replaced
+    when it holds this session's earlier results, or with --force.
+    """
+    from activeeval.session.results import results_path, write_results
+
+    with _open(file, reference, readonly=True) as s:
+        path = write_results(s, out if out is not None else results_path(file), overwrite=force)
+    typer.echo(f"wrote {path}")
 
 
 @app.command("run")
@@ -440,6 +537,10 @@ def run(
     session: Path = typer.Option(..., "--session", help="Session file (created if absent, resumed otherwise)."),
     scorer: Optional[str] = h.SCORER,
     harness: Optional[str] = h.HARNESS,
+    target: Optional[str] = typer.Option(
+        None, "--target", metavar="MODEL",
+        help="Try the loop on a model of the reference: hold MODEL out of it and score the items with its own "
+             "reference scores (instead of --scorer/--harness); the true score is printed at the end."),
     reference: Optional[str] = typer.Option(
         None, "--reference", help="Bundled dataset name or score file (needed to create the session)."
     ),
@@ -453,6 +554,7 @@ def run(
     kind: Optional[str] = KIND,
     score_range: Optional[tuple[float, float]] = SCORE_RANGE,
     duplicate_models: Optional[str] = DUPLICATE_MODELS,
+    exclude_models: Optional[str] = EXCLUDE_MODELS,
     label: Optional[str] = LABEL,
     targets: Optional[str] = typer.Option(
         None, "--targets", help=TARGETS_HELP + " The scorer gets each target's name as {model}."),
@@ -470,6 +572,12 @@ def run(
     device: Optional[str] = h.LM_DEVICE,
     gen_kwargs: Optional[str] = h.LM_GEN,
     apply_chat_template: bool = h.LM_CHAT,
+    verbose: bool = h.LM_VERBOSE,
+    output_path: Optional[Path] = h.OUTPUT_PATH,
+    log_samples: bool = h.LOG_SAMPLES,
+    force: bool = typer.Option(
+        False, "--force", help="Replace the results file even if it holds no results of this session (never the "
+                               "session or its reference)."),
     model_arg: Optional[list[str]] = h.IN_MODEL_ARG,
     task_arg: Optional[list[str]] = h.IN_TASK_ARG,
     score_name: Optional[str] = h.IN_SCORE_NAME,
@@ -478,13 +586,18 @@ def run(
     log_dir: Optional[str] = h.IN_LOG_DIR,
     prior_weights: Optional[Path] = PRIOR_WEIGHTS,
     as_json: bool = typer.Option(False, "--json", help="Print the final status as JSON."),
+    progress: Optional[bool] = PROGRESS,
+    forecast: Optional[bool] = FORECAST,
 ) -> None:
     """Score items with a command, lm-eval or Inspect until the stopping rule is met (re-run to resume).
 
     On a resumed session, --epsilon1/--epsilon2/--window/--max-items change the stopping rule (recorded in
     the journal); the other settings must match the session's. With --targets a,b,c (or a session created
     with them) every target is evaluated, each until it stops: --scorer 'python score.py {model} {item_id}'.
+    When the rule is met the results file is written (--output-path; lm-eval's option names are accepted too:
+    --tasks, --model_args, --include_path, --output_path, --log_samples, ...).
     """
+    from activeeval.session.results import results_path, write_results
     from activeeval.session.runner import check_jobs
 
     check_jobs(jobs)
@@ -496,44 +609,169 @@ def run(
           "filter_name": filter_name, "include_path": include_path, "num_fewshot": num_fewshot,
           "batch_size": batch_size, "device": device, "gen_kwargs": gen_kwargs,
           "apply_chat_template": apply_chat_template, "model_arg": model_arg, "task_arg": task_arg,
-          "score_name": score_name, "value_map": value_map, "epochs": epochs, "log_dir": log_dir}
+          "score_name": score_name, "value_map": value_map, "epochs": epochs, "log_dir": log_dir,
+          "verbose": verbose, "samples_path": _samples_folder(log_samples, harness, output_path)}
     batch = jobs if harness is None else k
-    read = read_options(kind, score_range, duplicate_models)
-    stopping = {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window, "max_items": max_items}
     names = parse_targets(targets)
+    excluded = [*(parse_targets(exclude_models) or []), *([target] if target is not None else [])]
+    read = read_options(kind, score_range, duplicate_models, ",".join(excluded) or None)
+    stopping = {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window, "max_items": max_items}
+    if target is not None:
+        _check_tryout_flags(scorer, harness, names, lm)
+    out = results_path(session, output_path)
+    with phases(progress) as say:
+        resumed = session.exists()
+        s, sc, changed = _start_run(session, reference, target, scorer, harness, names, lm, read, out, force, say,
+                                    stopping=stopping, method=method, seed=seed, missing=missing, label=label,
+                                    prior_weights=prior_weights)
+        fc = _forecast(s, say, False if resumed else forecast)
+    if changed:
+        before, after = changed
+        _echo_changes(before, after, err=as_json)
+    for line in fc["lines"] if fc else ():
+        typer.echo(line, err=True)  # before the run, beside its progress; stdout is the result
+    with s:
+        if hasattr(sc, "start_samples"):
+            sc.start_samples(s.settings["created"])
+        _drive_with_progress(s, sc, batch, progress)
+        st = s.status()
+        written = write_results(s, out, overwrite=force, scorer=_scorer_settings(sc, target))
+    result = st.to_dict()
+    truth = getattr(sc, "truth", None)
+    if as_json:
+        print_json({**result, "results_file": str(written),
+                    **({"tryout": _tryout_dict(target, truth, result)} if truth is not None else {}),
+                    **({"forecast": fc["forecast"]} if fc else {})})
+        return
+    typer.echo(_status_line(st))
+    if truth is not None:
+        typer.echo(_tryout_line(target, truth, result))
+    typer.echo(f"wrote {written}")
+
+
+def _start_run(session: Path, reference: Optional[str], target: Optional[str], scorer: Optional[str],
+               harness: Optional[str], names: Optional[list[str]], lm: dict[str, Any], read: dict[str, Any], out: Path,
+               force: bool, say: Any, *, stopping: dict[str, Any], method: Optional[str], seed: Optional[int],
+               missing: Optional[str], label: Optional[str], prior_weights: Optional[Path]
+               ) -> tuple[Any, Any, Optional[tuple[dict[str, Any], dict[str, Any]]]]:
+    """The session of ``run`` (resumed, or created), its scorer, and the stopping settings it changed."""
+    from activeeval._files import check_output
+    from activeeval.session.results import check_results_path
+
+    def scorer_of(targets: Optional[Sequence[str]], source: dict[str, Any], resumed: Optional[Path]) -> Any:
+        if target is not None:
+            sc = _tryout_scorer(source, reference, target, resumed)
+        else:
+            if harness is not None:
+                say(f"loading {harness}")
+            sc = _make_scorer(scorer, harness, targets, lm)
+        out.parent.mkdir(parents=True, exist_ok=True)  # the folder of --output-path, made as lm-eval makes it
+        return sc
+
     if session.exists():
+        say(f"opening {session}")
         s = _open_evaluation(session, reference, "run")
         try:
             _check_targets(s, session, names)
-            sc = _make_scorer(scorer, harness, s.targets if s.KIND == "multi" else None, lm)
+            sc = scorer_of(s.targets if s.KIND == "multi" else None, s.settings["reference_source"], session)
             _check_resume(s, session, reference, method, seed, missing, label, read)
             _check_prior_weights(s, session, prior_weights)
+            check_results_path(s, out, overwrite=force)
             before = s.stopping_settings
             changed = s.change_settings(**stopping)
         except BaseException:
             s.close()
             raise
-        if changed:
-            _echo_changes(before, changed)
-    else:
-        sc = _make_scorer(scorer, harness, names, lm)
-        if reference is None:
-            several = "" if names is not None else " (and --targets a,b,c to evaluate several models)"
-            raise ConfigurationError(
-                f"session {str(session)!r} does not exist yet: give --reference to create it{several}")
-        s = _create(
-            session, reference, names, method=method or "bayesame",
-            epsilon1=0.005 if epsilon1 is None else epsilon1, epsilon2=0.03 if epsilon2 is None else epsilon2,
-            window=30 if window is None else window, max_items=max_items, seed=seed, missing=missing or "models",
-            label=label, prior_weights=prior_weights, **read,
-        )
-    with s:
-        _drive_with_progress(s, sc, batch)
-        st = s.status()
-    if as_json:
-        print_json(st.to_dict())
-    else:
-        typer.echo(_status_line(st))
+        return s, sc, ((before, changed) if changed else None)
+    if reference is None:
+        several = "" if names is not None else " (and --targets a,b,c to evaluate several models)"
+        raise ConfigurationError(
+            f"session {str(session)!r} does not exist yet: give --reference to create it{several}")
+    sc = scorer_of(names, {"read": {k: v for k, v in read.items() if v is not None}}, None)
+    check_output(out, overwrite=force, what="results file")
+    defaults = {"epsilon1": 0.005, "epsilon2": 0.03, "window": 30, "max_items": None}
+    s = _create(session, reference, names, method=method or "bayesame",
+                **{k: defaults[k] if v is None else v for k, v in stopping.items()}, seed=seed,
+                missing=missing or "models", label=label if label is not None else target,
+                prior_weights=prior_weights, progress=say, **read)
+    return s, sc, None
+
+
+def _samples_folder(log_samples: bool, harness: Optional[str], output_path: Optional[Path]) -> Optional[str]:
+    """The folder of lm-eval's samples files (--log-samples), checked as lm-eval checks it."""
+    if not log_samples:
+        return None
+    if harness != "lm-eval":
+        raise ConfigurationError("--log-samples keeps lm-eval's samples files and goes with --harness lm-eval "
+                                 "(Inspect keeps its own logs: --log-dir)")
+    if output_path is None:
+        raise ConfigurationError("--log-samples needs --output-path DIR (where the samples files go), as lm-eval's "
+                                 "--log_samples needs --output_path")
+    folder = output_path.expanduser()
+    return str(folder.parent if folder.suffix == ".json" else folder)
+
+
+def _check_tryout_flags(scorer: Optional[str], harness: Optional[str], names: Optional[list[str]],
+                        lm: dict[str, Any]) -> None:
+    """--target scores with the model's own reference scores: no scorer, harness or their options."""
+    given = [flag for flag, v in (("--scorer", scorer), ("--harness", harness), ("--targets", names)) if v]
+    given += h.harness_flags_given(**lm)
+    if given:
+        raise ConfigurationError(
+            f"--target MODEL scores the items with MODEL's own scores in the reference; drop {', '.join(given)} "
+            "(or drop --target to score a model of your own)")
+
+
+class _Tryout:
+    """The scorer of ``run --target MODEL``: MODEL's own scores in the reference (a plain item_id -> score)."""
+
+    def __init__(self, model: str, scores: dict[str, float], truth: float) -> None:
+        self.model, self.scores, self.truth = model, scores, truth
+
+    def __call__(self, item_id: str) -> float:
+        return self.scores[item_id]
+
+
+def _tryout_scorer(source: dict[str, Any], reference: Optional[str], target: str, session: Optional[Path]) -> _Tryout:
+    """MODEL's scores from the reference the session holds it out of (``reference``, or where the session's is)."""
+    from activeeval.experiments.simulate import hold_out
+    from activeeval.session.reference import check_read_options, resolve_reference
+
+    read = check_read_options(source.get("read") or {})
+    excluded = read.pop("exclude_models", [])
+    if session is not None and target not in excluded:
+        raise ConfigurationError(
+            f"session {str(session)!r} was not created with --target {target} (its reference holds that model); "
+            "drop --target to resume it with --scorer or --harness, or choose a new --session file")
+    where = reference if reference is not None else source.get("path", source.get("name"))
+    if where is None:
+        raise ConfigurationError("--target needs the reference the model is held out of: give --reference")
+    full, _ = resolve_reference(where, {**read, "exclude_models": [m for m in excluded if m != target]})
+    split = hold_out(full, target)
+    return _Tryout(target, dict(zip(full.item_ids, map(float, split.truth))), split.true_score)
+
+
+def _tryout_dict(target: Optional[str], truth: float, result: dict[str, Any]) -> dict[str, Any]:
+    return {"model": target, "truth": truth, "error": result["estimate"] - truth,
+            "covered": bool(result["ci_low"] <= truth <= result["ci_high"])}
+
+
+def _tryout_line(target: Optional[str], truth: float, result: dict[str, Any]) -> str:
+    d = _tryout_dict(target, truth, result)
+    where = "inside" if d["covered"] else "outside"
+    return f"true score of {target} (all {result['n_items']} items): {truth:.4f}; error {d['error']:+.4f}, {where} " \
+           "the interval"
+
+
+def _scorer_settings(sc: Any, target: Optional[str]) -> Optional[dict[str, Any]]:
+    """What scored the items, for the results file."""
+    if target is not None:
+        return {"tryout": target, "note": "the model's own scores in the reference it was held out of"}
+    describe = getattr(sc, "describe", None)
+    if callable(describe):
+        return describe()
+    command = getattr(sc, "command", None)
+    return {"command": command} if isinstance(command, str) else None
 
 
 def _check_prior_weights(s: Any, session: Path, prior_weights: Optional[Path]) -> None:
@@ -609,7 +847,7 @@ def _check_resume(s: Any, session: Path, reference: Optional[str], method: Optio
         )
 
 
-def _drive_with_progress(s: Any, sc: Any, batch: int) -> None:
+def _drive_with_progress(s: Any, sc: Any, batch: int, progress: Optional[bool] = None) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -620,7 +858,7 @@ def _drive_with_progress(s: Any, sc: Any, batch: int) -> None:
         len(s.targets) if multi else 1)
     progress = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        console=Console(stderr=True), disable=not sys.stderr.isatty(), transient=False,
+        console=Console(stderr=True), disable=not show_progress(progress), transient=False,
     )
 
     def describe(sess: Any) -> str:

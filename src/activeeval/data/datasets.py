@@ -16,11 +16,12 @@ import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from activeeval.data.matrix import ScoreKind, ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DataFormatError, UnknownDatasetError
 
-__all__ = ["SHARED_DATA_ENV", "DatasetInfo", "info", "list_datasets", "load", "resolve", "shared_data_dir"]
+__all__ = ["SHARED_DATA_ENV", "DatasetInfo", "info", "list_datasets", "load", "read_file", "resolve", "shared_data_dir"]
 
 SHARED_DATA_ENV = "ACTIVEEVAL_SHARED_DATA"
 _CATALOG = "catalog.json"
@@ -181,7 +182,7 @@ def info(name: str, *, data_dir: str | os.PathLike[str] | None = None) -> Datase
     raise _unknown(name, known)
 
 
-def load(name: str, *, data_dir: str | os.PathLike[str] | None = None) -> ScoreMatrix:
+def load(name: str, *, data_dir: str | os.PathLike[str] | None = None, cache: bool = True) -> ScoreMatrix:
     """Load a dataset by name as a :class:`ScoreMatrix` (models x items).
 
     Parameters
@@ -192,42 +193,91 @@ def load(name: str, *, data_dir: str | os.PathLike[str] | None = None) -> ScoreM
         ``"wmt21_en-zh_chrf"``) when :func:`shared_data_dir` finds it.
     data_dir : path-like, optional
         The shared data folder to look in (see :func:`shared_data_dir`).
+    cache : bool
+        Keep the parsed file in the user cache (see :func:`read_file`);
+        False parses it anew.
 
     Returns
     -------
     ScoreMatrix
         Named ``name``, with the catalog's kind and score range. Missing
         entries stay NaN: the methods apply the missing-score policy. The
-        result is cached (it is immutable).
+        result is kept for the process (it is immutable).
     """
     entry = info(name, data_dir=data_dir)
-    return _load_cached(entry.name, None if entry.bundled else shared_data_dir(data_dir))
+    return _load_cached(entry.name, None if entry.bundled else shared_data_dir(data_dir), cache)
 
 
-def _read_dataset(path: Path, entry: DatasetInfo) -> ScoreMatrix:
+def read_file(path: Path, *, cache: bool = True, **read_kwargs: Any) -> ScoreMatrix:
+    """:func:`~activeeval.data.io.read_scores`, parsing each file once (``cache=False``: parse it every time).
+
+    The parsed matrix is kept in the user cache (:mod:`activeeval.user_cache`)
+    as plain arrays, keyed by the file's content hash, its name, the read
+    options and the code that parsed it: the same bytes read the same way
+    give the same matrix without being parsed again. A file that does not
+    parse is never cached (each read raises the same error).
+    """
+    from activeeval import user_cache
+
+    if not cache or user_cache.root() is None:
+        return _parse(path, read_kwargs)
+    try:
+        key = user_cache.key("reference", user_cache.file_digest(path), path.name, read_kwargs,
+                             user_cache.code_fingerprint(), _reader_versions())
+    except OSError:
+        return _parse(path, read_kwargs)  # read_scores names the problem
+    entry = user_cache.load("reference", key)
+    if entry is not None:
+        m = entry.meta
+        try:
+            return ScoreMatrix._from_parts(entry.arrays[0], m["model_ids"], m["item_ids"], m["kind"],
+                                           m["score_range"], m["name"], m["fingerprint"])
+        except (KeyError, IndexError, TypeError, ValueError):
+            pass  # not what this module stores: parse the file again
+    matrix = _parse(path, read_kwargs)
+    meta = {"model_ids": list(matrix.model_ids), "item_ids": list(matrix.item_ids), "kind": matrix.kind,
+            "score_range": matrix.score_range, "name": matrix.name, "fingerprint": matrix.fingerprint()}
+    user_cache.store("reference", key, meta, [matrix.scores])
+    return matrix
+
+
+def _parse(path: Path, read_kwargs: dict[str, Any]) -> ScoreMatrix:
+    from activeeval.data.io import read_scores  # pandas: imported on first parse
+
+    return read_scores(path, **read_kwargs)
+
+
+def _reader_versions() -> list[str]:
+    """Versions of the libraries a file is parsed with (a cached parse is keyed by them)."""
+    from importlib import metadata
+
+    import numpy
+
+    out = [numpy.__version__]
+    for dist in ("pandas", "pyarrow"):
+        try:
+            out.append(metadata.version(dist))
+        except metadata.PackageNotFoundError:
+            out.append("")
+    return out
+
+
+def _read_dataset(path: Path, entry: DatasetInfo, cache: bool) -> ScoreMatrix:
     # Leaderboard exports repeat some models with identical rows; keep one (see the catalog notes).
-    from activeeval.data.io import read_scores  # pandas: imported on first load
-
-    return read_scores(
-        path,
-        layout="wide",
-        kind=entry.kind,
-        score_range=entry.score_range,
-        name=entry.name,
-        duplicate_models="drop_identical",
-    )
+    return read_file(path, cache=cache, layout="wide", kind=entry.kind, score_range=entry.score_range,
+                     name=entry.name, duplicate_models="drop_identical")
 
 
 @functools.cache
-def _load_cached(name: str, shared_folder: Path | None) -> ScoreMatrix:
+def _load_cached(name: str, shared_folder: Path | None, cache: bool = True) -> ScoreMatrix:
     """Read a bundled dataset (``shared_folder`` None) or one of ``shared_folder``."""
     if shared_folder is not None:
         # The shared files are their own reference (their catalog counts rows, not distinct models).
         entry = _shared_catalog(shared_folder)[name]
-        return _read_dataset(shared_folder / entry.file, entry)
+        return _read_dataset(shared_folder / entry.file, entry, cache)
     entry = _bundled_catalog()[name]
     with resources.as_file(resources.files("activeeval.data").joinpath("bundled", entry.file)) as path:
-        matrix = _read_dataset(path, entry)
+        matrix = _read_dataset(path, entry, cache)
     if (matrix.n_models, matrix.n_items, matrix.n_missing) != (entry.n_models, entry.n_items, entry.n_missing):
         raise DataFormatError(
             f"dataset {name!r}: the file holds {matrix.n_models} x {matrix.n_items} scores with "
@@ -262,7 +312,7 @@ _FILE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".parquet", ".pq", ".jso
 
 
 def resolve(name_or_path: str | os.PathLike[str], *, data_dir: str | os.PathLike[str] | None = None,
-            **read_kwargs: object) -> ScoreMatrix:
+            cache: bool = True, **read_kwargs: object) -> ScoreMatrix:
     """A dataset name or a score file, as a :class:`ScoreMatrix`.
 
     Parameters
@@ -273,6 +323,9 @@ def resolve(name_or_path: str | os.PathLike[str], *, data_dir: str | os.PathLike
         An existing file wins over a dataset of the same name.
     data_dir : path-like, optional
         The shared data folder for a dataset name (see :func:`shared_data_dir`).
+    cache : bool
+        Parse a file once and keep the matrix in the user cache (see
+        :func:`read_file`); False parses it anew.
     **read_kwargs
         Passed to :func:`~activeeval.data.io.read_scores` for a file
         (``layout``, ``kind``, ``score_range``, ...). Not allowed with a
@@ -284,9 +337,7 @@ def resolve(name_or_path: str | os.PathLike[str], *, data_dir: str | os.PathLike
         isinstance(name_or_path, os.PathLike) or os.sep in text or "/" in text or text.lower().endswith(_FILE_SUFFIXES)
     )
     if path.is_file() or looks_like_path:
-        from activeeval.data.io import read_scores
-
-        return read_scores(path, **read_kwargs)  # type: ignore[arg-type]
+        return read_file(path, cache=cache, **read_kwargs)
     known = _all_known(data_dir)
     if text.strip().lower() not in known:
         raise _unknown(text, known, or_path=True)
@@ -295,4 +346,4 @@ def resolve(name_or_path: str | os.PathLike[str], *, data_dir: str | os.PathLike
             f"{sorted(read_kwargs)} only apply when reading a file, but {text!r} is a dataset name; "
             "drop them, or save the dataset with write_scores() and read the file"
         )
-    return load(text, data_dir=data_dir)
+    return load(text, data_dir=data_dir, cache=cache)

@@ -143,6 +143,7 @@ class ScoreMatrix:
     name: str | None = None
     _item_index: dict[str, int] = field(init=False, repr=False, compare=False)
     _model_index: dict[str, int] = field(init=False, repr=False, compare=False)
+    _fingerprint: str | None = field(default=None, init=False, repr=False, compare=False)
 
     def __init__(
         self,
@@ -226,6 +227,30 @@ class ScoreMatrix:
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "_item_index", {s: i for i, s in enumerate(iids)})
         object.__setattr__(self, "_model_index", {s: j for j, s in enumerate(mids)})
+
+    @classmethod
+    def _from_parts(
+        cls, scores: np.ndarray, model_ids: Sequence[str], item_ids: Sequence[str], kind: ScoreKind,
+        score_range: tuple[float, float] | None, name: str | None, fingerprint: str,
+    ) -> ScoreMatrix:
+        """A matrix from the parts of one built (and validated) before, e.g. a cached copy of a parsed file.
+
+        The scores are not checked again; the shape, the ids' uniqueness and the
+        kind are (ValueError: the parts do not make a matrix).
+        """
+        mids, iids = tuple(map(str, model_ids)), tuple(map(str, item_ids))
+        item_index, model_index = {s: i for i, s in enumerate(iids)}, {s: j for j, s in enumerate(mids)}
+        if (scores.dtype != np.float64 or scores.shape != (len(mids), len(iids)) or len(item_index) != len(iids)
+                or len(model_index) != len(mids) or kind not in ("binary", "continuous")):
+            raise ValueError("these parts do not make a valid score matrix")
+        self = object.__new__(cls)
+        scores.setflags(write=False)
+        for attr, value in (("scores", scores), ("model_ids", mids), ("item_ids", iids), ("kind", kind),
+                            ("score_range", None if score_range is None else tuple(map(float, score_range))),
+                            ("name", name), ("_item_index", item_index), ("_model_index", model_index),
+                            ("_fingerprint", str(fingerprint))):
+            object.__setattr__(self, attr, value)
+        return self
 
     # ------------------------------------------------------------------ basics
     @property
@@ -421,10 +446,12 @@ class ScoreMatrix:
         return pd.DataFrame(np.array(self.scores), index=pd.Index(self.model_ids, name="model"), columns=self.item_ids)
 
     def fingerprint(self) -> str:
-        """SHA-256 of ids, kind, range and scores: identifies the data exactly."""
-        import hashlib
+        """SHA-256 of ids, kind, range and scores: identifies the data exactly (computed once: they never change)."""
+        if self._fingerprint is None:
+            import hashlib
 
-        h = hashlib.sha256()
-        h.update(repr((self.model_ids, self.item_ids, self.kind, self.score_range)).encode())
-        h.update(np.ascontiguousarray(self.scores).tobytes())
-        return h.hexdigest()
+            h = hashlib.sha256()
+            h.update(repr((self.model_ids, self.item_ids, self.kind, self.score_range)).encode())
+            h.update(np.ascontiguousarray(self.scores))
+            object.__setattr__(self, "_fingerprint", h.hexdigest())
+        return self._fingerprint

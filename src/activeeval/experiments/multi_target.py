@@ -254,7 +254,8 @@ def run_multi_target_backtest(
                 f"correlation={correlation!r} contradicts the config's {config.correlation!r}; give it once")
     else:
         if correlation is None:
-            raise ConfigurationError("the multi-target backtest needs correlation='low' or 'high' (--correlation)")
+            raise ConfigurationError(
+                "the multi-target backtest needs --correlation low or high (correlation='low' or 'high')")
         default = BacktestConfig.__dataclass_fields__["regime"].default
         if config.regime != default:
             raise ConfigurationError(

@@ -6,7 +6,37 @@ from pathlib import Path
 
 from activeeval.exceptions import ConfigurationError
 
-__all__ = ["write_plots"]
+__all__ = ["write_plots", "plots_available", "informative_limits", "INFORMATIVE"]
+
+#: The part of the run (fraction of the items) whose gain the RMSE Gain plot's axis is fitted to.
+INFORMATIVE = 0.5
+
+
+def plots_available() -> bool:
+    """Whether matplotlib can be imported (the backtest then writes its PNG plots)."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def informative_limits(fraction, values, upto: float = INFORMATIVE) -> tuple[float, float] | None:  # noqa: ANN001
+    """The y-range of ``values`` over ``fraction <= upto``, padded, with 0 in it (None if nothing finite there).
+
+    The RMSE Gain of an exact method grows without bound as n -> N (its error and RS-Mean's both vanish,
+    their ratio does not): fitted to every point, the axis would run to ~90 dB and squash the first 20 %
+    of the run, the part that matters.
+    """
+    import numpy as np
+
+    f, v = np.asarray(fraction, dtype=float), np.asarray(values, dtype=float)
+    body = v[(f <= upto) & np.isfinite(v)]
+    if body.size == 0:
+        return None
+    lo, hi = min(float(body.min()), 0.0), max(float(body.max()), 0.0)
+    pad = 0.08 * (hi - lo) if hi > lo else 1.0
+    return lo - pad, hi + pad
 
 
 def _pyplot():  # noqa: ANN202
@@ -42,6 +72,13 @@ def write_plots(curves, cost, out_dir: Path, title: str) -> list[Path]:  # noqa:
         for name, g in curves.groupby("method", sort=False):
             if g[col].notna().any():
                 ax.plot(100 * g["fraction"], g[col], label=name, lw=1.2)
+        if col == "gain_db":
+            limits = informative_limits(curves["fraction"], curves[col])
+            if limits is not None:
+                ax.set_ylim(*limits)
+                ax.axhline(0.0, color="k", lw=0.6)
+                ax.text(0.99, 0.02, f"axis fitted to n ≤ {INFORMATIVE:.0%} of N (the gain grows without bound as "
+                        "n → N)", transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="0.35")
         if logy:
             ax.set_yscale("log")
             # exact methods reach round-off (~1e-14) at n = N; keep the axis on the informative range

@@ -23,7 +23,9 @@ Protocol choices (stated, since the paper's data differ from ours):
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,8 +33,10 @@ from typing import Any
 
 import numpy as np
 
+from activeeval._threads import numeric
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, InvalidScoresError
+from activeeval.experiments.checkpoint import BacktestInterrupted, TaskStore
 from activeeval.irt.continuous import (
     CALIBRATION_METHODS,
     RESPONSES,
@@ -53,6 +57,7 @@ from activeeval.ranking import (
     rank_static,
     static_subset,
 )
+from activeeval.methods.estimate import Estimate
 
 __all__ = [
     "RANK_METHODS",
@@ -70,6 +75,10 @@ __all__ = [
     "backtest_folds",
     "run_rank_backtest",
     "run_family_holdout",
+    "rank_identity",
+    "rank_store",
+    "record_from_json",
+    "record_to_json",
     "summarize_rank_backtest",
 ]
 
@@ -323,6 +332,40 @@ class RunRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def record_to_json(rec: RunRecord) -> dict[str, Any]:
+    """``rec`` as plain JSON data (floats exactly, NaN included; a pair's covariance under its sorted names)."""
+    res = rec.adaptive
+    adaptive = {
+        "ranking": list(res.ranking), "means": dict(res.means), "variances": dict(res.variances),
+        "estimates": {m: dataclasses.asdict(e) for m, e in res.estimates.items()},
+        "items_per_model": {m: int(n) for m, n in res.items_per_model.items()}, "cost_spent": float(res.cost_spent),
+        "ties": [list(t) for t in res.ties], "stop_reason": res.stop_reason, "gamma": float(res.gamma),
+        "items": {m: [int(i) for i in items] for m, items in res.items.items()},
+        "covariances": [[*sorted(pair), float(c)] for pair, c in res.covariances.items()],
+    }
+    out = {f.name: getattr(rec, f.name) for f in dataclasses.fields(rec) if f.name not in ("models", "adaptive")}
+    return {"models": list(rec.models), "adaptive": adaptive,
+            **{k: v if isinstance(v, (str, dict)) else (int(v) if isinstance(v, (int, np.integer)) else float(v))
+               for k, v in out.items()}}
+
+
+def record_from_json(data: Mapping[str, Any]) -> RunRecord:
+    """The :class:`RunRecord` that :func:`record_to_json` wrote."""
+    a = data["adaptive"]
+    estimates = {m: Estimate(e["mean"], e["var"], e["n_observed"], e["n_items"],
+                             None if e["bounds"] is None else tuple(e["bounds"]), tuple(e["notes"]))
+                 for m, e in a["estimates"].items()}
+    adaptive = RankResult(
+        ranking=tuple(a["ranking"]), means=dict(a["means"]), variances=dict(a["variances"]), estimates=estimates,
+        items_per_model=dict(a["items_per_model"]), cost_spent=a["cost_spent"], ties=tuple(map(tuple, a["ties"])),
+        stop_reason=a["stop_reason"], gamma=a["gamma"], items={m: tuple(v) for m, v in a["items"].items()},
+        covariances={frozenset((x, y)): c for x, y, c in a["covariances"]},
+    )
+    rest = {k: v for k, v in data.items() if k not in ("models", "adaptive")}
+    return RunRecord(models=tuple(data["models"]), adaptive=adaptive, **rest)
+
+
+@numeric  # one thread-limit scope for the whole simulation (activeeval._threads)
 def simulate_ranking(
     matrix: ScoreMatrix,
     holdout: Sequence[str],
@@ -491,21 +534,60 @@ def run_rank_backtest(
     response: str | None = None,
     pairing: str = "own",
     local_error: bool | None = None,
+    checkpoint: str | os.PathLike[str] | TaskStore | None = None,
 ) -> list[RunRecord]:
-    """The paper's Table 2–4 protocol: ``seeds`` x ``folds`` held-out sets, each ranked by all methods."""
+    """The paper's Table 2–4 protocol: ``seeds`` x ``folds`` held-out sets, each ranked by all methods.
+
+    ``checkpoint``: a folder that keeps each held-out set's record as it
+    finishes, so an interrupted run (:class:`BacktestInterrupted`) resumes
+    where it stopped (:mod:`activeeval.experiments.checkpoint`).
+    """
     check_rank_method(method)
     if int(seeds) != seeds or seeds < 1:
         raise ConfigurationError(f"seeds must be a positive integer, got {seeds}")
     check_gamma(gamma)
+    settings = dict(method=method, gamma=gamma, budget_per_model=budget_per_model, min_items=min_items,
+                    calibration=calibration, response=response, pairing=pairing, local_error=local_error)
+    runs = {f"run-{s:05d}-{f:02d}": (s, group) for s in range(first_seed, first_seed + seeds)
+            for f, group in enumerate(backtest_folds(matrix, folds=folds, holdout=holdout, seed=s))}
+    store = rank_store(checkpoint, matrix, {**settings, "folds": folds, "holdout": holdout, "seeds": seeds,
+                                            "first_seed": first_seed})
+    return _run_kept(runs, lambda s, group: simulate_ranking(matrix, group, seed=s, **settings), store, progress)
+
+
+def rank_identity(matrix: ScoreMatrix, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """What a ranking backtest's checkpoint folder belongs to: the data's fingerprint and every setting."""
+    return {"run": "rank-backtest", "data": matrix.fingerprint(), "settings": dict(settings)}
+
+
+def rank_store(checkpoint: str | os.PathLike[str] | TaskStore | None, matrix: ScoreMatrix,
+               settings: Mapping[str, Any]) -> TaskStore | None:
+    """The checkpoint of a ranking backtest (a folder or a TaskStore), checked against ``settings``."""
+    if checkpoint is None:
+        return None
+    store = checkpoint if isinstance(checkpoint, TaskStore) else TaskStore(checkpoint)
+    store.check(rank_identity(matrix, settings))
+    return store
+
+
+def _run_kept(runs: Mapping[str, tuple[int, Any]], simulate: Callable[[int, Any], RunRecord],
+              store: TaskStore | None, progress: Callable[[int, int], None] | None) -> list[RunRecord]:
+    """Each run's record in order: read from ``store`` when kept there, else simulated and kept."""
+    kept = set(store.names()) if store is not None else set()
     out = []
-    total = seeds * folds
-    for s in range(first_seed, first_seed + seeds):
-        for group in backtest_folds(matrix, folds=folds, holdout=holdout, seed=s):
-            out.append(simulate_ranking(matrix, group, method=method, gamma=gamma, budget_per_model=budget_per_model,
-                                        min_items=min_items, seed=s, calibration=calibration, response=response,
-                                        pairing=pairing, local_error=local_error))
+    try:
+        for name, (seed, group) in runs.items():
+            if name in kept:
+                out.append(record_from_json(store.load_json(name)))  # type: ignore[union-attr]
+            else:
+                out.append(simulate(seed, group))
+                if store is not None:
+                    store.save_json(name, record_to_json(out[-1]))
             if progress is not None:
-                progress(len(out), total)
+                progress(len(out), len(runs))
+    except KeyboardInterrupt:
+        done = len(out) if store is None else len(store.names())
+        raise BacktestInterrupted(done, len(runs), None if store is None else store.folder) from None
     return out
 
 
@@ -523,10 +605,12 @@ def run_family_holdout(
     response: str | None = None,
     pairing: str = "own",
     local_error: bool | None = None,
+    checkpoint: str | os.PathLike[str] | TaskStore | None = None,
 ) -> list[RunRecord]:
     """Family hold-out (paper §7.5): rank every complete model of ``families``, calibrating on the other families.
 
     The family of a model is :func:`model_family`. Seeds vary the method seeds and the random baseline.
+    ``checkpoint`` as in :func:`run_rank_backtest`.
     """
     check_rank_method(method)
     fams = {str(f) for f in families}
@@ -537,12 +621,13 @@ def run_family_holdout(
     in_family = [m for m in matrix.model_ids if model_family(m) in fams]
     targets = [m for m in complete_models(matrix) if m in set(in_family)]
     reference = matrix.drop_models(in_family)
-    return [
-        simulate_ranking(matrix, targets, method=method, gamma=gamma, budget_per_model=budget_per_model,
-                         min_items=min_items, seed=s, reference=reference, calibration=calibration,
-                         response=response, pairing=pairing, local_error=local_error)
-        for s in range(first_seed, first_seed + seeds)
-    ]
+    settings = dict(method=method, gamma=gamma, budget_per_model=budget_per_model, min_items=min_items,
+                    calibration=calibration, response=response, pairing=pairing, local_error=local_error)
+    store = rank_store(checkpoint, matrix, {**settings, "families": sorted(fams), "seeds": seeds,
+                                            "first_seed": first_seed})
+    runs = {f"run-{s:05d}-00": (s, targets) for s in range(first_seed, first_seed + seeds)}
+    return _run_kept(runs, lambda s, group: simulate_ranking(matrix, group, seed=s, reference=reference, **settings),
+                     store, None)
 
 
 def _mean_sd(values: Sequence[float]) -> tuple[float, float]:

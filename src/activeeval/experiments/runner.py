@@ -32,14 +32,17 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from activeeval._threads import active_limit, limit_threads
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError
+from activeeval.exceptions import ConfigurationError, StorageError
+from activeeval.experiments.checkpoint import BacktestInterrupted, TaskStore
 from activeeval.experiments.protocol import BacktestConfig, Split, make_split, method_seed, sample_references
 from activeeval.experiments.simulate import run_batches, run_fixed, run_multi_to_end
 from activeeval.methods.registry import (
@@ -55,8 +58,9 @@ from activeeval.methods.registry import (
 )
 
 __all__ = [
-    "BACKENDS", "BacktestResult", "backtest_split", "batch_play_size", "check_batch", "check_method_options",
-    "check_methods", "check_multi_target", "run_backtest", "run_task", "takes_batch_options",
+    "BACKENDS", "BacktestInterrupted", "BacktestResult", "backtest_split", "batch_play_size", "check_batch",
+    "check_method_options", "check_methods", "check_multi_target", "run_backtest", "run_identity", "run_task",
+    "takes_batch_options",
 ]
 
 BACKENDS = ("local", "ray", "dask")
@@ -289,48 +293,68 @@ def run_task(
 _WORKER: dict = {}
 
 
-def _limit_threads() -> None:
-    # one BLAS/OpenMP thread per worker: the parallelism is across tasks
-    try:
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(1)
-    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-        pass
+def _task(matrix: ScoreMatrix, config: BacktestConfig, split: Split, method: str, seed_index: int, threads: int
+          ) -> tuple[str, int, np.ndarray | None, np.ndarray | None]:
+    """:func:`run_task` under the BLAS thread limit ``threads`` (per worker: the parallelism is across tasks)."""
+    with limit_threads(threads):
+        return run_task(matrix, config, split, method, seed_index)
 
 
-def _init_worker(matrix: ScoreMatrix, config: BacktestConfig, split: Split) -> None:
-    _limit_threads()
-    _WORKER.update(matrix=matrix, config=config, split=split)
+def _init_worker(matrix: ScoreMatrix, config: BacktestConfig, split: Split, threads: int, parent: int) -> None:
+    _WORKER.update(matrix=matrix, config=config, split=split, threads=threads)
+    threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
 
 
-def _worker_task(method: str, seed_index: int) -> tuple[str, int, np.ndarray, np.ndarray]:
-    return run_task(_WORKER["matrix"], _WORKER["config"], _WORKER["split"], method, seed_index)
+def _exit_with_parent(parent: int) -> None:
+    """A worker whose parent is gone (``kill -9``) exits, instead of waiting for work forever on a queue that
+    its sibling workers keep open."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
 
 
-def _run_local(matrix, config, split, tasks, workers, on_done):  # noqa: ANN001, ANN202
+def _worker_task(method: str, seed_index: int) -> tuple[str, int, np.ndarray | None, np.ndarray | None]:
+    w = _WORKER
+    return _task(w["matrix"], w["config"], w["split"], method, seed_index, w["threads"])
+
+
+def _run_local(matrix, config, split, tasks, workers, threads, on_done):  # noqa: ANN001, ANN202
     if workers == 1:
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # pragma: no cover
-            threadpool_limits = None
-        ctx = threadpool_limits(1) if threadpool_limits is not None else None
-        try:
-            for method, s in tasks:
-                on_done(run_task(matrix, config, split, method, s))
-        finally:
-            if ctx is not None:
-                ctx.restore_original_limits()
+        for method, s in tasks:
+            on_done(_task(matrix, config, split, method, s, threads))
         return
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=workers, initializer=_init_worker, initargs=(matrix, config, split)) as pool:
-        futures = [pool.submit(_worker_task, method, s) for method, s in tasks]
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=_init_worker,
+                               initargs=(matrix, config, split, threads, os.getpid()))
+    futures = [pool.submit(_worker_task, method, s) for method, s in tasks]
+    pending = set(futures)
+    try:
         for fut in as_completed(futures):
+            pending.discard(fut)
             on_done(fut.result())
+    except KeyboardInterrupt:
+        # Queued tasks never start; running ones end (on a terminal every worker got the Ctrl-C too) and
+        # whatever they finish meanwhile is kept.
+        pool.shutdown(wait=True, cancel_futures=True)
+        for fut in pending:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                on_done(fut.result())
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _run_ray(matrix, config, split, tasks, workers, on_done, address):  # noqa: ANN001, ANN202
+def _cluster_error(backend: str, address: str | None, exc: Exception) -> ConfigurationError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    where = f"join the {backend} cluster at --address (address=) {address!r}" if address else f"start a local {backend}"
+    return ConfigurationError(
+        f"--backend {backend}: could not {where}: {type(exc).__name__}: {first}; start the cluster as "
+        "docs/backtest.md (\"Parallel and distributed runs\") says and give its address, or drop --address for a "
+        "local one")
+
+
+def _run_ray(matrix, config, split, tasks, workers, threads, on_done, address):  # noqa: ANN001, ANN202
     try:
         import ray
     except ImportError as exc:
@@ -339,17 +363,18 @@ def _run_ray(matrix, config, split, tasks, workers, on_done, address):  # noqa: 
         ) from exc
     started = False
     if not ray.is_initialized():
-        ray.init(address=address, num_cpus=None if address else workers, include_dashboard=False, log_to_driver=False)
+        try:
+            # "local": a new local cluster of `workers` CPUs even where one was started with `ray start`
+            ray.init(address=address or "local", num_cpus=None if address else workers, include_dashboard=False,
+                     log_to_driver=False)
+        except Exception as exc:  # noqa: BLE001 - whatever Ray raises, said in one line with the fix
+            raise _cluster_error("ray", address, exc) from exc
         started = True
     try:
 
-        @ray.remote(num_cpus=1)
-        def remote_task(m, c, sp, method, s):  # noqa: ANN001, ANN202
-            _limit_threads()
-            return run_task(m, c, sp, method, s)
-
+        remote_task = ray.remote(num_cpus=1)(_task)
         refs = (ray.put(matrix), ray.put(config), ray.put(split))
-        pending = [remote_task.remote(*refs, method, s) for method, s in tasks]
+        pending = [remote_task.remote(*refs, method, s, threads) for method, s in tasks]
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             on_done(ray.get(done[0]))
@@ -358,7 +383,7 @@ def _run_ray(matrix, config, split, tasks, workers, on_done, address):  # noqa: 
             ray.shutdown()
 
 
-def _run_dask(matrix, config, split, tasks, workers, on_done, address):  # noqa: ANN001, ANN202
+def _run_dask(matrix, config, split, tasks, workers, threads, on_done, address):  # noqa: ANN001, ANN202
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError as exc:
@@ -367,24 +392,46 @@ def _run_dask(matrix, config, split, tasks, workers, on_done, address):  # noqa:
         ) from exc
     cluster = None
     if address:
-        client = Client(address)
+        try:
+            client = Client(address, timeout=30)
+        except Exception as exc:  # noqa: BLE001 - whatever Dask raises, said in one line with the fix
+            raise _cluster_error("dask", address, exc) from exc
     else:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)
         client = Client(cluster)
     try:
         m_f, c_f, s_f = client.scatter([matrix, config, split], broadcast=True)
-
-        def dask_task(m, c, sp, method, s):  # noqa: ANN001, ANN202
-            _limit_threads()
-            return run_task(m, c, sp, method, s)
-
-        futures = [client.submit(dask_task, m_f, c_f, s_f, method, s, pure=False) for method, s in tasks]
+        futures = [client.submit(_task, m_f, c_f, s_f, method, s, threads, pure=False) for method, s in tasks]
         for fut in as_completed(futures):
             on_done(fut.result())
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
+
+
+def run_identity(matrix: ScoreMatrix, config: BacktestConfig) -> dict:
+    """What a checkpoint folder's tasks belong to: the data's fingerprint and every setting of ``config``."""
+    return {"run": "backtest", "data": matrix.fingerprint(), "config": type(config).__name__,
+            "settings": dataclasses.asdict(config)}
+
+
+def _task_name(methods: Sequence[str], method: str, seed: int) -> str:
+    return f"task-{methods.index(method):02d}-{seed:05d}"
+
+
+def _finished_tasks(store: TaskStore, methods: Sequence[str], n_seeds: int
+                    ) -> dict[tuple[str, int], tuple[np.ndarray | None, np.ndarray | None]]:
+    """The tasks a checkpoint holds: (method, seed) -> (means, vars), None arrays for a copied BayesAME-RS."""
+    out = {}
+    for name in store.names():
+        data = store.load_arrays(name)
+        method, seed = str(data["method"]), int(data["seed"])
+        if method not in methods or not 0 <= seed < n_seeds or name != _task_name(methods, method, seed):
+            raise StorageError(f"{store.flag} {str(store.folder)!r}: task file {name} is not a task of this run; "
+                               "remove it, or choose a new folder")
+        out[(method, seed)] = (data.get("means"), data.get("vars"))
+    return out
 
 
 def run_backtest(
@@ -395,6 +442,7 @@ def run_backtest(
     backend: str = "local",
     address: str | None = None,
     progress: Callable[[int, int], None] | None = None,
+    checkpoint: str | os.PathLike[str] | TaskStore | None = None,
 ) -> BacktestResult:
     """Run every (method, seed) task of ``config`` on ``matrix``.
 
@@ -407,6 +455,12 @@ def run_backtest(
         Cluster address for ray/dask (default: start a local cluster).
     progress : callable, optional
         Called with (done, total) after each task (the CLI passes a progress bar's update).
+    checkpoint : path or TaskStore, optional
+        A folder that keeps every finished task as it completes
+        (:mod:`activeeval.experiments.checkpoint`): a run stopped by Ctrl-C
+        (:class:`BacktestInterrupted`), a crash or ``kill -9`` keeps them, and
+        the same call with the same folder computes only the others. The
+        result is the uninterrupted run's, bit for bit.
     """
     if backend not in BACKENDS:
         raise ConfigurationError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -434,10 +488,17 @@ def run_backtest(
     total = len(tasks)
     done = 0
     copies: list[tuple[str, int]] = []  # (BayesAME-RS label, seed) where it repeats BayesAME
+    store = checkpoint if isinstance(checkpoint, TaskStore) or checkpoint is None else TaskStore(checkpoint)
+    if store is not None:
+        store.check(run_identity(matrix, config))
+    kept = _finished_tasks(store, methods, n_s) if store is not None else {}
 
     def on_done(res: tuple[str, int, np.ndarray | None, np.ndarray | None]) -> None:
         nonlocal done
         method, s, mu, var = res
+        if store is not None and (method, s) not in kept:
+            store.save_arrays(_task_name(methods, method, s), method=np.array(method), seed=np.array(s),
+                              **({} if mu is None else {"means": mu, "vars": var}))
         if mu is None:
             copies.append((method, s))
         else:
@@ -447,13 +508,21 @@ def run_backtest(
         if progress is not None:
             progress(done, total)
 
+    for (method, s), (mu, var) in kept.items():
+        on_done((method, s, mu, var))
+    todo = [t for t in tasks if t not in kept]
+    threads = active_limit()  # the caller's scope, ACTIVEEVAL_THREADS or 1: per worker, passed to remote ones
     start = time.perf_counter()
-    if backend == "local":
-        _run_local(matrix, config, split, tasks, int(workers), on_done)
-    elif backend == "ray":
-        _run_ray(matrix, config, split, tasks, int(workers), on_done, address)
-    else:
-        _run_dask(matrix, config, split, tasks, int(workers), on_done, address)
+    try:
+        if backend == "local":
+            _run_local(matrix, config, split, todo, int(workers), threads, on_done)
+        elif backend == "ray":
+            _run_ray(matrix, config, split, todo, int(workers), threads, on_done, address)
+        else:
+            _run_dask(matrix, config, split, todo, int(workers), threads, on_done, address)
+    except KeyboardInterrupt:  # the tasks kept: a Ctrl-C may land between keeping a task and counting it
+        kept_now = done if store is None else len(store.names())
+        raise BacktestInterrupted(kept_now, total, None if store is None else store.folder) from None
     for label, s in copies:
         source = _copy_source(config, label)
         means[label][:, s, :] = means[source][:, s, :]

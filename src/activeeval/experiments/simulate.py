@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from activeeval._threads import numeric
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, InvalidScoresError
 from activeeval.methods.base import BaseMethod
@@ -67,6 +68,7 @@ def hold_out(matrix: ScoreMatrix, target: str | None = None, seed: int | np.rand
     return HoldOut(target=target, truth=np.array(matrix.scores[row]), reference=matrix.drop_models([target]))
 
 
+@numeric  # one thread-limit scope for the whole loop (activeeval._threads)
 def run_until_stop(
     method: BaseMethod,
     truth: np.ndarray,
@@ -93,6 +95,7 @@ def run_until_stop(
     return reason
 
 
+@numeric
 def run_fixed(method: BaseMethod, truth: np.ndarray, n: int, rng: np.random.Generator | None = None) -> Estimate:
     """Observe exactly ``n`` items (ignoring the stopping rule); the final estimate."""
     for _ in range(n - method.n_observed):
@@ -101,6 +104,7 @@ def run_fixed(method: BaseMethod, truth: np.ndarray, n: int, rng: np.random.Gene
     return method.estimate()
 
 
+@numeric
 def run_batches(method: BaseMethod, truth: np.ndarray, k: int, n: int | None = None,
                 rng: np.random.Generator | None = None) -> Estimate:
     """Myopic batches: ask ``select_batch(k)``, observe all k true scores, repeat until ``n`` items (default N).
@@ -126,6 +130,7 @@ def _check_truths(method: MultiTargetMethod, truths: np.ndarray) -> np.ndarray:
     return truths
 
 
+@numeric
 def run_multi_to_end(method: MultiTargetMethod, truths: np.ndarray, rng: np.random.Generator | None = None) -> None:
     """Select a (target, item) pair, observe its true score, until every target has observed every item.
 
@@ -139,6 +144,7 @@ def run_multi_to_end(method: MultiTargetMethod, truths: np.ndarray, rng: np.rand
         method.observe(t, item, float(truths[t, item]))
 
 
+@numeric
 def run_multi_until_stop(
     method: MultiTargetMethod,
     truths: np.ndarray,

@@ -27,6 +27,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from activeeval._cache import ReferenceCache
+from activeeval._threads import numeric, numeric_methods
 from activeeval.data.matrix import DropReport, ScoreMatrix
 from activeeval.exceptions import (
     ConfigurationError,
@@ -149,6 +150,13 @@ class BaseMethod(ABC):
 
     name = "base"
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        # Building a method (its reference fit) and its steps run under activeeval's BLAS thread limit
+        # (activeeval._threads), whoever calls them; the user's code between two calls keeps its own.
+        super().__init_subclass__(**kwargs)
+        numeric_methods(cls, ("__init__", "select", "select_batch", "observe"))
+
+    @numeric
     def __init__(
         self,
         reference: ScoreMatrix,
@@ -197,6 +205,7 @@ class BaseMethod(ABC):
         """Index of the next item to evaluate (pure when ``rng`` is None)."""
         return self.select_batch(1, rng=rng)[0]
 
+    @numeric
     def select_batch(
         self, k: int, rng: np.random.Generator | None = None, exclude: Iterable[int | str] = ()
     ) -> list[int]:
@@ -233,6 +242,7 @@ class BaseMethod(ABC):
             )
         return idx, value
 
+    @numeric
     def observe(self, item: int | str, score: float) -> None:
         """Record the target's ``score`` on ``item`` (index or id)."""
         idx, value = self.check_observation(item, score)

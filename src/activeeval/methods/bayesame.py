@@ -55,6 +55,9 @@ SCALE_PRIOR = 10.0
 SIGMA2_MIN = 1e-4
 #: Innovations left out of the scale: the first ones mostly measure the wide level and slope prior.
 SCALE_SKIP = 5
+#: Items drawn at random before the information-gain selection starts (issue 25: measured in
+#: benchmarks/efficiency.py against 0, the default before).
+WARMUP = 10
 #: Above this interval scale (the target's scores vary that much more than the model expects) the
 #: model is taken not to describe the target: switch to the design-based estimate (see ``extrapolation``).
 SCALE_SWITCH = 4.0
@@ -239,9 +242,14 @@ class BayesAME(BatchSelection, BaseMethod):
         Use these instead of fitting them (a session stores its fit).
     calibration : "auto", Calibration, mapping or None
         "auto": measure the model-based interval on reference pseudo-targets
-        (:func:`calibrate`, once per reference matrix) and widen it by the
+        (:func:`calibrate`, once per reference matrix) and scale it by the
         factor found; a Calibration (or its dict) to reuse one (a session
         stores it); None: no calibration (factor 1).
+    calibrate_by : {"budget", "pooled"}
+        "budget" (default): the factor measured at the current n/N, which may
+        narrow the interval where the pseudo-targets show it too wide
+        (:attr:`Calibration.factors`); "pooled": one factor for every n, never
+        below 1 (the default before issue 25; kept to compare).
     n_pseudo, fit_items, fit_seed : int
         The reference fit (:func:`fit_hyperparameters`).
     level_prior : bool
@@ -256,8 +264,12 @@ class BayesAME(BatchSelection, BaseMethod):
         and "near" (each item's mean score over the 10 % of references whose
         full score is nearest the current estimate); "none" (or None) for the plain mean.
     warmup : int
-        Draw the first ``warmup`` items at random (they then enter the
-        design-based estimate if the target is found outside the references).
+        Draw the first ``warmup`` items at random (default 10; 0 before issue
+        25): they enter the design-based estimate if the target is found
+        outside the references (most such targets are found within 10 items,
+        and their first items then count instead of being set aside), and a
+        random start keeps the model-based estimate from leaning on the
+        items a misfitting model would pick first (docs/MATHS.md).
     tolerance : float, optional
         Rounding tolerance for bucketing continuous scores (default 1e-3 of the range).
     cache_mb : float
@@ -286,6 +298,7 @@ class BayesAME(BatchSelection, BaseMethod):
         switch_until: int | None = None,
         hyperparameters: ReferenceFit | Mapping[str, Any] | None = None,
         calibration: Calibration | Mapping[str, Any] | Literal["auto"] | None = "auto",
+        calibrate_by: Literal["budget", "pooled"] = "budget",
         n_pseudo: int = 20,
         fit_items: int = 300,
         fit_seed: int = 0,
@@ -293,7 +306,7 @@ class BayesAME(BatchSelection, BaseMethod):
         linear: bool = True,
         scale_prior: float = SCALE_PRIOR,
         controls: str | None = "model+near",
-        warmup: int = 0,
+        warmup: int = WARMUP,
         tolerance: float | None = None,
         cache_mb: float = 256.0,
         batch_strategy: str = "greedy",
@@ -312,6 +325,9 @@ class BayesAME(BatchSelection, BaseMethod):
         fit = _resolve_fit(ref, hyperparameters, n_pseudo, fit_items, fit_seed, level_prior, linear)
         self.fit_ = fit
         self.calibration_ = _resolve_calibration(ref, fit, calibration)
+        if calibrate_by not in ("budget", "pooled"):
+            raise ConfigurationError(f"calibrate_by must be 'budget' or 'pooled', got {calibrate_by!r}")
+        self.calibrate_by = calibrate_by
         self.selection = selection
         self.extrapolation = extrapolation
         self.switch_until_ = int(switch_until) if switch_until is not None else max(50, self.n_items // 10)
@@ -428,8 +444,10 @@ class BayesAME(BatchSelection, BaseMethod):
         return self.mode == "design" or self.selection == "random" or self.n_observed < self.warmup
 
     def frozen_options(self) -> dict:
-        """The reference fit and the calibration, to rebuild this method without computing them again."""
-        return {"hyperparameters": self.fit_.to_dict(), "calibration": self.calibration_.to_dict()}
+        """The reference fit and the calibration, to rebuild this method without computing them again; and the
+        options whose defaults have changed (a stored session replays with the ones it was made with)."""
+        return {"hyperparameters": self.fit_.to_dict(), "calibration": self.calibration_.to_dict(),
+                "calibrate_by": self.calibrate_by, "warmup": self.warmup}
 
     def information_gains(self) -> np.ndarray:
         """Eq. 6 for one unobserved item of each bucket, shape (B,) (0 where none is left)."""
@@ -572,8 +590,13 @@ class BayesAME(BatchSelection, BaseMethod):
     def _model_estimate(self) -> tuple[float, float]:
         post = self.posterior
         mean = (self._sum_obs + float(post.remaining @ post.mean)) / self.n_items
-        var = self.calibration_.factor**2 * self.scale * post.var_r_scaled() / self.n_items**2
+        var = self.calibration_factor**2 * self.scale * post.var_r_scaled() / self.n_items**2
         return mean, var
+
+    @property
+    def calibration_factor(self) -> float:
+        """The calibration factor applied to the model-based standard deviation at the current n."""
+        return self.calibration_.factor_at(max(self.n_observed, 1) / self.n_items, self.calibrate_by)
 
     def _current_estimate(self) -> Estimate:
         n_items = self.n_items
@@ -614,12 +637,13 @@ class BayesAME(BatchSelection, BaseMethod):
                 if self.reference.kind == "binary"
                 else "the interval is widened for the part of the score range no random item has reached yet"
             )
-        cal = self.calibration_
-        if self.mode == "model" and cal.factor >= CALIBRATION_NOTE:
-            capped = np.isfinite(cal.rms) and cal.rms > CALIBRATION_MAX
+        cal, factor = self.calibration_, self.calibration_factor
+        if self.mode == "model" and factor >= CALIBRATION_NOTE:
+            measured = cal.rms if self.calibrate_by == "pooled" or not cal.factors else factor
+            capped = np.isfinite(measured) and measured >= CALIBRATION_MAX
             notes.append(
                 f"calibrated on the references: with reference models playing the target, the model's errors were "
-                f"{cal.rms:.1f}x its own standard deviation, so its interval is widened {cal.factor:.1f}x"
+                f"{measured:.1f}x its own standard deviation, so its interval is widened {factor:.1f}x"
                 + (f" (capped at {CALIBRATION_MAX:.0f}x: the references predict each other poorly here)"
                    if capped else "")
             )
@@ -735,12 +759,15 @@ class BayesAMERS(BayesAME):
 
 @dataclass(frozen=True)
 class Calibration:
-    """How much the default's model-based interval must widen, measured on reference pseudo-targets.
+    """How much the default's model-based interval must widen (or may narrow), measured on reference pseudo-targets.
 
     Attributes
     ----------
     factor : float
-        c: the model-based standard deviation is multiplied by c.
+        c: the model-based standard deviation is multiplied by c (pooled over
+        every n of the calibration; the root mean square of z, bounded to
+        [1, 3]). What ``calibrate_by="pooled"`` applies at every n, and the
+        multi-target method's factor.
     rms : float
         Root mean square of the pseudo-targets' standardised errors
         z = (R̂ − R) / sd (c before it is bounded to [1, 3]).
@@ -751,6 +778,14 @@ class Calibration:
     n_z : int
         Standardised errors collected.
     seed : int
+    fractions, factors : tuple of float
+        The factor by budget (``calibrate_by="budget"``, the default): at each
+        n/N of ``fractions``, the root mean square of the z measured there,
+        raised to its one-sided 90 % upper confidence bound when below 1 (so
+        the interval narrows only as far as the evidence allows) and bounded
+        to [``CALIBRATION_MIN``, ``CALIBRATION_MAX``]; between them
+        :meth:`factor_at` interpolates in log n/N. Empty in calibrations made
+        before it existed: ``factor`` then applies at every n.
     """
 
     factor: float
@@ -759,9 +794,37 @@ class Calibration:
     n_items: int = 0
     n_z: int = 0
     seed: int = 0
+    fractions: tuple[float, ...] = ()
+    factors: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        # a stored calibration's lists (JSON) become tuples: the dataclass stays hashable (it keys caches)
+        object.__setattr__(self, "fractions", tuple(float(f) for f in self.fractions))
+        object.__setattr__(self, "factors", tuple(float(f) for f in self.factors))
+        if len(self.fractions) != len(self.factors):
+            raise ConfigurationError(
+                f"calibration: {len(self.fractions)} fractions but {len(self.factors)} factors; they pair up")
+        if any(not (np.isfinite(f) and f > 0) for f in self.factors):
+            raise ConfigurationError(f"calibration factors must be positive numbers, got {list(self.factors)}")
+        if list(self.fractions) != sorted(set(self.fractions)) or any(not 0 < f <= 1 for f in self.fractions):
+            raise ConfigurationError(
+                f"calibration fractions must increase strictly within (0, 1], got {list(self.fractions)}")
+
+    def factor_at(self, fraction: float, by: str = "budget") -> float:
+        """The factor at n/N = ``fraction``: by budget (interpolated in log n/N, held flat beyond the
+        ends), or the pooled ``factor`` (``by="pooled"``, or a calibration without factors by budget)."""
+        if by == "pooled" or not self.factors:
+            return self.factor
+        if fraction <= self.fractions[0]:
+            return self.factors[0]
+        if fraction >= self.fractions[-1]:
+            return self.factors[-1]
+        return float(np.interp(math.log(fraction), np.log(self.fractions), self.factors))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["fractions"], out["factors"] = list(self.fractions), list(self.factors)
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
@@ -792,7 +855,9 @@ def calibrate(
     Each records its standardised error z = (R̂ − R) / sd at n = 30 and at 3,
     5, 10, 15, …, 50 % of the items while its estimate is model-based (a
     pseudo-target that would switch to the design-based estimate leaves the
-    count there). The factor is the root mean square of z, at least 1.
+    count there). The pooled factor is the root mean square of all those z,
+    at least 1; the factors by budget (:attr:`Calibration.factors`) are
+    measured at each of those n and at 1 and 2.5 % of the items, separately.
     """
     scores = np.asarray(reference.scores, dtype=float)
     k_refs, n_all = scores.shape
@@ -803,8 +868,10 @@ def calibrate(
     groups = np.array_split(rng.permutation(k_refs), n_folds)
     n_sub = sub.n_items
     fractions = (0.03, 0.05) + tuple(np.round(np.arange(0.10, 0.501, 0.05), 2))
-    grid = sorted({min(n_sub, 30)} | {max(1, int(round(f * n_sub))) for f in fractions})
+    pooled = {min(n_sub, 30)} | {max(1, int(round(f * n_sub))) for f in fractions}  # the pooled factor's n
+    grid = sorted(pooled | {max(1, int(round(f * n_sub))) for f in (0.01, 0.025)})
     z: list[np.ndarray] = []
+    by_n: list[list[np.ndarray]] = [[] for _ in grid]
     n_pseudo = 0
     for g, group in enumerate(groups):
         keep = np.setdiff1d(np.arange(k_refs), group)
@@ -814,13 +881,45 @@ def calibrate(
         fit_g = fit_hyperparameters(reference.select_models(ids), n_pseudo=fit_pseudo, n_items=fit_items, seed=seed,
                                     level_prior=fit.tau0 > 0, linear=fit.gamma > 0, start=fit)
         truths = sub.scores[group]
-        z.extend(_model_based_errors(sub.select_models(ids), fit_g, truths, int(seed) + g, grid))
+        errors = _model_based_errors(sub.select_models(ids), fit_g, truths, int(seed) + g, grid)
+        z.extend(e for n, e in zip(grid, errors) if n in pooled)
+        for j, e in enumerate(errors):
+            by_n[j].append(e)
         n_pseudo += int(group.size)
     values = np.concatenate(z) if z else np.zeros(0)
     rms = float(np.sqrt(np.mean(values**2))) if values.size else float("nan")
     factor = min(max(1.0, rms), CALIBRATION_MAX) if np.isfinite(rms) else 1.0
+    fracs, factors = _factors_by_budget(grid, by_n, n_sub)
     return Calibration(factor=float(factor), rms=rms, n_pseudo=n_pseudo, n_items=int(n_sub), n_z=int(values.size),
-                       seed=int(seed))
+                       seed=int(seed), fractions=fracs, factors=factors)
+
+
+def _factors_by_budget(grid: Sequence[int], by_n: Sequence[Sequence[np.ndarray]],
+                       n_items: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """(n/N, factor) at each grid point with enough standardised errors (see :attr:`Calibration.factors`).
+
+    The factor is the root mean square of the m errors at that n, bounded to
+    [CALIBRATION_MIN, CALIBRATION_MAX]; below 1 it is first raised to its
+    one-sided 90 % upper confidence bound rms·sqrt(m / χ²_{m, 0.10}), so that
+    a handful of pseudo-targets that happened to land near the truth cannot
+    narrow the interval (with 10 of them the bound is 1.43·rms; with 200, 1.07·rms).
+    """
+    from scipy.stats import chi2  # imported here: sessions that reuse a stored calibration never need it
+
+    fracs: list[float] = []
+    factors: list[float] = []
+    for n, parts in zip(grid, by_n):
+        e = np.concatenate(parts) if parts else np.zeros(0)
+        m = e.size
+        frac = n / n_items
+        if m < CALIBRATION_MIN_Z or (fracs and frac <= fracs[-1]):
+            continue
+        rms = float(np.sqrt(np.mean(e**2)))
+        if rms < 1.0:
+            rms = min(1.0, rms * math.sqrt(m / chi2.ppf(0.10, m)))
+        fracs.append(frac)
+        factors.append(min(max(rms, CALIBRATION_MIN), CALIBRATION_MAX))
+    return tuple(fracs), tuple(factors)
 
 
 def _model_based_errors(
@@ -854,7 +953,10 @@ def _model_based_errors(
     active = np.ones(n_targets, dtype=bool)
     out: list[np.ndarray] = []
     for n in range(1, max(grid) + 1):
-        (item,) = method._select(np.random.default_rng([method.seed_, n - 1]), 1, ())
+        # as a single run selects: its random start, then Eq. 6 (the shared pass observes nothing through the
+        # method, whose own count, and so its `random_items`, stays at 0)
+        rng = np.random.default_rng([method.seed_, n - 1])
+        (item,) = method._random_items(1, ()) if n <= method.warmup else method._batch_select(rng, 1, (), method._greedy)
         b = int(method.buckets.of_item[item])
         innovation, d = post.observe(b, truths[:, item])
         if n - 1 >= SCALE_SKIP:
@@ -908,5 +1010,9 @@ def beyond_every_reference(
 
 #: Calibration factors from this one on are said in ``Estimate.notes``.
 CALIBRATION_NOTE = 1.5
+#: Smallest calibration factor by budget (the interval narrows at most to half the model's own).
+CALIBRATION_MIN = 0.5
+#: Fewest standardised errors at an n for a factor by budget there (fewer: that n is left out).
+CALIBRATION_MIN_Z = 8
 #: Largest calibration factor applied (a larger one means the model is unusable here; the scale switch takes over).
 CALIBRATION_MAX = 3.0

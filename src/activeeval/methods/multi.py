@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from activeeval._threads import numeric, numeric_methods
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DuplicateObservationError, SessionStateError
 from activeeval.methods.base import BaseMethod, SeedLike, _seed_int, prepare_reference
@@ -121,6 +122,12 @@ class MultiTargetMethod(ABC):
 
     name = "multi"
 
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        # As BaseMethod's: building and the steps run under activeeval's BLAS thread limit (activeeval._threads).
+        super().__init_subclass__(**kwargs)
+        numeric_methods(cls, ("__init__", "select", "select_batch", "observe", "estimate", "covariance"))
+
+    @numeric
     def __init__(
         self,
         reference: ScoreMatrix,
@@ -213,6 +220,7 @@ class MultiTargetMethod(ABC):
         """The next (target, item) pair to evaluate (pure when ``rng`` is None)."""
         return self.select_batch(1, rng=rng, active=active)[0]
 
+    @numeric
     def select_batch(
         self,
         k: int,
@@ -284,6 +292,7 @@ class MultiTargetMethod(ABC):
                 f"(score {prev:g}); each item is observed once per target")
         return t, idx, value
 
+    @numeric
     def observe(self, target: int | str, item: int | str, score: float) -> None:
         """Record ``score`` of ``target`` on ``item``: the only state change."""
         t, idx, value = self.check_observation(target, item, score)
@@ -295,6 +304,7 @@ class MultiTargetMethod(ABC):
         self._after_observe(t)
         self._trajectory[t].append(self.estimate(t))
 
+    @numeric
     def estimate(self, target: int | str) -> Estimate:
         """The target's current estimate, given every target's observations so far."""
         t = self.target_index(target)
@@ -307,6 +317,7 @@ class MultiTargetMethod(ABC):
     def estimates(self) -> list[Estimate]:
         return [self.estimate(t) for t in range(self.n_targets)]
 
+    @numeric
     def covariance(self) -> np.ndarray:
         """T×T posterior covariance of the targets' full-benchmark scores (here: independent, diagonal)."""
         return np.diag([e.var for e in self.estimates()])

@@ -55,6 +55,8 @@ _BUILTIN: Mapping[str, str | MethodFactory] = MappingProxyType({
     "seq-apw": "activeeval.methods.baselines.seq_apw:SeqAPW",
     "bayes-aipw": "activeeval.methods.baselines.bayes_aipw:BayesAIPW",
     "bayes-rs-learn": "activeeval.methods.baselines.bayes_rs_learn:BayesRSLearn",
+    "aipw-ridge": "activeeval.methods.baselines.peers:AIPWRidge",
+    "rs-learn": "activeeval.methods.baselines.peers:RSLearn",
     "proeval": "activeeval.methods.baselines.proeval:ProEval",
     "irt": "activeeval.methods.baselines.irt:IRTBaseline",
     "cat": "activeeval.methods.cat:ContinuousCAT",

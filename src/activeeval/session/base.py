@@ -10,16 +10,18 @@ events written since it last looked.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import secrets
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from activeeval import user_cache
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import (
     ActiveEvalError,
@@ -30,8 +32,16 @@ from activeeval.exceptions import (
 )
 from activeeval.methods.registry import check_method_spec, method_spec
 from activeeval.session import snapshot as snap
-from activeeval.session.reference import apply_missing, load_reference, resolve_reference, source_stat
-from activeeval.session.storage import DEFAULT_TIMEOUT, CorruptedSessionError, Event, Journal, Transaction, now_iso
+from activeeval.session.reference import apply_missing, load_reference, resolve_reference
+from activeeval.session.storage import (
+    DEFAULT_TIMEOUT,
+    CorruptedSessionError,
+    Event,
+    Journal,
+    Transaction,
+    now_iso,
+    storable_text,
+)
 from activeeval.stopping import StoppingRule, default_rule
 
 __all__ = ["JournalSession", "StoppingChanges", "open_session", "resolve_method", "check_stopping",
@@ -62,9 +72,18 @@ def stopping_of(settings: Mapping[str, Any]) -> dict[str, Any]:
     return {new: kw.get(old) for old, new in _LEGACY_KEYS.items()}
 
 
+# The default BayesAME stores what it derived from the reference (its fit and calibration) and, since issue 25,
+# the two defaults that issue changed; a file written before has neither of the latter: it replays as it was made.
+_BAYESAME_BEFORE_25 = {"calibrate_by": "pooled", "warmup": 0}
+
+
 def method_options_of(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The method's constructor options: the stored ones without the stopping settings older files kept there."""
-    return {k: v for k, v in settings["method_kwargs"].items() if k not in _LEGACY_KEYS}
+    options = {k: v for k, v in settings["method_kwargs"].items() if k not in _LEGACY_KEYS}
+    if settings.get("method") in ("bayesame", "bayesame-rs") and "hyperparameters" in options \
+            and "calibrate_by" not in options:
+        options = {**_BAYESAME_BEFORE_25, **options}
+    return options
 
 # The module of each session kind, imported when a file of that kind is opened.
 _KIND_MODULES = {"single": "activeeval.session.session", "rank": "activeeval.session.ranking",
@@ -186,10 +205,12 @@ class JournalSession(ABC):
         prepared: ScoreMatrix | None = None,
         state: Any = None,
         build_seconds: float = 0.0,
+        cache: bool = True,
     ) -> None:
         self._journal = journal
         self._settings = settings
-        self._raw_reference = reference  # loaded (and checked) lazily when a valid snapshot makes it unneeded
+        self._cache = bool(cache)  # keep the parsed reference and snapshots in the user cache
+        self._raw_reference = reference  # loaded (and checked) on first use
         self._override = override
         self._prepared = prepared
         self._state: Any = None
@@ -201,6 +222,7 @@ class JournalSession(ABC):
         self._digest = snap.TellDigest()
         self._cost = 0.0  # seconds spent building/replaying since the state's last snapshot
         self._rebuild(state, build_seconds)
+        self._maybe_snapshot()
 
     # ------------------------------------------------------------ creation
     @classmethod
@@ -211,11 +233,24 @@ class JournalSession(ABC):
         meta: dict[str, Any],
         read_options: Mapping[str, Any] | None,
         timeout: float,
+        cache: bool,
+        progress: Callable[[str], None] | None = None,
     ) -> Any:
-        """Resolve the reference, build the state once (validating everything), write the file; the session."""
+        """Resolve the reference, build the state once (validating everything), write the file; the session.
+
+        ``progress(text)`` is told each step as it starts.
+        """
         from activeeval import __version__
 
-        matrix, source = resolve_reference(reference, read_options)
+        Journal.check_creatable(path)  # before the work of building the method (checked again when creating)
+        if meta.get("label") is not None and not isinstance(meta["label"], str):
+            raise ConfigurationError(f"--label (label=) must be text, got {type(meta['label']).__name__}")
+        say = progress or (lambda text: None)
+        say("reading the reference")
+        matrix, source = resolve_reference(reference, read_options, cache=cache)
+        for what, ids in (("item id", matrix.item_ids), ("target", meta.get("targets") or ())):
+            for text in ids:  # what the journal will store, checked before the file exists
+                storable_text(what, text)
         meta = {
             "kind": cls.KIND,
             **meta,
@@ -228,6 +263,9 @@ class JournalSession(ABC):
         probe = cls.__new__(cls)
         probe._settings = meta
         probe._prepared = apply_missing(matrix, meta.get("missing", "models"))
+        ref = probe._prepared
+        say(f"fitting {meta.get('method_spec', meta['method'])} on {ref.n_models} reference models x {ref.n_items} "
+            "items")
         state = probe._fresh_state()  # validates the method and its options before any file exists
         frozen = getattr(state, "frozen_options", None)
         if callable(frozen) and "method_kwargs" in meta:
@@ -237,10 +275,8 @@ class JournalSession(ABC):
         built = time.perf_counter() - start
         journal = Journal.create(path, meta, timeout=timeout)
         try:
-            session = cls(journal, journal.meta(), reference=matrix, prepared=probe._prepared, state=state,
-                          build_seconds=built)
-            session._maybe_snapshot()
-            return session
+            return cls(journal, journal.meta(), reference=matrix, prepared=probe._prepared, state=state,
+                       build_seconds=built, cache=cache)
         except BaseException:
             journal.close()
             raise
@@ -253,6 +289,7 @@ class JournalSession(ABC):
         reference: str | os.PathLike[str] | ScoreMatrix | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         readonly: bool = False,
+        cache: bool = True,
     ) -> Any:
         """Reopen a session: its reference data (fingerprint checked), and its state (snapshot and replay).
 
@@ -261,8 +298,10 @@ class JournalSession(ABC):
         fingerprint must still match the one stored at creation.
         ``readonly=True`` opens the file without any write (``ask``/``tell``
         then refuse); the file is never created, converted or changed.
+        ``cache=False`` uses no user cache (:mod:`activeeval.user_cache`): the
+        reference file is parsed and the state rebuilt from the journal.
         """
-        return cls._open_journal(path, reference, timeout, readonly)
+        return cls._open_journal(path, reference, timeout, readonly, cache)
 
     @classmethod
     def _open_journal(
@@ -271,6 +310,7 @@ class JournalSession(ABC):
         reference: str | os.PathLike[str] | ScoreMatrix | None,
         timeout: float,
         readonly: bool,
+        cache: bool = True,
     ) -> Any:
         journal = Journal.open(path, timeout=timeout, readonly=readonly)
         try:
@@ -283,13 +323,13 @@ class JournalSession(ABC):
             kind = meta.get("kind", "single")
             if cls is JournalSession and kind in _KIND_MODULES:
                 importlib.import_module(_KIND_MODULES[kind])  # registers the class (only the kind needed)
-                return cls.KINDS[kind](journal, meta, override=reference)
+                return cls.KINDS[kind](journal, meta, override=reference, cache=cache)
             if kind != cls.KIND:
                 raise StorageError(
                     f"{str(journal.path)!r} is a {kind} session, not a {cls.KIND} one; "
                     + _KIND_HINTS.get(kind, _KIND_HINTS["single"])
                 )
-            return cls(journal, meta, override=reference)
+            return cls(journal, meta, override=reference, cache=cache)
         except BaseException:
             journal.close()
             raise
@@ -299,7 +339,8 @@ class JournalSession(ABC):
     def reference(self) -> ScoreMatrix:
         """The reference data as loaded (checked against the fingerprint stored at creation)."""
         if self._raw_reference is None:
-            self._raw_reference = load_reference(self._journal.path, self._settings, self._override)
+            self._raw_reference = load_reference(self._journal.path, self._settings, self._override,
+                                                 cache=self._cache)
         return self._raw_reference
 
     def _prepared_reference(self) -> ScoreMatrix:
@@ -317,29 +358,36 @@ class JournalSession(ABC):
     def _observe(self, state: Any, ev: Event) -> None:
         """Fold one recorded score (a journal ``tell`` event) into ``state``."""
 
+    def _snapshot_slot(self) -> str:
+        """The user-cache key of this session file's snapshot (one slot per file, replaced as it goes on)."""
+        return user_cache.key("snapshot", str(self.path.resolve()), self._settings)
+
+    def _externals(self) -> dict[str, Any]:
+        """What a snapshot refers to by name instead of holding it: the reference the methods are built on."""
+        prepared = self._prepared_reference()
+        return {"reference": prepared, "reference.scores": prepared.scores}
+
     def _from_snapshot(self, events: list[Event]) -> tuple[Any, int]:
-        """(state, upto) from a valid stored snapshot, or (None, 0)."""
-        stored = self._journal.snapshot()
-        if stored is None:
+        """(state, upto) from a valid snapshot in the user cache, or (None, 0)."""
+        entry = user_cache.load("snapshot", self._snapshot_slot()) if self._cache else None
+        if entry is None:
             return None, 0
+        upto, key = entry.meta.get("upto"), entry.meta.get("key")
+        if type(upto) is not int or (events[-1].seq if events else 0) < upto:
+            return None, 0  # the journal is shorter than the snapshot: it does not belong to this file
         digest = snap.TellDigest()
         for ev in events:
-            if ev.seq > stored.upto:
+            if ev.seq > upto:
                 break
             if ev.kind == "tell":
                 digest.add(ev.seq, ev.target, ev.item_id, float(ev.score))  # type: ignore[arg-type]
-        if (events[-1].seq if events else 0) < stored.upto:
-            return None, 0  # the journal is shorter than the snapshot: it does not belong to this file
-        if snap.snapshot_key(self._settings, digest.hexdigest()) != stored.key:
+        if snap.snapshot_key(self._settings, digest.hexdigest()) != key:
             return None, 0  # stale (other code, settings or scores): rebuild
-        if self._override is not None or self._raw_reference is not None:
-            self.reference  # noqa: B018 - checks the given reference's fingerprint
-        else:
-            stat = source_stat(self._settings["reference_source"])
-            if stat is None or stat != stored.info.get("ref_stat"):
-                self.reference  # noqa: B018 - touched or moved since: check its fingerprint the slow way
-        state = snap.load_state(stored.data, stored.checksum, f"session file {str(self.path)!r}")
-        return (state, stored.upto) if state is not None else (None, 0)
+        externals = self._externals()  # loads and checks the reference
+        try:
+            return snap.decode_state(entry.meta.get("state"), entry.arrays, externals), upto
+        except Exception:  # noqa: BLE001 - an entry this version cannot read is rebuilt from the journal
+            return None, 0
 
     def _rebuild(self, state: Any = None, build_seconds: float = 0.0) -> None:
         """Rebuild the state: from ``state`` (just built), a valid snapshot, or from scratch; then replay."""
@@ -347,7 +395,8 @@ class JournalSession(ABC):
         upto = 0
         if state is None:
             state, upto = self._from_snapshot(events)
-        self._state, self._seq = state, 0
+        self._state, self._seq, self._snapshot_upto = state, 0, upto  # upto 0: not from a snapshot
+        self._stopping, self._change_seq = stopping_of(self._settings), 0
         self._pending, self._told, self._digest = {}, {}, snap.TellDigest()
         self._cost = build_seconds
         if self._state is None:
@@ -398,18 +447,34 @@ class JournalSession(ABC):
         return self._state
 
     def _maybe_snapshot(self) -> None:
-        """Store the state as a snapshot once rebuilding it has become slow (write commands only)."""
-        if self._journal.readonly or self._state is None or self._cost <= snap.SNAPSHOT_AFTER_SECONDS:
+        """Keep the state as a snapshot in the user cache once rebuilding it has become slow."""
+        if not self._cache or self._state is None or self._cost <= snap.SNAPSHOT_AFTER_SECONDS:
             return
-        dumped = snap.dump_state(self._state, self._cost)
-        if dumped is None:
-            self._cost = 0.0  # not worth storing (or not picklable): do not try again after every write
+        try:
+            graph, arrays = snap.encode_state(self._state, self._externals())
+        except snap.Unencodable:
+            graph = None
+        if graph is None or not snap.worth_storing(arrays, self._cost):
+            self._cost = 0.0  # not worth storing (or not data): do not try again after every write
             return
-        data, checksum = dumped
-        info = {"ref_stat": source_stat(self._settings["reference_source"]), "n_tells": len(self._told)}
         key = snap.snapshot_key(self._settings, self._digest.hexdigest())
-        if self._journal.put_snapshot(self._seq, key, info, checksum, data):
+        meta = {"upto": self._seq, "key": key, "state": graph}
+        if user_cache.store("snapshot", self._snapshot_slot(), meta, arrays):
             self._cost = 0.0
+
+    @contextlib.contextmanager
+    def _write(self, what: str) -> Iterator[Transaction]:
+        """A write transaction of the journal (see :meth:`Journal.write`), for operations that update the
+        in-memory state as they append. If the transaction fails after an append (even at its COMMIT), the file
+        is rolled back and the state may be ahead of it: it is rebuilt from the file on next use."""
+        tx = None
+        try:
+            with self._journal.write(what) as tx:
+                yield tx
+        except BaseException:
+            if tx is not None and tx.written:
+                self._state = None
+            raise
 
     # ------------------------------------------------------------- scores
     def _target_key(self, state: Any, target: Any) -> str:
@@ -433,7 +498,7 @@ class JournalSession(ABC):
         """
         skipped: list[str] = []
         n_unknown = n_same = 0
-        with self._journal.write("record scores") as tx:
+        with self._write("record scores") as tx:
             state = self._sync(tx)
             ref = state.reference
             new: list[tuple[str, str, float]] = []
@@ -468,19 +533,13 @@ class JournalSession(ABC):
                 value = self._check_new(state, target, idx, value)
                 seen[key] = value
                 new.append((target, iid, value))
-            if new:
-                try:
-                    for target, iid, value in new:
-                        seq = tx.append("tell", iid, value, target=target)
-                        self._observe(state, Event(seq, "tell", iid, value, None, "", target))
-                        self._told[(target, iid)] = value
-                        self._digest.add(seq, target, iid, value)
-                        self._pending.pop((target, iid), None)
-                        self._seq = seq
-                except BaseException:
-                    # The transaction rolls back; the in-memory state may be ahead of it, so rebuild lazily.
-                    self._state = None
-                    raise
+            for target, iid, value in new:
+                ev = tx.append("tell", iid, value, target=target)
+                self._observe(state, ev)  # the event as stored, exactly as a replay will see it
+                self._told[(target, iid)] = ev.score  # type: ignore[assignment]
+                self._digest.add(ev.seq, target, iid, ev.score)  # type: ignore[arg-type]
+                self._pending.pop((target, iid), None)
+                self._seq = ev.seq
         if new:
             self._maybe_snapshot()
         return len(new), n_same, tuple(skipped), n_unknown
@@ -488,7 +547,7 @@ class JournalSession(ABC):
     # ------------------------------------------------------------- changes
     def _record_change(self, changes: Mapping[str, Any]) -> dict[str, Any]:
         """Record changed stopping settings (only those that differ); returns what changed."""
-        with self._journal.write("change the settings") as tx:
+        with self._write("change the settings") as tx:
             self._sync(tx)
             new = {k: v for k, v in changes.items() if v is not None and self._stopping.get(k) != v}
             if new:
@@ -590,6 +649,7 @@ def open_session(
     reference: str | os.PathLike[str] | ScoreMatrix | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     readonly: bool = False,
+    cache: bool = True,
 ) -> JournalSession:
     """Open a session file of any kind: a :class:`Session` or a ranking :class:`RankSession`."""
-    return JournalSession._open_journal(path, reference, timeout, readonly)
+    return JournalSession._open_journal(path, reference, timeout, readonly, cache)

@@ -32,6 +32,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from activeeval._threads import user_threads
 from activeeval.data.adapters.inspect_eval import (
     INSTALL_HINT,
     SampleScores,
@@ -176,9 +177,14 @@ class InspectHarness:
 
     # --------------------------------------------------------------- loading
     def _eval(self, **options: Any) -> Any:
-        """``inspect_ai.eval`` of the task with the options every call shares: no display, no control server."""
-        return self._inspect.eval(self.task, task_args=self.task_args, display="none", ctl_server=False,
-                                  score_display=False, **options)
+        """``inspect_ai.eval`` of the task with the options every call shares: no display, no control server.
+
+        Inspect (and a local model it runs) gets the BLAS threads it would have on its own: activeeval's limit
+        (:mod:`activeeval._threads`) is lifted for the call, as for Inspect's model loading (:meth:`_model`).
+        """
+        with user_threads():
+            return self._inspect.eval(self.task, task_args=self.task_args, display="none", ctl_server=False,
+                                      score_display=False, **options)
 
     def _load_task(self) -> tuple[str, dict[str, Any]]:
         """The task's name and its sample ids (by :func:`_key`), from a run of no samples into a scratch folder."""
@@ -208,7 +214,7 @@ class InspectHarness:
             from inspect_ai.model import get_model
 
             try:
-                with _quiet():
+                with _quiet(), user_threads():
                     self._models[key] = get_model(name, **args)
             except (KeyboardInterrupt, ActiveEvalError):
                 raise

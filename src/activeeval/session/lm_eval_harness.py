@@ -16,20 +16,33 @@ reference build --from lm-eval``) gives a reference built from other models'
 In a ranking session the model arguments may contain ``{model}``, replaced
 by each ranked model's id; each model is loaded on first use and kept.
 
+lm-eval's own output (tables, progress bars, warnings, the ``git`` it runs)
+goes nowhere unless ``verbose`` (then to stderr; stdout is never written).
+With ``output_path`` (``--output_path DIR --log_samples``) every evaluated
+document is also appended to lm-eval's own samples file,
+``DIR/<model>/samples_<task>_<timestamp>.jsonl``, line for line as
+``lm_eval --log_samples`` writes it, so what reads lm-eval's samples (``activeeval
+reference build --from lm-eval``, ``session record --from``, lm-eval's own
+tools) reads them.
+
 Needs ``pip install "activeeval[lm-eval]"``.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
-import io
-import logging
+import json
+import os
 from collections.abc import Mapping, Sequence
-from contextlib import redirect_stdout
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
+from activeeval._threads import user_threads
 from activeeval.data.adapters.lm_eval import parse_doc_id, scores_from_samples
-from activeeval.exceptions import ActiveEvalError, ConfigurationError
+from activeeval.exceptions import ActiveEvalError, ConfigurationError, StorageError
+from activeeval.session.harness_output import harness_output
 from activeeval.session.runner import MODEL_PLACEHOLDER, ScorerError
 
 __all__ = ["LmEvalHarness", "import_lm_eval"]
@@ -75,6 +88,11 @@ class LmEvalHarness:
         Folders of custom task YAML files (lm-eval's ``--include_path``).
     num_fewshot, batch_size, device, gen_kwargs, apply_chat_template
         As lm-eval's options of the same names.
+    verbose : bool
+        Show lm-eval's output (on stderr); otherwise it is silenced.
+    output_path : path-like, optional
+        Keep every evaluated document in lm-eval's samples file under this
+        folder (``--output_path DIR --log_samples``); see :meth:`start_samples`.
     """
 
     def __init__(
@@ -92,9 +110,15 @@ class LmEvalHarness:
         gen_kwargs: str | None = None,
         apply_chat_template: bool = False,
         needs_model: bool = False,
+        verbose: bool = False,
+        output_path: str | os.PathLike[str] | None = None,
     ) -> None:
         if not task:
             raise ConfigurationError("--harness lm-eval needs --task (the lm-eval task to score), e.g. --task arc_easy")
+        if "," in task:
+            raise ConfigurationError(
+                f"--tasks {task!r} names several tasks; a session evaluates one task (its documents are the "
+                "reference's items): run one session per task")
         if not model:
             raise ConfigurationError("--harness lm-eval needs --model (the lm-eval model type), e.g. --model hf")
         if needs_model and MODEL_PLACEHOLDER not in model_args:
@@ -111,10 +135,29 @@ class LmEvalHarness:
         self.batch_size, self.device = batch_size, device
         self._lms: dict[str, Any] = {}
         self._tasks: Any = None
+        self.verbose = bool(verbose)
+        self.output_path = None if output_path is None else Path(output_path).expanduser()
+        self._samples: dict[str, _SamplesFile] = {}
+        self._stamp: str | None = None
         self._lm_eval = import_lm_eval()
-        logging.getLogger("lm_eval").setLevel(logging.WARNING)  # its INFO lines would bury the progress
-        self._model_class()  # a wrong --model or --task fails here, before a session is created or asked
-        self._task_manager()
+        with self._output():
+            self._model_class()  # a wrong --model or --task fails here, before a session is created or asked
+            self._task_manager()
+
+    def _output(self) -> Any:
+        """lm-eval's output for the duration of a call: on stderr with ``verbose``, else nowhere."""
+        return harness_output(self.verbose, loggers=("lm_eval",))
+
+    def start_samples(self, created: str) -> None:
+        """Log samples into the files of the session created at ``created`` (its ISO time, as stored).
+
+        The timestamp of the file name is the session's creation time (in
+        lm-eval's spelling), so a resumed run appends to the same file, and a
+        document already there (scored again after a crash) is not written twice.
+        """
+        if self.output_path is not None:
+            when = datetime.fromisoformat(created).astimezone(timezone.utc).replace(tzinfo=None)
+            self._stamp = when.isoformat().replace(":", "-")
 
     def describe(self) -> dict[str, Any]:
         """The settings, for the journal's record of what scored the items."""
@@ -176,29 +219,41 @@ class LmEvalHarness:
 
     # --------------------------------------------------------------- scoring
     def score_many(self, item_ids: Sequence[str], model: str | None = None) -> list[float | ScorerError]:
-        """Run lm-eval on exactly these documents; one score (or ScorerError) per item, in order."""
+        """Run lm-eval on exactly these documents; one score (or ScorerError) per item, in order.
+
+        lm-eval runs with the BLAS threads it would have on its own: activeeval's limit
+        (:mod:`activeeval._threads`) is lifted for the call.
+        """
+        with user_threads():
+            return self._score_many(item_ids, model)
+
+    def _score_many(self, item_ids: Sequence[str], model: str | None) -> list[float | ScorerError]:
         docs = [parse_doc_id(iid, self.task) for iid in item_ids]
         # Sorted: lm-eval 0.4.13 runs the selected documents in dataset order but labels them with the doc ids
         # in the order given, so an unsorted list would file each score under another document's id.
         wanted = sorted(set(docs))
-        lm = self._lm(model)
-        tasks = self._task_manager()
-        try:
-            with redirect_stdout(io.StringIO()):  # lm-eval prints tables; stdout is the user's (e.g. --json)
+        with self._output():
+            lm = self._lm(model)
+            tasks = self._task_manager()
+            try:
                 results = self._lm_eval.simple_evaluate(
                     model=lm, tasks=[self.task], samples={self.task: wanted}, task_manager=tasks, log_samples=True,
                     bootstrap_iters=0, **{k: v for k, v in self.options.items() if v is not None},
                 )
-        except (KeyboardInterrupt, ActiveEvalError):
-            raise
-        except Exception as exc:  # noqa: BLE001 - one line naming the batch, never a traceback
-            err = ScorerError(
-                f"lm-eval failed on documents {docs[:10]}{' ...' if len(docs) > 10 else ''} of task {self.task!r}"
-                f"{'' if model is None else f' for model {model!r}'}: {type(exc).__name__}: {exc}"
-            )
-            return [err] * len(item_ids)
+            except (KeyboardInterrupt, ActiveEvalError):
+                raise
+            except Exception as exc:  # noqa: BLE001 - one line naming the batch, never a traceback
+                quiet = "" if self.verbose else " (re-run with --verbose to see lm-eval's output)"
+                err = ScorerError(
+                    f"lm-eval failed on documents {docs[:10]}{' ...' if len(docs) > 10 else ''} of task "
+                    f"{self.task!r}{'' if model is None else f' for model {model!r}'}: {type(exc).__name__}: "
+                    f"{exc}{quiet}"
+                )
+                return [err] * len(item_ids)
         try:
             samples = (results or {}).get("samples", {}).get(self.task, [])
+            if self._stamp is not None:
+                self._samples_file(model).append(samples)
             scores, bad = self._scores(samples)
         except ActiveEvalError as exc:  # e.g. a --metric no document has
             return [ScorerError(str(exc))] * len(item_ids)
@@ -231,5 +286,64 @@ class LmEvalHarness:
         )
         return {int(k): v for k, v in by_id.items()}, {int(k): v for k, v in bad.items()}
 
+    def _samples_file(self, model: str | None) -> _SamplesFile:
+        """The samples file of ``model`` (the model arguments' model, as lm-eval names its folder)."""
+        args = self.model_args.replace(MODEL_PLACEHOLDER, model) if model is not None else self.model_args
+        if args not in self._samples:
+            from lm_eval.loggers.evaluation_tracker import GeneralConfigTracker
+            from lm_eval.utils import sanitize_model_name
+
+            name = GeneralConfigTracker._get_model_name(args) or self.model  # lm-eval draws a random name here
+            folder = self.output_path / sanitize_model_name(name)  # type: ignore[operator]
+            self._samples[args] = _SamplesFile(folder / f"samples_{self.task}_{self._stamp}.jsonl")
+        return self._samples[args]
+
     def stop(self) -> None:
         """Nothing to stop: lm-eval runs in this process, and Ctrl-C interrupts it there."""
+
+
+class _SamplesFile:
+    """One lm-eval samples file, appended batch by batch; each (document, filter) once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._seen: set[tuple[Any, Any]] = set()
+        if path.is_file():
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    if line.strip():
+                        obj = json.loads(line)
+                        self._seen.add((obj.get("doc_id"), obj.get("filter")))
+
+    def append(self, samples: Sequence[Mapping[str, Any]]) -> None:
+        """Append the samples not in the file yet, each line as ``lm_eval --log_samples`` writes it."""
+        from lm_eval.utils import handle_non_serializable, sanitize_list
+
+        lines = []
+        for original in samples:
+            key = (original.get("doc_id"), original.get("filter"))
+            if key in self._seen:
+                continue
+            sample = copy.copy(dict(original))
+            # lm-eval's EvaluationTracker.save_results_samples, so its readers load the file as its own
+            sample["arguments"] = {
+                f"gen_args_{i}": {f"arg_{j}": tmp for j, tmp in enumerate(arg)}
+                for i, arg in enumerate(sample.get("arguments", []))
+            }
+            sample["resps"] = sanitize_list(sample.get("resps", []))
+            sample["filtered_resps"] = sanitize_list(sample.get("filtered_resps", []))
+            sample["target"] = str(sample.get("target"))
+            lines.append(json.dumps(sample, default=handle_non_serializable, ensure_ascii=False) + "\n")
+            self._seen.add(key)
+        if not lines:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.writelines(lines)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:
+            raise StorageError(
+                f"cannot append lm-eval's samples to {str(self.path)!r} ({exc.strerror or exc}); the scores of this "
+                "batch are not recorded: free space or fix the folder, then re-run the same command") from exc

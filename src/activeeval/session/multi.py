@@ -25,7 +25,7 @@ exactly what the original would have.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -142,8 +142,11 @@ class MultiSession(StoppingChanges, JournalSession):
         kind: str | None = None,
         score_range: tuple[float, float] | None = None,
         duplicate_models: str | None = None,
+        exclude_models: Sequence[str] | str | None = None,
         label: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        cache: bool = True,
+        progress: Callable[[str], None] | None = None,
         **method_kwargs: Any,
     ) -> MultiSession:
         """Start a new session file at ``path`` evaluating ``targets`` (their names).
@@ -163,8 +166,9 @@ class MultiSession(StoppingChanges, JournalSession):
         meta = {"method": name, "method_spec": spec, "method_kwargs": {"seed": new_seed(seed), **options},
                 "targets": names, "stopping": stopping_settings(epsilon1, epsilon2, window, max_items),
                 "missing": missing, "label": label}
-        read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
-        return cls._create_journal(path, reference, meta, read, timeout)
+        read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models,
+                "exclude_models": exclude_models}
+        return cls._create_journal(path, reference, meta, read, timeout, cache, progress)
 
     # -------------------------------------------------------------- replay
     def _fresh_state(self) -> MultiTargetMethod:
@@ -218,7 +222,7 @@ class MultiSession(StoppingChanges, JournalSession):
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ConfigurationError(f"k must be a positive integer (--k on the command line), got {k!r}")
-        with self._journal.write("hand out items") as tx:
+        with self._write("hand out items") as tx:
             method = self._sync(tx)
             room = self._room(method)
             active = [t for t, r in room.items() if r is None or r > 0]
@@ -236,7 +240,7 @@ class MultiSession(StoppingChanges, JournalSession):
                     chosen.append((name, i))
                     room[name] = None if room[name] is None else room[name] - 1
             batch = tx.next_batch()
-            seqs = [tx.append("ask", method.item_ids[i], batch=batch, target=t) for t, i in chosen]
+            seqs = [tx.append("ask", method.item_ids[i], batch=batch, target=t).seq for t, i in chosen]
         for (t, i), seq in zip(chosen, seqs):
             self._pending[(t, method.item_ids[i])] = batch
             self._seq = seq

@@ -110,6 +110,7 @@ class RankSession(JournalSession):
         duplicate_models: str | None = None,
         label: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        cache: bool = True,
         **method_kwargs: Any,
     ) -> RankSession:
         """Start a ranking session of ``models`` (new models, scored by your harness) against ``reference``.
@@ -134,7 +135,7 @@ class RankSession(JournalSession):
             "missing": missing, "label": label, "pairing": check_pairing(pairing),
         }
         read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
-        return cls._create_journal(path, reference, meta, read, timeout)
+        return cls._create_journal(path, reference, meta, read, timeout, cache)
 
     # -------------------------------------------------------------- replay
     def _fresh_state(self) -> dict[str, BaseMethod]:
@@ -197,7 +198,7 @@ class RankSession(JournalSession):
 
         None once the ranking is done (see :meth:`stop_reason`).
         """
-        with self._journal.write("hand out an item") as tx:
+        with self._write("hand out an item") as tx:
             methods = self._sync(tx)
             if self._pending:
                 model, iid = next(iter(self._pending))
@@ -208,11 +209,45 @@ class RankSession(JournalSession):
             partner = methods[step.partner].observed_items if step.partner is not None else ()
             idx = next_item(methods[step.model], partner, pairing=self._settings.get("pairing", "own"))
             iid = methods[step.model].item_ids[idx]
-            seq = tx.append("ask", iid, batch=tx.next_batch(), target=step.model)
+            seq = tx.append("ask", iid, batch=tx.next_batch(), target=step.model).seq
         self._pending[(step.model, iid)] = None
         self._seq = seq
         self._maybe_snapshot()
         return RankAsk(step.model, iid, idx)
+
+    def lookahead(self, n: int) -> list[tuple[str, str]]:
+        """Up to ``n`` (model, item id) pairs the ranker is likely to ask after what is pending; records nothing.
+
+        One pair per model (a model's next item depends on its next score):
+        each model's next item as things stand, in the order the ranker would
+        reach the models if no score changed an estimate. A driver with
+        several scorer slots scores them while it waits (``rank --jobs``,
+        :func:`~activeeval.session.runner.drive_ranking`); the ranker still
+        asks one pair at a time, so the journal is the same as without.
+        """
+        methods = self._sync()
+        s = self._settings
+        counts = self._counts(methods)
+        seen = set()
+        for model, _ in self._pending:
+            counts[model] += 1
+            seen.add(model)
+        out: list[tuple[str, str]] = []
+        for _ in range(2 * len(self.models)):
+            if len(out) >= n:
+                break
+            step = next_step(self.models, methods, counts, s["costs"], gamma=s["gamma"], min_items=s["min_items"],
+                             budget=self._budget())
+            if step.model is None:
+                break
+            counts[step.model] += 1
+            if step.model in seen:
+                continue
+            seen.add(step.model)
+            partner = methods[step.partner].observed_items if step.partner is not None else ()
+            idx = next_item(methods[step.model], partner, pairing=s.get("pairing", "own"))
+            out.append((step.model, methods[step.model].item_ids[idx]))
+        return out
 
     def tell(self, model: str, item_id: str | int, score: float) -> bool:
         """Record ``model``'s score on ``item_id``; False if that same score is already recorded.
@@ -220,7 +255,7 @@ class RankSession(JournalSession):
         Raises, writing nothing, for an unknown model or item, an invalid
         score, or a different score on an item already recorded.
         """
-        with self._journal.write("record a score") as tx:
+        with self._write("record a score") as tx:
             methods = self._sync(tx)
             if model not in methods:
                 raise UnknownModelError(
@@ -239,16 +274,12 @@ class RankSession(JournalSession):
                     f"{value:g} (recorded scores are never altered)"
                 )
             idx, value = method.check_observation(idx, value)
-            try:
-                seq = tx.append("tell", iid, value, target=model)
-                method.observe(idx, value)
-            except BaseException:
-                self._state = None
-                raise
-            self._told[(model, iid)] = value
-            self._digest.add(seq, model, iid, value)
+            ev = tx.append("tell", iid, value, target=model)
+            method.observe(idx, ev.score)  # the score as stored, exactly as a replay will see it
+            self._told[(model, iid)] = ev.score
+            self._digest.add(ev.seq, model, iid, ev.score)
             self._pending.pop((model, iid), None)
-            self._seq = seq
+            self._seq = ev.seq
         self._maybe_snapshot()
         return True
 

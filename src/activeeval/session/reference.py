@@ -2,10 +2,10 @@
 
 A session stores how to load its reference again (a bundled dataset name, or
 a file path with the options it was read with) and the reference's
-fingerprint; every reopen checks the fingerprint. When a valid snapshot
-exists, the file's size and modification time (as stored with the snapshot)
-stand in for re-reading it: an unchanged file is not parsed again, a touched
-one is re-read and its fingerprint compared as usual.
+fingerprint; every reopen checks the fingerprint. A file is parsed once: the
+parsed matrix is kept in the user cache under the file's content hash
+(:func:`activeeval.data.datasets.read_file`), so reopening a session on a
+large reference costs a hash of the file and a read of its arrays.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +34,14 @@ __all__ = [
     "resolve_reference",
     "reference_summary",
     "load_reference",
-    "source_stat",
+    "without_models",
     "apply_missing",
 ]
 
-# Options of reading a reference *file* (``activeeval.read_scores``), with their command-line flags.
-READ_OPTIONS = {"kind": "--kind", "score_range": "--score-range", "duplicate_models": "--duplicate-models"}
+# Options of reading a reference *file* (``activeeval.read_scores``), with their command-line flags; and the
+# models to leave out of any reference (a file, a dataset or a matrix), applied once it is read.
+READ_OPTIONS = {"kind": "--kind", "score_range": "--score-range", "duplicate_models": "--duplicate-models",
+                "exclude_models": "--exclude-models"}
 MISSING_POLICIES = ("models", "items")
 
 
@@ -68,6 +70,10 @@ def check_read_options(options: Mapping[str, Any]) -> dict[str, Any]:
             if not lo < hi:
                 raise ConfigurationError(f"--score-range LOW HIGH needs LOW < HIGH, got {lo:g} {hi:g}")
             value = [lo, hi]
+        elif key == "exclude_models":
+            value = _model_list(value)
+            if not value:
+                continue
         elif key == "duplicate_models":
             value = str(value).replace("-", "_")
             if value not in ("error", "drop_identical"):
@@ -78,11 +84,52 @@ def check_read_options(options: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _model_list(value: Any) -> list[str]:
+    """``exclude_models``: model ids as a list (a string is one comma-separated list, as ``--exclude-models``)."""
+    if isinstance(value, str):
+        value = value.split(",")
+    try:
+        names = [str(v).strip() for v in value]
+    except TypeError as exc:
+        raise ConfigurationError(
+            f"--exclude-models (exclude_models=) takes model ids, comma-separated on the command line, got {value!r}"
+        ) from exc
+    return list(dict.fromkeys(n for n in names if n))
+
+
+def without_models(matrix: ScoreMatrix, models: Sequence[str]) -> ScoreMatrix:
+    """``matrix`` without ``models``; an unknown one is refused with the closest model ids."""
+    known = set(matrix.model_ids)
+    unknown = [m for m in models if m not in known]
+    if unknown:
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], matrix.model_ids, n=3)
+        hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+        raise ConfigurationError(
+            f"--exclude-models (exclude_models=) names {', '.join(map(repr, unknown))}, not a model of "
+            f"{matrix.name or 'the reference'}{hint}; `activeeval datasets --models NAME` or the file's first column "
+            "lists them")
+    return matrix.drop_models(models)
+
+
 def resolve_reference(
-    reference: str | os.PathLike[str] | ScoreMatrix, read_options: Mapping[str, Any] | None = None
+    reference: str | os.PathLike[str] | ScoreMatrix, read_options: Mapping[str, Any] | None = None, *,
+    cache: bool = True,
 ) -> tuple[ScoreMatrix, dict[str, Any]]:
-    """The matrix and a JSON description of how to load it again."""
+    """The matrix (without the models of the read option ``exclude_models``) and a JSON description of how to load it
+    again (``cache``: through the user cache)."""
     opts = check_read_options(read_options or {})
+    exclude = opts.pop("exclude_models", None)
+    matrix, source = _resolve_reference(reference, opts, cache)
+    if exclude is None:
+        return matrix, source
+    return without_models(matrix, exclude), {**source, "read": {**source.get("read", {}), "exclude_models": exclude}}
+
+
+def _resolve_reference(
+    reference: str | os.PathLike[str] | ScoreMatrix, opts: dict[str, Any], cache: bool
+) -> tuple[ScoreMatrix, dict[str, Any]]:
     if isinstance(reference, ScoreMatrix):
         if opts:
             raise ConfigurationError(
@@ -112,7 +159,7 @@ def resolve_reference(
     read = dict(opts)
     if "score_range" in read:
         read["score_range"] = tuple(read["score_range"])
-    matrix = datasets.resolve(text, **read)
+    matrix = datasets.resolve(text, cache=cache, **read)
     if path.is_file():
         source: dict[str, Any] = {"type": "file", "path": str(path.resolve())}
         if opts:
@@ -166,55 +213,55 @@ def describe(source: Mapping[str, Any]) -> str:
     return f"an in-memory ScoreMatrix ({source.get('name')!r})"
 
 
-def _source_path(source: Mapping[str, Any]) -> Path | None:
-    if source.get("type") == "file":
-        return Path(source["path"])
-    if source.get("type") == "dataset":
-        from activeeval.data import datasets as ds
-
-        try:
-            entry = ds.info(source["name"])
-        except ActiveEvalError:
-            return None
-        if entry.bundled:
-            from importlib import resources
-
-            p = resources.files("activeeval.data").joinpath("bundled", entry.file)
-            return Path(str(p)) if isinstance(p, Path) or Path(str(p)).is_file() else None
-        folder = ds.shared_data_dir()
-        return folder / entry.file if folder is not None else None
-    return None
-
-
-def source_stat(source: Mapping[str, Any]) -> dict[str, int] | None:
-    """Size and modification time of the reference's file, or None (in-memory, or not found)."""
-    p = _source_path(source)
-    try:
-        st = p.stat() if p is not None else None
-    except OSError:
-        return None
-    return None if st is None else {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
 def load_reference(
-    path: Path, meta: Mapping[str, Any], reference: str | os.PathLike[str] | ScoreMatrix | None
+    path: Path, meta: Mapping[str, Any], reference: str | os.PathLike[str] | ScoreMatrix | None, *,
+    cache: bool = True,
 ) -> ScoreMatrix:
-    """Reload the reference of session ``path`` (or take the override ``reference``) and check its fingerprint."""
-    source = meta["reference_source"]
+    """Reload the reference of session ``path`` (or take the override ``reference``) and check its fingerprint.
+
+    A matrix from the user cache that does not match is not taken for a changed reference: the file itself is
+    parsed again and compared.
+    """
+    matrix, origin = _reload(path, meta, reference, cache)
     stored = meta["reference"]
-    opener = {"rank": "RankSession", "multi": "MultiSession"}.get(meta.get("kind", "single"), "Session")
-    hint = (
-        f"pass the original data explicitly: {opener}.open(path, reference=...) "
-        "or `--reference` on the command line"
-    )
+    if cache and matrix.fingerprint() != stored.get("fingerprint"):
+        matrix, origin = _reload(path, meta, reference, False)
+    new = reference_summary(matrix)
+    if new["fingerprint"] != stored.get("fingerprint"):
+        raise ReferenceMismatchError(
+            f"the reference data of session {str(path)!r} changed since the session was created: "
+            f"{origin} has fingerprint {new['fingerprint'][:12]}, the session expects "
+            f"{str(stored.get('fingerprint'))[:12]} ({_what_changed(stored, new)}). Recorded scores are "
+            f"only valid against the original data: restore it and {_hint(meta)}, or start a new session"
+        )
+    return matrix
+
+
+def _opener(meta: Mapping[str, Any]) -> str:
+    return {"rank": "RankSession", "multi": "MultiSession"}.get(meta.get("kind", "single"), "Session")
+
+
+def _hint(meta: Mapping[str, Any]) -> str:
+    return (f"pass the original data explicitly: {_opener(meta)}.open(path, reference=...) "
+            "or `--reference` on the command line")
+
+
+def _reload(
+    path: Path, meta: Mapping[str, Any], reference: str | os.PathLike[str] | ScoreMatrix | None, cache: bool
+) -> tuple[ScoreMatrix, str]:
+    """The reference of session ``path`` as loaded (not yet checked), and where it came from."""
+    source = meta["reference_source"]
+    hint = _hint(meta)
     read = source.get("read") or {}
     if reference is not None:
-        matrix, given = resolve_reference(reference, read if not isinstance(reference, ScoreMatrix) else None)
+        exclude = {k: v for k, v in read.items() if k == "exclude_models"}
+        matrix, given = resolve_reference(reference, read if not isinstance(reference, ScoreMatrix) else exclude,
+                                          cache=cache)
         origin = f"the reference passed to open ({describe(given)})"
     elif source.get("type") == "matrix":
         raise StorageError(
             f"session {str(path)!r} was created from an in-memory ScoreMatrix ({source.get('name')!r}); "
-            f"open it with {opener}.open(path, reference=<that matrix>)"
+            f"open it with {_opener(meta)}.open(path, reference=<that matrix>)"
         )
     elif source.get("type") == "file":
         ref_path = Path(source["path"])
@@ -225,23 +272,15 @@ def load_reference(
             )
         origin = f"reference file {str(ref_path)!r}"
         try:
-            matrix, _ = resolve_reference(ref_path, read)
+            matrix, _ = resolve_reference(ref_path, read, cache=cache)
         except ActiveEvalError as exc:
             raise StorageError(f"cannot reload {origin} of session {str(path)!r}: {exc}") from exc
     elif source.get("type") == "dataset":
         origin = f"bundled dataset {source['name']!r}"
         try:
-            matrix, _ = resolve_reference(source["name"])
+            matrix, _ = resolve_reference(source["name"], read, cache=cache)
         except UnknownDatasetError as exc:
             raise StorageError(f"cannot reload {origin} of session {str(path)!r}: {exc}; {hint}") from exc
     else:
         raise StorageError(f"session file {str(path)!r} is corrupted: unknown reference source {source!r}")
-    new = reference_summary(matrix)
-    if new["fingerprint"] != stored.get("fingerprint"):
-        raise ReferenceMismatchError(
-            f"the reference data of session {str(path)!r} changed since the session was created: "
-            f"{origin} has fingerprint {new['fingerprint'][:12]}, the session expects "
-            f"{str(stored.get('fingerprint'))[:12]} ({_what_changed(stored, new)}). Recorded scores are "
-            f"only valid against the original data: restore it and {hint}, or start a new session"
-        )
-    return matrix
+    return matrix, origin

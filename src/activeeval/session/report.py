@@ -2,74 +2,102 @@
 
 One file, no external resources. The page names the model (the session's
 label, else the file name), then the result and the stopping conditions,
-the settings in words, the trajectory plot (estimate with its 95 % band, and
-the interval width against the ε2 target), and the table of items used. The
-plot is a PNG (matplotlib, Agg backend) embedded as base64; without
-matplotlib (``pip install "activeeval[plot]"``) the report is written
-without it and says so.
+the settings in words (numbers rounded, options named), the trajectory chart
+(the estimate with its 95 % band, and the interval width against the ε2
+target on a log axis), and the table of items used. The chart is inline SVG
+(:mod:`activeeval._svg`): no plotting library, so every install draws it.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import io
 import os
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from activeeval._files import atomic_output, check_output
+from activeeval._svg import trajectory_svg
 from activeeval.session.base import method_options_of
+from activeeval.session.results import own_files
 from activeeval.session.session import Session
 
-__all__ = ["render_report", "write_report", "plot_available"]
+__all__ = ["render_report", "write_report", "readable_options"]
 
-PLOT_MISSING = 'No plot: matplotlib is not installed (pip install "activeeval[plot]").'
+# Names of the method options a reader meets in the settings (the rest are shown by their own name).
+OPTION_NAMES = {
+    "hyperparameters": "kernel fitted on the references",
+    "calibration": "interval calibration",
+    "alpha": "amplitude α",
+    "beta": "inverse lengthscale β",
+    "sigma2": "noise σ²",
+    "gamma": "linear-term variance γ",
+    "tau0": "level variance τ0",
+    "tau1": "slope variance τ1",
+    "n_pseudo": "pseudo-targets",
+    "n_items": "items",
+    "nlml": "neg. log marginal likelihood",
+    "converged": "converged",
+    "seed": "seed",
+    "factor": "widening factor",
+    "rms": "RMS of standardised errors",
+    "n_z": "errors measured",
+    "noise": "noise",
+    "selection": "item selection",
+    "calibrate_by": "calibration applied",
+    "warmup": "items drawn at random first",
+}
 
 
-def plot_available() -> bool:
-    """True when matplotlib can be imported (the report then has its plot)."""
+def _number(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def _readable(value: Any) -> str:
+    """An option's value for a reader: numbers to 4 significant digits, mappings as named parts."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, dict):
+        return "; ".join(f"{OPTION_NAMES.get(k, k)} {_readable(v)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_readable(v) for v in value)
+    return str(value)
+
+
+def readable_options(options: dict[str, Any]) -> list[tuple[str, str]]:
+    """(name, value) rows of a method's options in words: the reference fit and the calibration spelled out."""
+    rows = []
+    for key, value in options.items():
+        if key == "calibration" and isinstance(value, dict) and "factor" in value:
+            factors = value.get("factors") or []
+            scaled = (f"interval scaled {_number(min(factors))}-{_number(max(factors))}x by the share of items "
+                      f"scored (pooled over them: {_number(value['factor'])}x)" if factors
+                      else f"interval widened {_number(value['factor'])}x")
+            text = (f"{scaled}: reference models playing the target ({value.get('n_pseudo', '?')} of them, "
+                    f"{value.get('n_items', '?')} items) had errors {_number(value.get('rms', float('nan')))}x the "
+                    "model's standard deviation")
+            rows.append((OPTION_NAMES[key], text))
+        else:
+            rows.append((OPTION_NAMES.get(key, key), _readable(value)))
+    return rows
+
+
+def _time(stamp: str) -> str:
+    """A stored UTC time to the second, as a person reads it."""
     try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
+        return datetime.fromisoformat(stamp).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (TypeError, ValueError):
+        return str(stamp)
 
 
-def _plot_png(session: Session, epsilon2: float) -> str | None:
-    if not plot_available():
-        return None
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
+def _chart(session: Session, epsilon2: float) -> str:
     traj = session.trajectory
-    fig, (ax, aw) = plt.subplots(2, 1, figsize=(7.5, 5.2), dpi=110, sharex=True, height_ratios=(3, 2))
-    if traj:
-        n = list(range(1, len(traj) + 1))
-        cis = [e.ci() for e in traj]
-        ax.fill_between(n, [c[0] for c in cis], [c[1] for c in cis], alpha=0.25, label="95 % interval")
-        ax.plot(n, [e.mean for e in traj], lw=1.6, label="estimate")
-        aw.plot(n, [e.width() for e in traj], lw=1.4, color="C2", label="interval width")
-        ax.set_xlim(1, max(len(traj), 2))
-        ax.legend(loc="best", fontsize=8)
-    else:
-        ax.text(0.5, 0.5, "no scores recorded yet", ha="center", va="center", transform=ax.transAxes)
-    aw.axhline(epsilon2, color="C3", ls="--", lw=1.2, label=f"target ε2 = {epsilon2:g}")
-    aw.legend(loc="best", fontsize=8)
-    aw.xaxis.set_major_locator(MaxNLocator(integer=True))  # items are counted: no 2.5 on a small session
-    aw.set_xlabel("items scored")
-    ax.set_ylabel("estimated benchmark score")
-    aw.set_ylabel("95 % interval width")
-    for a in (ax, aw):
-        a.grid(alpha=0.3)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    cis = [e.ci() for e in traj]
+    score_range = session.settings["reference"].get("score_range")
+    return trajectory_svg([e.mean for e in traj], [c[0] for c in cis], [c[1] for c in cis],
+                          [e.width() for e in traj], epsilon2, tuple(score_range) if score_range else None)
 
 
 def _table(rows: list[list[Any]], header: list[str] | None = None, cls: str = "") -> str:
@@ -90,7 +118,7 @@ def _reference_text(settings: dict[str, Any]) -> str:
     where = {"file": f"file {src.get('path')}", "dataset": f"bundled dataset {src.get('name')}"}.get(
         src.get("type"), f"in-memory matrix {src.get('name')}")
     read = src.get("read") or {}
-    opts = "".join(f", {k.replace('_', ' ')} {v}" for k, v in read.items())
+    opts = "".join(f", {k.replace('_', ' ')} {_readable(v)}" for k, v in read.items())
     return f"{where}: {ref['n_models']} models × {ref['n_items']} items, {ref['kind']}{opts}"
 
 
@@ -107,20 +135,19 @@ def _settings_rows(session: Session) -> list[list[Any]]:
                "items": "drop items that miss any score"}[st.get("missing", "models")]
     rows = [
         ["method", st.get("method_spec", st["method"])],
+        *([f"method: {name}", value] for name, value in readable_options(options)),
         ["stopping rule", rule],
         ["seed", kw.get("seed")],
         ["reference", _reference_text(st)],
         ["missing reference scores", missing],
     ]
-    if options:
-        rows.insert(1, ["method options", ", ".join(f"{k} = {v}" for k, v in options.items())])
     changes = [e for e in session.history() if e["kind"] == "set"]
     for e in changes:
-        rows.append(["changed", f"{e['time']}: " + ", ".join(f"{k} = {v}" for k, v in e["settings"].items())])
+        rows.append(["changed", f"{_time(e['time'])}: " + ", ".join(f"{k} = {v}" for k, v in e["settings"].items())])
     rows += [
         ["reference fingerprint", st["reference"]["fingerprint"][:16]],
         ["session file", str(session.path)],
-        ["created", st.get("created", "")],
+        ["created", _time(st.get("created", ""))],
         ["activeeval version", st.get("library_version", "")],
     ]
     return rows
@@ -131,7 +158,7 @@ def render_report(session: Session) -> str:
     status = session.status()
     d = status.to_dict()
     stop_settings = session.stopping_settings
-    png = _plot_png(session, stop_settings["epsilon2"])
+    chart = _chart(session, stop_settings["epsilon2"])
     name = session.label or session.path.name
     stop = f"yes ({status.stop_reason})" if status.stop else "no: keep scoring items"
     waiting = ", ".join(c.name for c in status.waiting_for if c.rule == "precision")
@@ -159,9 +186,7 @@ def render_report(session: Session) -> str:
         lo, hi = est.ci()
         obs_rows.append([k, iid, f"{score:g}", f"{est.mean:.4f}", f"[{lo:.4f}, {hi:.4f}]"])
     items = _table(obs_rows, ["#", "item", "score", "estimate after", "95 % interval after"], cls="items")
-    plot = (f'<img alt="estimate and 95 % interval after each scored item, and the interval width against the '
-            f'target" src="data:image/png;base64,{png}">'
-            if png is not None else f'<p class="noplot">{PLOT_MISSING}</p>')
+    plot = f'<figure class="chart">{chart}</figure>'
     title = f"activeeval report: {html.escape(name)}"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>
@@ -171,7 +196,8 @@ table {{ border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }}
 td, th {{ border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; vertical-align: top; }}
 thead th {{ background: #f3f3f3; }}
 tbody th {{ font-weight: 600; background: #fafafa; }}
-img {{ max-width: 100%; }}
+figure.chart {{ margin: 0.5em 0 1.5em; }}
+figure.chart svg {{ max-width: 100%; height: auto; }}
 p.note {{ background: #fff6e0; border-left: 4px solid #e0a000; padding: 0.4em 0.8em; }}
 </style></head><body>
 <h1>{title}</h1>
@@ -189,22 +215,14 @@ p.note {{ background: #fff6e0; border-left: 4px solid #e0a000; padding: 0.4em 0.
 
 
 def write_report(session: Session, out: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
-    """Write the report to ``out`` and return its path (see :func:`plot_available` for the plot).
+    """Write the report to ``out`` and return its path.
 
     An existing ``out`` is refused unless ``overwrite=True``; the session's own file and its reference file
     are refused even then, and the report is written whole or not at all (:mod:`activeeval._files`).
     """
-    own = _own_files(session)
+    own = own_files(session)
     check_output(out, overwrite=overwrite, protected=own, what="report")  # before the work of rendering
     text = render_report(session)
     with atomic_output(out, overwrite=overwrite, protected=own, what="report") as tmp:
         tmp.write_text(text, encoding="utf-8")
     return Path(out).expanduser()
-
-
-def _own_files(session: Session) -> list[Any]:
-    """The session file and the reference file(s) it reads: never overwritten by a report."""
-    source = session.settings.get("reference_source", {})
-    override = getattr(session, "_override", None)  # `--reference` given when opening
-    return [session.path, source.get("path") if source.get("type") == "file" else None,
-            override if isinstance(override, (str, os.PathLike)) else None]

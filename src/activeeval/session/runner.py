@@ -453,29 +453,52 @@ class _PlainPairs:
         pass
 
 
-def drive_ranking(session: RankSession, scorer: BatchScorer, *, on_record: Callable[[RankSession], None] | None = None
-                  ) -> str:
+def drive_ranking(session: RankSession, scorer: BatchScorer, *, jobs: int = 1,
+                  on_record: Callable[[RankSession], None] | None = None) -> str:
     """Ask the ranking session for (model, item), score it, tell, until the ranking is done; the stop reason.
 
-    A failure of the scorer raises :class:`ScorerError` (the item stays pending, and is scored first when
-    the session is driven again); Ctrl-C stops the scorer and raises :class:`KeyboardInterrupt`.
+    The ranker asks one pair at a time. With ``jobs > 1``, whenever the asked
+    pair has no score yet it is scored together with up to ``jobs - 1`` pairs
+    the ranker is likely to ask next (:meth:`RankSession.lookahead`); those
+    scores wait in memory until asked, so the journal — and the ranking — is
+    what ``jobs=1`` gives with a deterministic scorer (a score never asked is
+    dropped). A failure of the scorer on the asked pair raises
+    :class:`ScorerError` (it stays pending, and is scored first when the
+    session is driven again); Ctrl-C stops the scorer, records the asked
+    pair's score if it came, and raises :class:`KeyboardInterrupt`.
     """
+    check_jobs(jobs)
+    ahead: dict[tuple[str, str], float] = {}
     while True:
         asked = session.ask()
         if asked is None:
             return str(session.stop_reason())
-        try:
-            (result,) = scorer.score_many([asked.item_id], model=asked.model)
-        except KeyboardInterrupt:
-            scorer.stop()
-            raise
+        key = (asked.model, asked.item_id)
+        if key in ahead:
+            result: float | ScorerError | None = ahead.pop(key)
+        else:
+            pairs = [key] + [p for p in session.lookahead(jobs - 1) if p not in ahead] if jobs > 1 else [key]
+            try:
+                results = _score_pairs(scorer, pairs)
+            except KeyboardInterrupt as exc:
+                scorer.stop()
+                first = (getattr(exc, "partial", None) or [None])[0]
+                if first is not None and not isinstance(first, ScorerError):
+                    _tell_ranked(session, asked, first)
+                raise
+            result = results[0]
+            ahead.update((p, r) for p, r in zip(pairs[1:], results[1:]) if isinstance(r, float))
         if isinstance(result, ScorerError):
             raise result
-        try:
-            session.tell(asked.model, asked.item_id, result)
-        except _REFUSED as exc:
-            raise ScorerError(
-                f"the scorer gave an invalid score for item {asked.item_id!r} of model {asked.model!r}: {exc}"
-            ) from exc
+        _tell_ranked(session, asked, float(result))  # type: ignore[arg-type]
         if on_record is not None:
             on_record(session)
+
+
+def _tell_ranked(session: RankSession, asked: Any, score: float) -> None:
+    try:
+        session.tell(asked.model, asked.item_id, score)
+    except _REFUSED as exc:
+        raise ScorerError(
+            f"the scorer gave an invalid score for item {asked.item_id!r} of model {asked.model!r}: {exc}"
+        ) from exc

@@ -18,7 +18,7 @@ exactly what the original would have asked.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,9 +152,12 @@ class Session(StoppingChanges, JournalSession):
         kind: str | None = None,
         score_range: tuple[float, float] | None = None,
         duplicate_models: str | None = None,
+        exclude_models: Sequence[str] | str | None = None,
         label: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
+        cache: bool = True,
         prior_weights: Mapping[str, float] | str | os.PathLike[str] | None = None,
+        progress: Callable[[str], None] | None = None,
         **method_kwargs: Any,
     ) -> Session:
         """Start a new session file at ``path``.
@@ -185,16 +188,27 @@ class Session(StoppingChanges, JournalSession):
             ``"binary"``/``"continuous"``, ``(low, high)`` (e.g. ``(0, 100)``
             for chrF), and ``"error"`` or ``"drop-identical"`` for a model id
             repeated with identical rows. Stored, and used again on open.
+        exclude_models : sequence of str, optional
+            Reference models to leave out (``--exclude-models a,b``): e.g. the
+            model being evaluated, when the reference holds it. Stored, and
+            applied again on open; the fingerprint is that of what is left.
         label : str, optional
             The name of the model being evaluated (shown in status and reports).
         timeout : float
             Seconds to wait for another process's write lock.
+        cache : bool
+            Keep the parsed reference file and snapshots of the rebuilt state
+            in the user cache (:mod:`activeeval.user_cache`), so later opens
+            are fast; False uses none (as ``activeeval --no-cache``).
         prior_weights : mapping or path, optional
             Metadata prior weights (BayesAME App. B.2), one per reference
             model: ``{model: weight}`` or a file (CSV/TSV with columns
             model,weight, or JSON), as ``--prior-weights``. Stored with the
             session (the method's ``weights=``); only for methods that have
             that option (``bayesame-paper``, ``bayesame-paper-rs``).
+        progress : callable, optional
+            Called with a short text as each step of the creation starts
+            (reading the reference, fitting the method), for a progress display.
         **method_kwargs
             Further options of the method (JSON-serialisable), as in brackets.
         """
@@ -202,13 +216,15 @@ class Session(StoppingChanges, JournalSession):
         weights = prior_weights_option(name, prior_weights)
         if weights is not None:
             if "weights" in options:
-                raise ConfigurationError("give the prior weights once: prior_weights= or weights=, not both")
+                raise ConfigurationError("give the prior weights once: --prior-weights (prior_weights=) or the "
+                                         "method's option weights=, not both")
             options = {**options, "weights": weights}  # stored with the options, kept out of the spec label
         stopping = stopping_settings(epsilon1, epsilon2, window, max_items)
         meta = {"method": name, "method_spec": spec, "method_kwargs": {"seed": new_seed(seed), **options},
                 "stopping": stopping, "missing": missing, "label": label}
-        read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
-        return cls._create_journal(path, reference, meta, read, timeout)
+        read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models,
+                "exclude_models": exclude_models}
+        return cls._create_journal(path, reference, meta, read, timeout, cache, progress)
 
     # -------------------------------------------------------------- replay
     def _fresh_state(self) -> BaseMethod:
@@ -231,12 +247,12 @@ class Session(StoppingChanges, JournalSession):
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
             raise ConfigurationError(f"k must be a positive integer (--k on the command line), got {k!r}")
-        with self._journal.write("hand out items") as tx:
+        with self._write("hand out items") as tx:
             method = self._method(tx)
             chosen = method.select_batch(int(k), exclude=[iid for _, iid in self._pending])
             batch = tx.next_batch()
             ids = [method.item_ids[i] for i in chosen]
-            seqs = [tx.append("ask", iid, batch=batch) for iid in ids]
+            seqs = [tx.append("ask", iid, batch=batch).seq for iid in ids]
         for iid, seq in zip(ids, seqs):
             self._pending[("", iid)] = batch
             self._seq = seq

@@ -1,64 +1,82 @@
-"""A stored snapshot of a session's rebuilt state, so reopening a large session is fast.
+"""Snapshots of a session's rebuilt state, kept in the user cache as plain data, so reopening a large session is fast.
 
 A session's state is a deterministic function of its settings and its
 recorded scores (DESIGN.md), so it can always be rebuilt by replaying the
 journal; at scale that costs seconds per command (building the method on a
 20 000-item reference alone can take longer than the target of one command).
-A snapshot is a pickle of the rebuilt state (any method, or a ranking
-session's methods), stored in the session file with
+A snapshot is that state written down as data: the objects' attributes as
+JSON and their arrays as raw numbers (:func:`encode_state`), stored in the
+user cache (:mod:`activeeval.user_cache`), never in the session file. A
+session file therefore holds nothing but data a user can read: its settings
+and its journal. Files written by earlier versions kept a pickled snapshot in
+their table ``snapshots``; it is never read.
 
-* ``upto``: the last journal event folded into it;
-* ``key``: a SHA-256 of everything the state depends on: the session kind,
-  the method spec and keyword arguments, the targets, the reference
-  fingerprint, a digest of every recorded score up to ``upto`` (in order),
-  the activeeval source code, and the Python and NumPy versions;
-* ``checksum``: a SHA-256 of the pickle itself.
+What the codec writes, and reads back without running any code of the
+entry's choosing:
 
-It is used only when the key recomputed from the journal matches and the
-checksum verifies; otherwise the session falls back to the replay, which
-gives the same state (tested for every registered method). So a snapshot can
-never change a result, only the time it takes to get it. Snapshots are
-written only by commands that write anyway (creating, handing out items,
-recording scores), and only once rebuilding took longer than
-:data:`SNAPSHOT_AFTER_SECONDS`; read-only commands never write one.
+* ``None``, booleans, integers, floats, strings; lists, tuples, dicts, sets;
+* numpy arrays and scalars of numbers or booleans (no object arrays), with
+  their read-only flag; numpy ``Generator``s by their bit generator's state;
+* instances of activeeval's own method and maths classes (modules listed in
+  :data:`ALLOWED_MODULES`), created without calling ``__init__``,
+  ``__new__`` overrides or ``__setstate__``, their attributes set directly;
+  bound methods of such instances, when the name is a plain function of the
+  class;
+* objects the session already holds (its reference matrix), by name.
 
-Like any pickle, a snapshot runs code when it is loaded: open session files
-only from sources you trust (as you would a notebook or a pickle file).
+A state holding anything else (a method registered from another package, a
+lambda) gets no snapshot: the session replays its journal, which is always
+correct. Shared objects stay shared and cycles are kept.
+
+An entry is used only when its ``key`` matches the one recomputed from the
+journal: a SHA-256 of everything the state depends on (the session kind, the
+method spec and keyword arguments, the targets, the reference fingerprint, a
+digest of every recorded score up to ``upto``, in order, the activeeval source
+code, the Python and NumPy versions); otherwise the session falls back to the
+replay, which gives the same state (tested for every registered method). So
+a snapshot can never change a result, only the time it takes to get it.
+Each session file has one slot, replaced as the session goes on; a snapshot
+is written only once rebuilding took longer than
+:data:`SNAPSHOT_AFTER_SECONDS` and loading it should cost at most half of
+that.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
+import importlib
+import inspect
 import json
-import pickle
+import re
 import sys
-import warnings
+import types
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-__all__ = ["SNAPSHOT_AFTER_SECONDS", "TellDigest", "snapshot_key", "dump_state", "load_state", "code_fingerprint",
-           "pickled_size"]
+import numpy as np
 
-SNAPSHOT_FORMAT = 1
+from activeeval.user_cache import code_fingerprint
+
+__all__ = ["SNAPSHOT_AFTER_SECONDS", "ALLOWED_MODULES", "TellDigest", "snapshot_key", "encode_state",
+           "decode_state", "worth_storing", "code_fingerprint"]
+
+SNAPSHOT_FORMAT = 2  # 1 was a pickle in the session file
 # Write a snapshot once rebuilding (building the method and replaying scores) took longer than this.
 SNAPSHOT_AFTER_SECONDS = 0.25
-# Reading and unpickling a snapshot runs at about 300 MB/s here (29 MB: 0.05 s SQLite read + 0.06 s
-# unpickle, benchmarks/bench_session.py); a snapshot is kept only if loading it should take at most half
-# the rebuild it saves (a method that caches a large matrix may be cheaper to rebuild than to load).
+# Reading a cache entry (mapping it, checking its CRC-32) runs faster than 300 MB/s here, loaded or not
+# (benchmarks/bench_session.py);
+# a snapshot is kept only if loading it should take at most half the rebuild it saves (a method that caches a
+# large matrix may be cheaper to rebuild than to load).
 LOAD_BYTES_PER_SECOND = 300e6
-
-
-@functools.lru_cache(maxsize=1)
-def code_fingerprint() -> str:
-    """SHA-256 of every ``.py`` file of the installed activeeval package (a changed method invalidates snapshots)."""
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        h.update(str(path.relative_to(root)).encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()
+# Modules whose classes a snapshot may hold (and their submodules): the methods, their maths, the ranker.
+ALLOWED_MODULES = (
+    "activeeval.methods", "activeeval.gaussian", "activeeval.kernels", "activeeval.lmc", "activeeval.logit",
+    "activeeval.batch", "activeeval.design", "activeeval.irt", "activeeval.data.matrix", "activeeval.ranking",
+    "activeeval.stopping", "activeeval.session.ranking",
+)
+_ARRAY_KINDS = frozenset("biufc")
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class TellDigest:
@@ -68,7 +86,7 @@ class TellDigest:
         self._h = hashlib.sha256()
 
     def add(self, seq: int, target: str, item_id: str, score: float) -> None:
-        self._h.update(f"{seq}\x1f{target}\x1f{item_id}\x1f{float(score)!r}\n".encode())
+        self._h.update(f"{seq}\x1f{target}\x1f{item_id}\x1f{float(score)!r}\n".encode("utf-8", "surrogatepass"))
 
     def hexdigest(self) -> str:
         return self._h.copy().hexdigest()
@@ -76,8 +94,6 @@ class TellDigest:
 
 def snapshot_key(settings: Mapping[str, Any], tells: str) -> str:
     """The key a snapshot must carry to stand for the state after the tells digested in ``tells``."""
-    import numpy as np
-
     payload = {
         "snapshot_format": SNAPSHOT_FORMAT,
         "kind": settings.get("kind", "single"),
@@ -94,45 +110,226 @@ def snapshot_key(settings: Mapping[str, Any], tells: str) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def pickled_size(state: Any) -> int | None:
-    """Bytes the pickle of ``state`` would take, without making it (large arrays are only counted)."""
-    sizes: list[int] = []
-
-    def count(buffer: pickle.PickleBuffer) -> bool:
-        sizes.append(buffer.raw().nbytes)
-        return False  # false = out of band: counted, not copied into the pickle
-
-    try:
-        head = pickle.dumps(state, protocol=5, buffer_callback=count)
-    except Exception:  # noqa: BLE001 - a state that does not pickle just gets no snapshot
-        return None
-    return len(head) + sum(sizes)
+def worth_storing(arrays: list[np.ndarray], rebuild_seconds: float) -> bool:
+    """Whether loading a snapshot of these arrays should take at most half the ``rebuild_seconds`` it saves."""
+    return sum(a.nbytes for a in arrays) / LOAD_BYTES_PER_SECOND <= rebuild_seconds / 2
 
 
-def dump_state(state: Any, rebuild_seconds: float = float("inf")) -> tuple[bytes, str] | None:
-    """The pickle of ``state`` and its checksum; None if it does not pickle or would not pay for itself.
+# ------------------------------------------------------------------ encoding
+class Unencodable(Exception):
+    """The state holds something the codec does not write (the session then replays instead)."""
 
-    ``rebuild_seconds`` is what rebuilding the state cost; the snapshot is made only when loading it
-    should take at most half of that (see :data:`LOAD_BYTES_PER_SECOND`).
+
+def encode_state(state: Any, externals: Mapping[str, Any]) -> tuple[Any, list[np.ndarray]]:
+    """``state`` as (a JSON-able graph, its arrays); raises :class:`Unencodable`.
+
+    ``externals`` are objects the decoder is given again (by name), written as
+    references only (the session's reference matrix).
     """
-    size = pickled_size(state)
-    if size is None or size / LOAD_BYTES_PER_SECOND > rebuild_seconds / 2:
-        return None
-    data = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
-    return data, hashlib.sha256(data).hexdigest()
+    return _Encoder(externals).run(state)
 
 
-def load_state(data: bytes, checksum: str, where: str) -> Any | None:
-    """The unpickled state, or None (with a warning) if the stored bytes are damaged."""
-    if hashlib.sha256(data).hexdigest() != checksum:
-        warnings.warn(
-            f"{where}: the stored snapshot is damaged (checksum mismatch); rebuilding the state from the journal "
-            "instead (nothing recorded is affected)",
-            UserWarning,
-            stacklevel=3,
-        )
-        return None
-    try:
-        return pickle.loads(data)  # noqa: S301 - the session file's own cache, checked above
-    except Exception:  # noqa: BLE001 - an unloadable cache is rebuilt
-        return None
+def _allowed_class(cls: type) -> bool:
+    module = getattr(cls, "__module__", "") or ""
+    return any(module == m or module.startswith(m + ".") for m in ALLOWED_MODULES) and "<" not in cls.__qualname__
+
+
+def _slots(cls: type) -> list[str]:
+    names: list[str] = []
+    for klass in cls.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else [s for s in slots if s not in ("__dict__", "__weakref__")]
+    return names
+
+
+class _Encoder:
+    def __init__(self, externals: Mapping[str, Any]) -> None:
+        self.externals = {id(obj): name for name, obj in externals.items()}
+        self.memo: dict[int, int] = {}
+        self.alive: list[Any] = []  # every memoised object, so no id is reused while encoding
+        self.arrays: list[np.ndarray] = []
+
+    def run(self, state: Any) -> tuple[Any, list[np.ndarray]]:
+        try:
+            return self.node(state), self.arrays
+        except RecursionError as exc:
+            raise Unencodable("the state is nested too deeply") from exc
+
+    def _remember(self, obj: Any) -> int:
+        self.memo[id(obj)] = n = len(self.memo)
+        self.alive.append(obj)
+        return n
+
+    def node(self, o: Any) -> Any:
+        t = type(o)
+        if o is None or t in (bool, int, str):
+            return o
+        if t is float:
+            return o if o == o and o not in (float("inf"), float("-inf")) else {"$": "float", "v": repr(o)}
+        if id(o) in self.externals:
+            return {"$": "ext", "name": self.externals[id(o)]}
+        if id(o) in self.memo:
+            return {"$": "ref", "id": self.memo[id(o)]}
+        if t is tuple:
+            return {"$": "tuple", "v": [self.node(v) for v in o]}
+        if t in (set, frozenset):
+            return {"$": t.__name__, "v": [self.node(v) for v in o]}
+        if t is list:
+            n = self._remember(o)
+            return {"$": "list", "id": n, "v": [self.node(v) for v in o]}
+        if t is dict:
+            n = self._remember(o)
+            return {"$": "dict", "id": n, "v": [[self.node(k), self.node(v)] for k, v in o.items()]}
+        if t is np.ndarray or isinstance(o, np.generic):
+            if o.dtype.kind not in _ARRAY_KINDS:
+                raise Unencodable(f"a numpy array of dtype {o.dtype}")
+            if isinstance(o, np.generic):
+                self.arrays.append(np.asarray(o))
+                return {"$": "scalar", "a": len(self.arrays) - 1}
+            n = self._remember(o)
+            self.arrays.append(o)
+            return {"$": "array", "id": n, "a": len(self.arrays) - 1, "write": bool(o.flags.writeable)}
+        if t is np.random.Generator:
+            bits = o.bit_generator
+            if type(bits).__name__ not in _BIT_GENERATORS or type(bits) is not getattr(np.random, type(bits).__name__):
+                raise Unencodable(f"a Generator on {type(bits).__name__}")
+            n = self._remember(o)
+            return {"$": "rng", "id": n, "bits": type(bits).__name__, "state": self.node(bits.state)}
+        if t is types.MethodType:
+            owner, name = o.__self__, o.__func__.__name__
+            if inspect.getattr_static(type(owner), name, None) is not o.__func__ or not _allowed_class(type(owner)):
+                raise Unencodable(f"the bound method {o!r}")
+            return {"$": "method", "self": self.node(owner), "name": name}
+        if isinstance(t, type) and _allowed_class(t):
+            return self._object(o, t)
+        raise Unencodable(f"an object of type {t.__module__}.{t.__qualname__}")
+
+    def _object(self, o: Any, t: type) -> Any:
+        base = dict if isinstance(o, dict) else object
+        if t.__new__ is not base.__new__ or isinstance(o, (list, tuple, set, np.ndarray)):
+            raise Unencodable(f"an object of type {t.__qualname__} (made by its own __new__)")
+        n = self._remember(o)
+        out: dict[str, Any] = {"$": "object", "id": n, "class": f"{t.__module__}:{t.__qualname__}"}
+        attrs = getattr(o, "__dict__", None)
+        if attrs is not None:
+            out["dict"] = [[k, self.node(v)] for k, v in attrs.items() if type(k) is str]
+            if len(out["dict"]) != len(attrs):
+                raise Unencodable(f"an attribute of {t.__qualname__} that is not named by a string")
+        slots = [[s, self.node(getattr(o, s))] for s in _slots(t) if hasattr(o, s)]
+        if slots:
+            out["slots"] = slots
+        if base is dict:
+            out["items"] = [[self.node(k), self.node(v)] for k, v in dict.items(o)]
+        return out
+
+
+# ------------------------------------------------------------------ decoding
+def decode_state(graph: Any, arrays: tuple[np.ndarray, ...], externals: Mapping[str, Any]) -> Any:
+    """The state written by :func:`encode_state` (raises on anything it did not write: callers replay instead)."""
+    return _Decoder(arrays, externals).node(graph)
+
+
+class _Decoder:
+    def __init__(self, arrays: tuple[np.ndarray, ...], externals: Mapping[str, Any]) -> None:
+        self.arrays = arrays
+        self.externals = dict(externals)
+        self.memo: dict[int, Any] = {}
+
+    def _remember(self, n: Any, obj: Any) -> Any:
+        if type(n) is not int or n in self.memo:
+            raise ValueError(f"bad object id {n!r}")
+        self.memo[n] = obj
+        return obj
+
+    def node(self, x: Any) -> Any:
+        if x is None or type(x) in (bool, int, float, str):
+            return x
+        if type(x) is not dict:
+            raise ValueError(f"unexpected {type(x).__name__} in a snapshot")
+        tag = x["$"]
+        if tag == "float":
+            return float(x["v"]) if x["v"] in ("nan", "inf", "-inf") else _bad(x)
+        if tag == "ext":
+            return self.externals[x["name"]]
+        if tag == "ref":
+            return self.memo[x["id"]]
+        if tag == "tuple":
+            return tuple(self.node(v) for v in x["v"])
+        if tag in ("set", "frozenset"):
+            return (set if tag == "set" else frozenset)(self.node(v) for v in x["v"])
+        if tag == "list":
+            out: list[Any] = self._remember(x["id"], [])
+            out.extend(self.node(v) for v in x["v"])
+            return out
+        if tag == "dict":
+            d: dict[Any, Any] = self._remember(x["id"], {})
+            for k, v in x["v"]:
+                d[self.node(k)] = self.node(v)
+            return d
+        if tag == "scalar":
+            a = self.arrays[x["a"]]
+            return a.reshape(())[()] if a.size == 1 else _bad(x)
+        if tag == "array":
+            a = self.arrays[x["a"]]
+            if not x["write"]:
+                a.setflags(write=False)
+            return self._remember(x["id"], a)
+        if tag == "rng":
+            name = x["bits"]
+            if name not in _BIT_GENERATORS:
+                return _bad(x)
+            bits = getattr(np.random, name)()
+            gen = self._remember(x["id"], np.random.Generator(bits))
+            bits.state = self.node(x["state"])  # numpy checks the state's fields
+            return gen
+        if tag == "method":
+            owner, name = self.node(x["self"]), x["name"]
+            func = inspect.getattr_static(type(owner), name, None) if _NAME.match(name) else None
+            if not (_allowed_class(type(owner)) and isinstance(func, types.FunctionType)):
+                return _bad(x)
+            return types.MethodType(func, owner)
+        if tag == "object":
+            return self._object(x)
+        return _bad(x)
+
+    def _object(self, x: dict[str, Any]) -> Any:
+        cls = _find_class(x["class"])
+        if issubclass(cls, dict) and cls.__new__ is dict.__new__:
+            obj = self._remember(x["id"], dict.__new__(cls))
+        elif cls.__new__ is object.__new__ and not issubclass(cls, (list, tuple, set, dict, np.ndarray)):
+            obj = self._remember(x["id"], object.__new__(cls))
+        else:
+            return _bad(x)
+        if "dict" in x:
+            attrs = obj.__dict__  # set directly: no __setattr__, no descriptor runs
+            for name, value in x["dict"]:
+                if type(name) is not str:
+                    return _bad(x)
+                attrs[name] = self.node(value)
+        slots = set(_slots(cls))
+        for name, value in x.get("slots", ()):
+            if name not in slots or type(inspect.getattr_static(cls, name, None)).__name__ != "member_descriptor":
+                return _bad(x)
+            object.__setattr__(obj, name, self.node(value))  # a slot's own descriptor stores the value
+        for k, v in x.get("items", ()):
+            dict.__setitem__(obj, self.node(k), self.node(v))
+        return obj
+
+
+def _find_class(name: Any) -> type:
+    """The class ``"module:qualname"`` of an allowed activeeval module (imported if need be), nothing else."""
+    module, _, qualname = str(name).partition(":")
+    parts = module.split(".") + qualname.split(".")
+    if not all(_NAME.match(p) for p in parts) or not any(
+            module == m or module.startswith(m + ".") for m in ALLOWED_MODULES):
+        raise ValueError(f"class {name!r} is not one a snapshot may hold")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    if not isinstance(obj, type) or obj.__module__ != module or obj.__qualname__ != qualname:
+        raise ValueError(f"{name!r} is not a class defined there")
+    return obj
+
+
+def _bad(x: Any) -> Any:
+    raise ValueError(f"not a snapshot node: {str(x)[:80]}")

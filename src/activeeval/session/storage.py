@@ -18,12 +18,21 @@ Layout (``FORMAT_VERSION`` 2):
 * ``changes(seq, after_event, settings, created, chain)``: changes of the
   stopping rule or budget made on resume (``--epsilon2``, ``--max-items``),
   as JSON, each after the event ``after_event``; checksummed like events.
-* ``snapshots``: at most one row, a cache of the rebuilt method state (see
-  :mod:`activeeval.session.snapshot`); never needed for correctness.
 
-Version 1 files (no ``target``/``chain`` columns, no ``changes``/``snapshots``
-tables, WAL mode) are still read and written; the missing tables are created
-by the first write that needs them.
+Files written by earlier versions may also hold a table ``snapshots`` (a
+pickle of the rebuilt state): it is never read. Snapshots now live in the
+user cache, as data (:mod:`activeeval.session.snapshot`), so a session file
+holds nothing that could run code.
+
+Every value is stored so that it reads back exactly as it was hashed
+(:func:`storable_score`, :func:`storable_text`): a score is a finite float,
+-0.0 stored as 0.0; ids are text UTF-8 can encode. Rows written before that
+rule with a score of -0.0 (hashed on ``repr(-0.0)``, read back as 0.0) still
+verify.
+
+Version 1 files (no ``target``/``chain`` columns, no ``changes`` table, WAL
+mode) are still read and written; the missing table is created by the first
+write that needs it.
 
 Durability and concurrency: rollback-journal mode with ``synchronous=FULL`` (a
 committed ``tell`` survives a crash of the process and of the machine); every
@@ -42,6 +51,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -50,7 +60,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from activeeval.exceptions import StorageError
+from activeeval.exceptions import InvalidScoresError, StorageError
 
 __all__ = ["Event", "Change", "Journal", "Transaction", "FORMAT_VERSION", "ReferenceMismatchError",
            "CorruptedSessionError"]
@@ -80,11 +90,6 @@ _CHANGES_SCHEMA = """
 CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, after_event INTEGER NOT NULL, settings TEXT NOT NULL,
     created TEXT NOT NULL, chain TEXT NOT NULL
-)"""
-_SNAPSHOTS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS snapshots (
-    id INTEGER PRIMARY KEY CHECK (id = 1), upto INTEGER NOT NULL, key TEXT NOT NULL,
-    info TEXT NOT NULL, checksum TEXT NOT NULL, data BLOB NOT NULL, created TEXT NOT NULL
 )"""
 
 
@@ -119,15 +124,36 @@ class Change:
     created: str
 
 
-@dataclass(frozen=True)
-class Snapshot:
-    """The stored snapshot row: valid for the journal up to event ``upto`` if ``key`` matches."""
+def storable_score(score: float, item_id: str = "") -> float:
+    """``score`` as the journal stores it: a finite float, and 0.0 for -0.0.
 
-    upto: int
-    key: str
-    info: dict[str, Any]
-    checksum: str
-    data: bytes
+    Every row's checksum is computed on the values it stores, so a value
+    must read back exactly as written: SQLite returns -0.0 as 0.0 (the score
+    column stores whole numbers as integers), and cannot store NaN at all.
+    """
+    where = f" for item {item_id!r}" if item_id else ""
+    try:
+        value = float(score)
+    except (TypeError, ValueError) as exc:
+        raise InvalidScoresError(f"score{where} is not a number: {score!r}") from exc
+    if not math.isfinite(value):
+        raise InvalidScoresError(f"score{where} is {value}; scores must be finite numbers")
+    return value + 0.0  # -0.0 + 0.0 == +0.0; every other value is unchanged
+
+
+def storable_text(what: str, text: object) -> str:
+    """An id (item id, target) as the journal stores it: a str that UTF-8 can encode (SQLite's text)."""
+    if not isinstance(text, str):
+        raise StorageError(f"{what} {text!r} is a {type(text).__name__}, not a string; ids are stored as text")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start]
+        raise StorageError(
+            f"{what} {text!r} is not valid Unicode text (it holds the lone surrogate U+{ord(bad):04X} at "
+            f"position {exc.start}) and cannot be stored in a session file; fix the id where it comes from"
+        ) from exc
+    return str.__str__(text)  # a str subclass as a plain str (its repr is what the checksum hashes)
 
 
 def now_iso() -> str:
@@ -163,16 +189,9 @@ class Journal:
     # ----------------------------------------------------------- lifecycle
     @classmethod
     def create(cls, path: str | os.PathLike[str], meta: dict[str, Any], *, timeout: float = DEFAULT_TIMEOUT) -> Journal:
-        p = Path(path)
-        if p.exists():
-            raise StorageError(
-                f"session file {str(p)!r} already exists; open it (Session.open / `activeeval session status`) "
-                "or choose another path"
-            )
-        if not p.parent.exists():
-            raise StorageError(f"cannot create session file {str(p)!r}: folder {str(p.parent)!r} does not exist")
+        p = cls.check_creatable(path)
         tmp = p.with_name(f".{p.name}.{os.getpid()}.creating")
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):  # a leftover of a crashed creation by a process of the same id
             tmp.unlink()
         # Build the file under a temporary name and rename it into place, so a
         # crash during creation never leaves a half-initialised session behind.
@@ -180,7 +199,7 @@ class Journal:
             conn = sqlite3.connect(tmp, timeout=timeout, isolation_level=None)
             try:
                 conn.execute("PRAGMA journal_mode = DELETE")
-                conn.executescript(_SCHEMA + ";" + _CHANGES_SCHEMA + ";" + _SNAPSHOTS_SCHEMA)
+                conn.executescript(_SCHEMA + ";" + _CHANGES_SCHEMA)
                 conn.execute("BEGIN IMMEDIATE")
                 rows = {k: json.dumps(v, sort_keys=True) for k, v in {"format_version": FORMAT_VERSION, **meta}.items()}
                 rows["checksum"] = json.dumps(_meta_checksum(rows))
@@ -195,11 +214,28 @@ class Journal:
                 f"session file {str(p)!r} already exists (created concurrently); open it instead"
             ) from exc
         except (sqlite3.Error, OSError) as exc:
-            raise StorageError(f"cannot create session file {str(p)!r}: {exc}") from exc
+            raise StorageError(f"cannot create session file {str(p)!r} in folder {str(p.parent)!r}: {exc}; check that "
+                               "the folder is writable and has free space") from exc
         finally:
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):
                 tmp.unlink()
         return cls.open(p, timeout=timeout)
+
+    @staticmethod
+    def check_creatable(path: str | os.PathLike[str]) -> Path:
+        """``path`` as a Path if a new session file can be created there (StorageError naming why not)."""
+        p = Path(path)
+        if p.exists():
+            raise StorageError(
+                f"session file {str(p)!r} already exists; open it (Session.open / `activeeval session status`) "
+                "or choose another path"
+            )
+        if not p.parent.exists():
+            raise StorageError(f"cannot create session file {str(p)!r}: folder {str(p.parent)!r} does not exist")
+        if not os.access(p.parent, os.W_OK):
+            raise StorageError(f"cannot create session file {str(p)!r}: folder {str(p.parent)!r} is not writable "
+                               "(read-only); choose a folder you can write to")
+        return p
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, timeout: float = DEFAULT_TIMEOUT, readonly: bool = False) -> Journal:
@@ -338,7 +374,12 @@ class Journal:
         for seq, kind, item_id, score, batch, created, target, chain in rows:
             if chained and seq > self._chain_seq:
                 # Rows come in order from the last verified one, so each is checked against its predecessor.
-                if chain != _digest(self._chain_last, seq, kind, target, item_id, score, batch, created):
+                if chain != _digest(self._chain_last, seq, kind, target, item_id, score, batch, created) and not (
+                    # earlier versions stored -0.0 as given: the row was hashed on repr(-0.0), but SQLite reads it
+                    # back as 0.0; such a row is intact, and its score is 0.0
+                    score == 0.0 and chain == _digest(self._chain_last, seq, kind, target, item_id, -0.0, batch,
+                                                      created)
+                ):
                     raise CorruptedSessionError(self._corrupted(f"journal event {seq} does not match its checksum"))
                 self._chain_seq, self._chain_last = seq, chain
             if seq > after:
@@ -365,21 +406,6 @@ class Journal:
             except json.JSONDecodeError as exc:
                 raise CorruptedSessionError(self._corrupted(f"settings change {seq}: {exc}")) from exc
         return out
-
-    def snapshot(self) -> Snapshot | None:
-        """The stored snapshot row, or None."""
-        if "snapshots" not in self._tables:
-            return None
-        rows = self._query("SELECT upto, key, info, checksum, data FROM snapshots WHERE id = 1", (),
-                           "read its snapshot")
-        if not rows:
-            return None
-        upto, key, info, checksum, data = rows[0]
-        try:
-            parsed = json.loads(info)
-        except json.JSONDecodeError:
-            parsed = {}
-        return Snapshot(int(upto), str(key), parsed, str(checksum), bytes(data))
 
     # ------------------------------------------------------------- writes
     @contextlib.contextmanager
@@ -417,7 +443,10 @@ class Journal:
     def _insert(
         self, conn: sqlite3.Connection, kind: str, item_id: str, score: float | None, batch: int | None,
         target: str = "",
-    ) -> int:
+    ) -> Event:
+        item_id, target = storable_text("item id", item_id), storable_text("target", target)
+        score = None if score is None else storable_score(score, item_id)
+        batch = None if batch is None else int(batch)
         created = now_iso()
         if "chain" not in self._columns:  # version 1
             if target:
@@ -426,7 +455,7 @@ class Journal:
                 "INSERT INTO events(kind, item_id, score, batch, created) VALUES (?, ?, ?, ?, ?)",
                 (kind, item_id, score, batch, created),
             )
-            return int(cur.lastrowid)
+            return Event(int(cur.lastrowid), kind, item_id, score, batch, created, target)
         # The chain continues from the last row, which the caller has replayed (and so verified) under this lock.
         last = conn.execute("SELECT seq, chain FROM events ORDER BY seq DESC LIMIT 1").fetchone()
         prev = last[1] if last else ""
@@ -437,11 +466,12 @@ class Journal:
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (seq, kind, target, item_id, score, batch, created, chain),
         )
-        return seq
+        return Event(seq, kind, item_id, score, batch, created, target)
 
     def _insert_change(self, conn: sqlite3.Connection, after_event: int, settings: dict[str, Any]) -> int:
         conn.execute(_CHANGES_SCHEMA)
         self._tables.add("changes")
+        after_event = int(after_event)  # hashed on its repr: a plain int, as it reads back
         created = now_iso()
         text = json.dumps(settings, sort_keys=True)
         row = conn.execute("SELECT COALESCE(MAX(seq), 0) FROM changes").fetchone()
@@ -451,22 +481,6 @@ class Journal:
             (seq, after_event, text, created, _digest(seq, after_event, text, created)),
         )
         return seq
-
-    def put_snapshot(self, upto: int, key: str, info: dict[str, Any], checksum: str, data: bytes) -> bool:
-        """Replace the snapshot (its own short transaction); False if the file was busy (it is only a cache)."""
-        try:
-            with self._transaction("store a snapshot") as conn:
-                conn.execute(_SNAPSHOTS_SCHEMA)
-                conn.execute(
-                    "INSERT OR REPLACE INTO snapshots(id, upto, key, info, checksum, data, created) "
-                    "VALUES (1, ?, ?, ?, ?, ?, ?)",
-                    (upto, key, json.dumps(info, sort_keys=True), checksum, sqlite3.Binary(data), now_iso()),
-                )
-            self._tables.add("snapshots")
-        except StorageError:
-            return False
-        return True
-
 
 
 class Transaction:
@@ -480,6 +494,7 @@ class Transaction:
     def __init__(self, journal: Journal, conn: sqlite3.Connection) -> None:
         self._journal = journal
         self._conn = conn
+        self.written = 0  # rows appended so far (rolled back with the transaction if it fails)
 
     def events(self, after: int = 0) -> list[Event]:
         """As :meth:`Journal.events`, under the lock."""
@@ -490,12 +505,18 @@ class Transaction:
         return self._journal._changes(after, self._conn)
 
     def append(self, kind: str, item_id: str, score: float | None = None, batch: int | None = None,
-               target: str = "") -> int:
-        """Append one event ("ask" with its batch, or "tell" with its score); returns its seq."""
+               target: str = "") -> Event:
+        """Append one event ("ask" with its batch, or "tell" with its score); returns it as stored.
+
+        The returned event holds the values exactly as they read back from the file (a score of -0.0 is
+        stored as 0.0): fold that into the session's state, not the value given.
+        """
+        self.written += 1
         return self._journal._insert(self._conn, kind, item_id, score, batch, target)
 
     def append_change(self, after_event: int, settings: dict[str, Any]) -> int:
         """Record changed settings (the stopping rule) after event ``after_event``; returns the change's seq."""
+        self.written += 1
         return self._journal._insert_change(self._conn, after_event, settings)
 
     def next_batch(self) -> int:

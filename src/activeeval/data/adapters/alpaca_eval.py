@@ -69,7 +69,8 @@ def _read(path: str | os.PathLike[str], generator: str | None, id_by: IdBy) -> t
     if generator is None:
         if len(generators) > 1:
             raise DataFormatError(
-                f"{name!r} holds annotations of several models {generators[:10]}; choose one with generator=..."
+                f"{name!r} holds annotations of several models {generators[:10]}; choose one with generator=... "
+                "(--generator on the command line)"
             )
         generator = generators[0] if generators else "model"
     out: dict[str, float] = {}

@@ -99,7 +99,8 @@ def read_helm_per_instance_stats(
     splits = {s for _, s in values}
     if len(splits) > 1:
         raise DataFormatError(
-            f"{str(f)!r} has {metric!r} for several splits {sorted(map(str, splits))}; choose one with split=..."
+            f"{str(f)!r} has {metric!r} for several splits {sorted(map(str, splits))}; choose one with split=... "
+            "(--split on the command line)"
         )
     return {iid: sum(v) / len(v) for (iid, _), v in values.items()}
 

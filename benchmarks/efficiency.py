@@ -1,0 +1,257 @@
+"""Efficiency of each method on every dataset: honest coverage, effective sample size, accuracy, items at the stop.
+
+The issue-25 table. For every dataset × regime (interpolation, extrapolation)
+the backtest protocol (SPEC §5: 50 % references, ``--targets`` targets ×
+``--seeds`` seeds, one split draw) is run for each method, and the table gives,
+per dataset × regime × method and budget n/N = 2.5, 5, 10, 25 % and at the
+automatic stops (ε1 = 0.005, W = 30, ε2 = 0.01 / 0.03):
+
+* ``cov``: realised coverage of the nominal 95 % interval (the share of runs
+  whose interval holds the target's full-benchmark score);
+* ``ESS``: median over runs of the **effective sample size ratio** — the
+  variance of the mean of n items drawn uniformly at random without
+  replacement from *this* target's scores, S²(1 − n/N)/n with S² its item
+  variance, divided by the variance the method *reports*. ESS 2: the interval
+  is as narrow as twice the items sampled at random would give. It counts
+  only where coverage holds (an interval that is narrow because it is wrong
+  has a large ESS and a low ``cov``);
+* ``<1``: the share of runs with ESS below 1 (an interval wider than random
+  sampling's);
+* ``MAE``: mean absolute error × 100;
+* at the stops, ``n/N`` (mean items used over N) and ``/RS``: that divided by
+  RS-Mean's on the same runs (its item orders are the other methods' random
+  orders).
+
+Every (dataset, regime, draw, method) is saved under ``--out`` as JSON as soon
+as it is done and reused when the command runs again with the same settings,
+so methods can be added to a table without replaying the others.
+
+Usage (from the repository root, package installed)::
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/efficiency.py                  # every dataset, both regimes
+    OPENBLAS_NUM_THREADS=1 python benchmarks/efficiency.py --datasets ifeval,musr --regimes extrapolation \\
+        --methods 'rs-mean,bayesame,aipw-ridge'
+    python benchmarks/efficiency.py --report-only                             # the table of what --out holds
+    python benchmarks/efficiency.py --smoke                                   # seconds: CI keeps it running
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from statistics import NormalDist
+
+import numpy as np
+
+from activeeval import datasets
+from activeeval.experiments.metrics import covered, stop_indices
+from activeeval.experiments.protocol import BacktestConfig
+from activeeval.experiments.runner import check_methods, run_backtest
+from activeeval.methods.registry import split_method_list
+
+ALL_DATASETS = (
+    "ifeval", "musr", "arc_challenge", "mmlu", "gsm", "math", "commonsense", "alpacaeval2", "mmlu_pro",
+    "wmt21_en-zh_chrf", "wmt21_zh-en_chrf",
+)
+BUDGETS = (0.025, 0.05, 0.10, 0.25)
+#: Fixed numbers of items of the peer accuracy table (item 4 of issue 25).
+AT_N = (25, 50, 100, 200)
+STOPS = (0.01, 0.03)
+Z = NormalDist().inv_cdf(0.975)
+DEFAULT_METHODS = "rs-mean,bayesame,aipw-ridge,rs-learn"
+#: Datasets with few models: fewer targets, more seeds (the same 200 runs per cell).
+FEW_MODELS = {"mmlu_pro": (10, 20), "wmt21_en-zh_chrf": (10, 20), "wmt21_zh-en_chrf": (8, 25)}
+
+
+def run_records(result, method: str, budgets: tuple[float, ...] = BUDGETS) -> dict:  # noqa: ANN001 - BacktestResult
+    """Per run (target × seed): estimate, reported variance and the random-sampling variance at each cell."""
+    cfg, truth, n_items = result.config, result.truth, result.n_items
+    mu, var = result.means[method], result.vars[method]
+    matrix_scores = result.target_scores  # (T, N)
+    s2 = matrix_scores.var(axis=1, ddof=1)  # the target's own item variance
+    cells: dict[str, dict] = {}
+    for b in budgets:
+        n = max(2, round(b * n_items))
+        i = n - 1
+        cells[f"{b}"] = _cell(mu[..., i], var[..., i], truth, s2, np.full(mu.shape[:2], n), n_items)
+    for n in AT_N:
+        if n < n_items:
+            cells[f"n{n}"] = _cell(mu[..., n - 1], var[..., n - 1], truth, s2, np.full(mu.shape[:2], n), n_items)
+    for e2 in STOPS:
+        stop = stop_indices(mu, var, cfg.epsilon1, e2, cfg.window, cfg.level)
+        idx = stop[..., None] - 1
+        est = np.take_along_axis(mu, idx, -1)[..., 0]
+        v = np.take_along_axis(var, idx, -1)[..., 0]
+        cells[f"stop{e2}"] = _cell(est, v, truth, s2, stop, n_items)
+    return cells
+
+
+def _cell(est: np.ndarray, var: np.ndarray, truth: np.ndarray, s2: np.ndarray, n: np.ndarray, n_items: int) -> dict:
+    rs_var = s2[:, None] * (1.0 - n / n_items) / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ess = np.where(var > 0, rs_var / np.maximum(var, 1e-300), np.where(rs_var > 0, np.inf, 1.0))
+    return {
+        "covered": covered(est, var, truth).ravel().astype(int).tolist(),
+        "ess": [float(x) if np.isfinite(x) else 1e300 for x in ess.ravel()],
+        "abs_err": np.abs(est - truth[:, None]).ravel().tolist(),
+        "n": np.asarray(n, dtype=float).ravel().tolist(),
+    }
+
+
+def key_of(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:10]
+
+
+def shape_of(dataset: str, targets: int | None, seeds: int | None) -> tuple[int, int]:
+    t, s = FEW_MODELS.get(dataset, (20, 10))
+    return targets or t, seeds or s
+
+
+def run_cell(dataset: str, regime: str, draw: int, method: str, targets: int, seeds: int, workers: int,
+             out: Path) -> dict:
+    path = out / f"{dataset}_{regime}_d{draw}_{targets}x{seeds}_{key_of(method)}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    matrix = datasets.load(dataset)
+    config = BacktestConfig(methods=(method,), regime=regime, n_targets=targets, n_seeds=seeds, split_seed=draw,
+                            root_seed=draw)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the missing-score notes: the documented default policy
+        result = run_backtest(matrix, config, workers=workers)
+    result.target_scores = np.stack([matrix.model_scores(t) for t in result.split.targets]).astype(float)
+    record = {
+        "dataset": dataset, "regime": regime, "draw": draw, "method": method, "targets": targets, "seeds": seeds,
+        "n_items": result.n_items, "n_refs": int(np.median(result.reference_sizes)) if result.reference_sizes else 0,
+        "wall_s": time.perf_counter() - start, "cells": run_records(result, method),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(record))
+    tmp.replace(path)
+    return record
+
+
+def summarise(cell: dict) -> dict:
+    cov = np.asarray(cell["covered"], float)
+    ess = np.asarray(cell["ess"], float)
+    return {"cov": float(cov.mean()), "ess": float(np.median(ess)), "below1": float((ess < 1).mean()),
+            "mae": float(np.mean(cell["abs_err"]) * 100), "n": float(np.mean(cell["n"])), "runs": int(cov.size)}
+
+
+def report(records: list[dict], methods: list[str]) -> str:
+    budget_cols = [f"{b}" for b in BUDGETS]
+    head = (f"{'dataset':<17} {'regime':<6} {'refs':>4} {'method':<22} "
+            + " ".join(f"{'cov/ESS/<1/MAE @' + f'{100 * b:g}%':>26}" for b in BUDGETS)
+            + " " + " ".join(f"{'stop' + f'{e}' + ' cov/ESS/n/N//RS':>30}" for e in STOPS) + f" {'runs':>5}")
+    lines = [head, "-" * len(head)]
+    by_cell: dict[tuple[str, str], dict[str, dict]] = {}
+    for rec in records:
+        by_cell.setdefault((rec["dataset"], rec["regime"]), {})[rec["method"]] = rec
+    for (dataset, regime), recs in by_cell.items():
+        rs = recs.get("rs-mean")
+        for name in methods:
+            rec = recs.get(name)
+            if rec is None:
+                continue
+            parts = []
+            for c in budget_cols:
+                s = summarise(rec["cells"][c])
+                parts.append(f"{s['cov']:6.3f}/{s['ess']:5.2f}/{s['below1']:4.2f}/{s['mae']:6.2f}".rjust(26))
+            for e2 in STOPS:
+                s = summarise(rec["cells"][f"stop{e2}"])
+                n_rs = summarise(rs["cells"][f"stop{e2}"])["n"] if rs else float("nan")
+                parts.append(f"{s['cov']:6.3f}/{s['ess']:5.2f}/{s['n'] / rec['n_items']:5.3f}/{s['n'] / n_rs:5.2f}"
+                             .rjust(30))
+            runs = summarise(rec["cells"][budget_cols[0]])["runs"]
+            lines.append(f"{dataset:<17} {regime[:6]:<6} {rec['n_refs']:>4} {name:<22} " + " ".join(parts)
+                         + f" {runs:>5}")
+    lines += ["", mae_table(by_cell, methods)]
+    # the headline: items at the ε2 = 0.03 stop against RS-Mean's, median over the dataset × regime cells
+    for name in methods:
+        ratios = [summarise(r[name]["cells"]["stop0.03"])["n"] / summarise(r["rs-mean"]["cells"]["stop0.03"])["n"]
+                  for r in by_cell.values() if name in r and "rs-mean" in r]
+        if ratios and name != "rs-mean":
+            lines.append(f"# {name}: items at the eps2 = 0.03 stop / RS-Mean's, median over {len(ratios)} "
+                         f"dataset x regime cells: {np.median(ratios):.3f}")
+    return "\n".join(lines)
+
+
+def mae_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list[str]) -> str:
+    """MAE × 100 at n = 25, 50, 100, 200 items, with the paired standard error of each method's difference
+    from the first BayesAME method listed (``*``: that method is worse by more than one paired standard error)."""
+    base = next((m for m in methods if m.startswith("bayesame")), None)
+    head = f"{'MAE x100 at n':<24} {'method':<30} " + " ".join(f"{'n=' + str(n):>16}" for n in AT_N)
+    lines = [head, "-" * len(head)]
+    for (dataset, regime), recs in by_cell.items():
+        for name in methods:
+            rec = recs.get(name)
+            if rec is None:
+                continue
+            parts = []
+            for n in AT_N:
+                cell = rec["cells"].get(f"n{n}")
+                if cell is None:
+                    parts.append(f"{'-':>16}")
+                    continue
+                err = np.asarray(cell["abs_err"]) * 100
+                text = f"{err.mean():6.2f}"
+                if base and name != base and base in recs and f"n{n}" in recs[base]["cells"]:
+                    diff = np.asarray(recs[base]["cells"][f"n{n}"]["abs_err"]) * 100 - err
+                    se = diff.std(ddof=1) / np.sqrt(diff.size)
+                    text += f" ({diff.mean():+5.2f}{'*' if diff.mean() > se else ' '})"
+                parts.append(f"{text:>16}")
+            lines.append(f"{dataset + ' ' + regime[:6]:<24} {name:<30} " + " ".join(parts))
+    lines.append(f"(in brackets: {base}'s MAE minus the method's, paired over runs; * = {base} worse by more than "
+                 "one paired standard error)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--datasets", default=",".join(ALL_DATASETS))
+    parser.add_argument("--regimes", default="interpolation,extrapolation")
+    parser.add_argument("--methods", default=DEFAULT_METHODS)
+    parser.add_argument("--draw", type=int, default=0, help="split and seed draw (split_seed = root_seed)")
+    parser.add_argument("--targets", type=int, default=None, help="targets (default 20; fewer on small sets)")
+    parser.add_argument("--seeds", type=int, default=None, help="seeds (default 10; 200 runs per cell in all)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", default="benchmarks/results/efficiency")
+    parser.add_argument("--report-only", action="store_true", help="print the table of what --out holds")
+    parser.add_argument("--smoke", action="store_true", help="a few seconds: mmlu, 2 targets, 1 seed, a temp --out")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.datasets, args.regimes, args.methods = "mmlu", "interpolation", "rs-mean,aipw-ridge"
+        args.targets, args.seeds, args.workers = 2, 1, 1
+        args.out = tempfile.mkdtemp(prefix="efficiency-smoke-")
+    methods = list(check_methods(split_method_list(args.methods)))
+    if "rs-mean" not in methods:
+        methods.insert(0, "rs-mean")  # the stops are compared with RS-Mean's
+    out = Path(args.out)
+    records = []
+    start = time.perf_counter()
+    for dataset in [d for d in args.datasets.split(",") if d]:
+        targets, seeds = shape_of(dataset, args.targets, args.seeds)
+        for regime in [r for r in args.regimes.split(",") if r]:
+            for method in methods:
+                if args.report_only:
+                    path = out / f"{dataset}_{regime}_d{args.draw}_{targets}x{seeds}_{key_of(method)}.json"
+                    if path.exists():
+                        records.append(json.loads(path.read_text()))
+                    continue
+                rec = run_cell(dataset, regime, args.draw, method, targets, seeds, args.workers, out)
+                records.append(rec)
+                print(f"# {dataset} {regime} {method}: {rec['wall_s']:.0f} s", file=sys.stderr, flush=True)
+    print(f"efficiency: 50 % references, draw {args.draw}; wall {time.perf_counter() - start:.0f} s")
+    print(report(records, methods))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,197 @@
+"""The BLAS threads of activeeval's own numeric work: a scoped limit, lifted again for the user's code.
+
+NumPy and SciPy ship OpenBLAS, which by default starts one thread per core
+for every matrix operation. activeeval's operations are small and many (a
+session step is a few milliseconds), so on a machine whose cores are busy
+with other work those threads mostly wait for each other (``activeeval demo``
+with two to four other busy processes: ``benchmarks/bench_load.py``,
+docs/BENCHMARKS.md "BLAS threads under load"). activeeval therefore runs
+its numeric work with ``limit`` BLAS threads (default
+:data:`DEFAULT_THREADS`; ``ACTIVEEVAL_THREADS=N``, ``activeeval --threads N``,
+or ``with limit_threads(N):`` in Python) through threadpoolctl, and gives the
+libraries their own setting back when its call returns: your code between
+two calls (a harness in the same process, ``my_harness`` in the README's
+loop) and your scorer processes keep theirs.
+
+Where the limit holds: building a method, ``select``/``select_batch`` and
+``observe`` (:class:`~activeeval.methods.base.BaseMethod`, the multi-target
+methods), every backtest task (on every backend), and every CLI command —
+inside which :func:`user_threads` lifts it for lm-eval and Inspect, which run
+in the same process.
+
+Scopes nest and the outermost one decides the limit: entering an inner scope
+costs a lock and a check (about a microsecond), the outermost one a
+threadpoolctl call (tens of microseconds; measured in docs/BENCHMARKS.md).
+The BLAS settings are per process, so the scope is too: a limit entered by
+one Python thread holds for all of them until the last scope is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from activeeval.exceptions import ConfigurationError
+
+__all__ = ["DEFAULT_THREADS", "THREADS_ENV", "active_limit", "limit_threads", "numeric", "numeric_methods",
+           "resolve_threads", "user_threads"]
+
+#: The environment variable that sets the limit (``activeeval --threads N`` overrides it for one command).
+THREADS_ENV = "ACTIVEEVAL_THREADS"
+#: BLAS threads of activeeval's numeric work unless told otherwise (docs/BENCHMARKS.md: "BLAS threads").
+DEFAULT_THREADS = 1
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_lock = threading.Lock()
+_depth = 0  # scopes entered and not yet left, over all threads
+_limit = DEFAULT_THREADS  # the outermost scope's limit
+_limiter: Any = None  # threadpoolctl's limiter while the limit is applied
+_controller: Any = None  # threadpoolctl's view of the BLAS libraries, found once per process
+
+
+def _check(threads: object, where: str) -> int:
+    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
+        raise ConfigurationError(f"{where} must be a positive integer (BLAS threads), got {threads!r}")
+    return threads
+
+
+def resolve_threads(threads: int | None = None) -> int:
+    """The limit to use: ``threads`` if given, else ``ACTIVEEVAL_THREADS``, else :data:`DEFAULT_THREADS`."""
+    if threads is not None:
+        return _check(threads, "threads")
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if not raw:
+        return DEFAULT_THREADS
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or value < 1:
+        raise ConfigurationError(
+            f"{THREADS_ENV}={raw!r} is not a positive integer; set it to the number of BLAS threads activeeval may "
+            f"use, e.g. {THREADS_ENV}=1, or unset it")
+    return value
+
+
+def active_limit() -> int:
+    """The limit of the scope in force, else the one a new scope would take (for work handed to other processes)."""
+    with _lock:
+        if _depth:
+            return _limit
+    return resolve_threads()
+
+
+def _blas() -> Any:
+    """threadpoolctl's controller of the BLAS libraries: NumPy's and SciPy's (SciPy's is loaded here if needed)."""
+    global _controller
+    if _controller is None:
+        import numpy  # noqa: F401 - loads NumPy's BLAS
+        import scipy.linalg  # noqa: F401 - loads SciPy's own BLAS, which activeeval's maths uses too
+        from threadpoolctl import ThreadpoolController
+
+        _controller = ThreadpoolController().select(user_api="blas")
+    return _controller
+
+
+def _apply() -> None:
+    """Limit the BLAS libraries (under the lock, inside a scope), unless done already."""
+    global _limiter
+    if _limiter is None:
+        _limiter = _blas().limit(limits=_limit)
+
+
+def _enter(threads: int | None, defer: bool = False) -> None:
+    global _depth, _limit
+    with _lock:
+        if _depth == 0:
+            _limit = resolve_threads(threads)
+        _depth += 1
+        if not defer:
+            try:
+                _apply()
+            except BaseException:
+                _depth -= 1
+                raise
+
+
+def _exit() -> None:
+    global _depth, _limiter
+    with _lock:
+        _depth -= 1
+        if _depth == 0 and _limiter is not None:
+            limiter, _limiter = _limiter, None
+            limiter.restore_original_limits()
+
+
+class limit_threads(contextlib.ContextDecorator):  # noqa: N801 - used as a function: with limit_threads(4)
+    """Run the block with at most ``threads`` BLAS threads (default: ``ACTIVEEVAL_THREADS``, else 1).
+
+    Around your own use of the library, e.g. a method driven by hand in a loop
+    that also runs your model in this process, a scope is not needed: every
+    method call limits itself and gives the threads back when it returns.
+    Wrap a block to set another limit for everything in it (``with
+    limit_threads(4): ...``; the outermost scope decides) or to save the cost
+    of entering and leaving per call. ``defer=True`` applies the limit only
+    once numeric work starts inside (an inner scope is entered), so a block
+    that turns out to need none does not load SciPy for it (the CLI's scope).
+    """
+
+    def __init__(self, threads: int | None = None, *, defer: bool = False) -> None:
+        self.threads = None if threads is None else _check(threads, "threads")
+        self.defer = defer
+
+    def __enter__(self) -> None:
+        _enter(self.threads, self.defer)
+
+    def __exit__(self, *exc: object) -> None:
+        _exit()
+
+
+def numeric(func: F) -> F:
+    """Decorator: run ``func`` inside a scope of the default limit (the inner scope of an outer one)."""
+    if getattr(func, "_limits_threads", False):
+        return func
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        _enter(None)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _exit()
+
+    wrapper._limits_threads = True  # type: ignore[attr-defined]
+    return wrapper  # type: ignore[return-value]
+
+
+def numeric_methods(cls: type, names: tuple[str, ...]) -> None:
+    """Wrap the methods ``names`` that ``cls`` itself defines with :func:`numeric` (for ``__init_subclass__``)."""
+    for name in names:
+        func = cls.__dict__.get(name)
+        if callable(func):
+            setattr(cls, name, numeric(func))
+
+
+@contextlib.contextmanager
+def user_threads() -> Iterator[None]:
+    """Give the libraries their own setting back for the block (the user's code run inside a scope).
+
+    Re-applied afterwards, so a change the user's code made to its threads
+    is what activeeval restores when its outermost scope ends.
+    """
+    global _limiter
+    with _lock:
+        limiter, _limiter = _limiter, None
+        if limiter is not None:
+            limiter.restore_original_limits()
+    try:
+        yield
+    finally:
+        with _lock:
+            if limiter is not None and _depth:
+                _apply()

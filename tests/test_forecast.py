@@ -1,0 +1,143 @@
+"""The cost forecast (issue 27, item 3): reference models play the target through the run's own method, and each
+stops where a real run on it stops; the CLI prints it before starting."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from activeeval import datasets
+from activeeval.cli import app
+from activeeval.data.io import write_scores
+from activeeval.data.matrix import ScoreMatrix
+from activeeval.exceptions import ConfigurationError
+from activeeval.experiments.simulate import run_fixed, run_until_stop
+from activeeval.forecast import _folds, _play, _Work, break_even, forecast_items, supported
+from activeeval.methods.bayesame import BayesAME
+from activeeval.methods.registry import make_method
+from activeeval.stopping import default_rule
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def math_method() -> BayesAME:
+    return BayesAME(datasets.load("math"), seed=5)
+
+
+def _fold(method: BayesAME) -> tuple[object, np.ndarray]:
+    ref = method.reference
+    group = _folds(ref.n_models, method.seed_)[0]
+    keep = [ref.model_ids[i] for i in range(ref.n_models) if i not in set(group)]
+    return ref.select_models(keep), ref.scores[group]
+
+
+def test_each_pseudo_target_stops_where_a_real_run_on_it_stops(math_method) -> None:
+    """The shared pass is the method itself: a pseudo-target's stop equals run_until_stop's on the same reference."""
+    ref_g, truths = _fold(math_method)
+    rule = (0.005, 0.1, 30)
+    played = _play(math_method, ref_g, truths, *rule, None, _Work(None))
+    checked = 0
+    for k in range(truths.shape[0]):
+        if played.reasons[k] == "outside":
+            continue
+        m = BayesAME(ref_g, seed=math_method.seed_, hyperparameters=math_method.fit_,
+                     calibration=math_method.calibration_)
+        reason = run_until_stop(m, truths[k], default_rule(*rule))
+        assert (m.n_observed, reason) == (played.stops[k], played.reasons[k]), k
+        checked += 1
+        if checked == 4:
+            break
+    assert checked == 4
+
+
+def test_the_width_at_a_budget_is_the_real_run_s(math_method) -> None:
+    ref_g, truths = _fold(math_method)
+    played = _play(math_method, ref_g, truths[:3], 0.005, 0.03, 30, 25, _Work(None))
+    assert played.stops == [25, 25, 25] and played.reasons == ["budget"] * 3
+    for k in range(3):
+        m = BayesAME(ref_g, seed=math_method.seed_, hyperparameters=math_method.fit_,
+                     calibration=math_method.calibration_)
+        assert run_fixed(m, truths[k], 25).width() == pytest.approx(played.width_at_budget[k], rel=1e-9)
+
+
+def test_the_forecast_summarises_the_pseudo_targets(math_method) -> None:
+    f = forecast_items(math_method, epsilon2=0.1)
+    assert f.n_pseudo == len(f.stops) >= 30 and f.low <= f.median <= f.high <= f.n_items == 437
+    assert (f.low, f.median, f.high) == tuple(int(round(q)) for q in np.percentile(f.stops, (10, 50, 90),
+                                                                                   method="weibull"))
+    assert sum(f.reasons.values()) == f.n_pseudo and f.extrapolated_from is None
+    assert forecast_items(math_method, epsilon2=0.1) == f  # deterministic given the method's seed
+
+
+def test_what_cannot_be_forecast() -> None:
+    assert break_even(82, 567, 367) == 233 and break_even(10, 100, 100) is None
+    tiny = ScoreMatrix(np.array([[0, 1, 1, 0] * 5, [1, 1, 0, 0] * 5], dtype=float), ["a", "b"],
+                       [f"q{i}" for i in range(20)])
+    assert not supported(make_method("rs-mean", tiny))
+    with pytest.raises(ConfigurationError, match="needs at least 3 reference models; the reference has 2"):
+        forecast_items(BayesAME(tiny, seed=0))
+
+
+def _ref(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(3)
+    ability, difficulty = rng.normal(size=(14, 1)), rng.normal(size=(1, 80))
+    scores = (rng.random((14, 80)) < 1 / (1 + np.exp(difficulty - ability))).astype(float)
+    return write_scores(ScoreMatrix(scores, [f"m{j}" for j in range(14)], [f"q{i}" for i in range(80)]),
+                        tmp_path / "built.csv")
+
+
+def test_session_new_prints_the_forecast_and_the_break_even(tmp_path) -> None:
+    ref = _ref(tmp_path)
+    r = runner.invoke(app, ["session", "new", str(tmp_path / "a.aeval"), "--reference", str(ref), "--seed", "0",
+                            "--epsilon2", "0.2", "--max-items", "40"])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("created ") and lines[1].startswith("forecast: about ")
+    assert "from 14 reference models playing the target" in lines[1]
+    assert any(line.startswith("forecast: expected 95 % interval width at --max-items 40: ") for line in lines)
+    assert lines[-1].startswith("break-even: building the reference took 14 models x 80 items = 1120 item "
+                                "evaluations; at about ")
+    r = runner.invoke(app, ["session", "new", str(tmp_path / "b.aeval"), "--reference", str(ref), "--no-forecast"])
+    assert r.exit_code == 0 and "forecast" not in r.output
+    r = runner.invoke(app, ["session", "new", str(tmp_path / "c.aeval"), "--reference", str(ref), "--method",
+                            "rs-mean"])
+    assert r.exit_code == 0 and r.stderr == "" and "forecast" not in r.stdout  # nothing to forecast, nothing said
+    r = runner.invoke(app, ["session", "new", str(tmp_path / "d.aeval"), "--reference", str(ref), "--method",
+                            "rs-mean", "--forecast"])
+    assert r.exit_code == 0 and r.stderr == ("note: no cost forecast for --method rs-mean (the forecast plays "
+                                             "reference models through bayesame's own model)\n")
+
+
+def test_a_forecast_beyond_a_few_seconds_is_made_only_when_asked(math_method) -> None:
+    f = forecast_items(math_method, epsilon2=0.1)
+    assert forecast_items(math_method, epsilon2=0.1, max_work=1e6) is None  # not even the folds' methods
+    assert forecast_items(math_method, epsilon2=0.1, max_work=1e12) == f
+
+
+def test_run_prints_the_forecast_on_stderr_and_in_its_json(tmp_path) -> None:
+    ref = _ref(tmp_path)
+    r = runner.invoke(app, ["run", "--session", str(tmp_path / "r.aeval"), "--reference", str(ref), "--target", "m2",
+                            "--epsilon2", "0.2", "--seed", "0", "--json"])
+    assert r.exit_code == 0, r.output
+    assert r.stderr.startswith("forecast: about ")  # before the run, beside its progress
+    doc = json.loads(r.stdout)  # stdout is the JSON alone
+    assert doc["forecast"]["n_pseudo"] == 13 and doc["forecast"]["low"] <= doc["forecast"]["high"]
+
+
+def test_the_commands_say_so_when_the_forecast_would_take_long(tmp_path, monkeypatch) -> None:
+    import activeeval.forecast
+
+    monkeypatch.setattr(activeeval.forecast, "AUTO_WORK", 1.0)
+    ref = _ref(tmp_path)
+    r = runner.invoke(app, ["session", "new", str(tmp_path / "a.aeval"), "--reference", str(ref), "--seed", "0"])
+    assert r.exit_code == 0 and "forecast: " not in r.stdout, r.output
+    assert r.stderr.startswith("note: no cost forecast by default for a reference this large (")
+    assert r.stderr.endswith("models: more than a few seconds of work); --forecast makes it\n")
+    r = runner.invoke(app, ["session", "new", str(tmp_path / "b.aeval"), "--reference", str(ref), "--seed", "0",
+                            "--forecast"])
+    assert r.exit_code == 0 and "forecast: about " in r.stdout and r.stderr == ""

@@ -1,0 +1,171 @@
+"""activeeval's BLAS thread limit (activeeval._threads): held in its numeric work, lifted for the user's code.
+
+Every test first sets the process's BLAS libraries to 3 threads (a value no machine's default and not the
+limit), so "the user's own setting" is recognisable whatever the machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.linalg  # noqa: F401 - SciPy's BLAS is one of the libraries limited
+from threadpoolctl import threadpool_info, threadpool_limits
+from typer.testing import CliRunner
+
+from activeeval import ScoreMatrix, limit_threads
+from activeeval._threads import THREADS_ENV, active_limit, user_threads
+from activeeval.cli import app
+from activeeval.data.io import write_scores
+from activeeval.exceptions import ConfigurationError
+from activeeval.methods.base import BaseMethod
+from activeeval.methods.estimate import Estimate
+from activeeval.methods.multi import MultiTargetMethod
+from activeeval.methods.registry import METHODS, resolve_factory
+from activeeval.session.session import Session
+
+OWN = 3
+
+
+def blas_threads() -> list[int]:
+    return [d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"]
+
+
+@pytest.fixture(autouse=True)
+def own_setting(monkeypatch):  # noqa: ANN001, ANN201
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    with threadpool_limits(OWN, user_api="blas"):
+        assert set(blas_threads()) == {OWN} and len(blas_threads()) >= 2  # NumPy's and SciPy's
+        yield
+
+
+class Recording(BaseMethod):
+    """A method that notes the BLAS threads it runs with when built, selecting and observing."""
+
+    def __init__(self, reference: ScoreMatrix, **kw: object) -> None:
+        super().__init__(reference, **kw)
+        self.seen = {"build": blas_threads()}
+
+    def _select(self, rng, k, exclude):  # noqa: ANN001, ANN202
+        self.seen["select"] = blas_threads()
+        return super()._select(rng, k, exclude)
+
+    def _update(self, item: int, score: float) -> None:
+        self.seen["observe"] = blas_threads()
+
+    def _current_estimate(self) -> Estimate:
+        return Estimate(mean=0.5, var=0.01, n_observed=self.n_observed, n_items=self.n_items)
+
+
+def _ref() -> ScoreMatrix:
+    return ScoreMatrix(np.random.default_rng(0).random((4, 6)), kind="continuous")
+
+
+def test_method_calls_hold_the_limit_and_give_it_back_between_calls() -> None:
+    m = Recording(_ref(), seed=0)
+    assert blas_threads() == [OWN] * len(blas_threads())  # the user's code between calls: its own setting
+    m.observe(m.select(), 0.5)
+    assert m.seen == {k: [1] * len(blas_threads()) for k in ("build", "select", "observe")}
+    assert set(blas_threads()) == {OWN}
+
+
+def test_every_registered_method_limits_its_entry_points() -> None:
+    for name in METHODS:
+        cls = resolve_factory(name)
+        points = ("__init__", "select_batch", "observe") + (("estimate",) if issubclass(cls, MultiTargetMethod) else ())
+        for point in points:
+            assert getattr(getattr(cls, point), "_limits_threads", False), f"{name}.{point}"
+
+
+def test_scopes_nest_the_outermost_decides_and_the_env_sets_the_default(monkeypatch) -> None:
+    with limit_threads(2):
+        assert set(blas_threads()) == {2}
+        with limit_threads(1), limit_threads():
+            assert set(blas_threads()) == {2} and active_limit() == 2
+        m = Recording(_ref(), seed=0)
+        assert m.seen["build"] == [2] * len(blas_threads())
+    assert set(blas_threads()) == {OWN}
+    monkeypatch.setenv(THREADS_ENV, "2")
+    assert active_limit() == 2
+    assert Recording(_ref(), seed=0).seen["build"] == [2] * len(blas_threads())
+    monkeypatch.setenv(THREADS_ENV, "many")
+    with pytest.raises(ConfigurationError, match=f"{THREADS_ENV}='many' is not a positive integer"):
+        Recording(_ref(), seed=0)
+    with pytest.raises(ConfigurationError, match="threads must be a positive integer"):
+        with limit_threads(0):
+            pass
+    assert set(blas_threads()) == {OWN}  # nothing left applied by the failures
+
+
+def test_user_threads_lifts_the_limit_and_keeps_what_the_user_changed() -> None:
+    with limit_threads():
+        assert set(blas_threads()) == {1}
+        with user_threads():
+            assert set(blas_threads()) == {OWN}
+            threadpool_limits(2, user_api="blas")  # the user's code changes its own setting
+        assert set(blas_threads()) == {1}
+    assert set(blas_threads()) == {2}  # ... and gets it back
+
+
+def test_a_deferred_scope_applies_at_the_first_numeric_call() -> None:
+    with limit_threads(defer=True):
+        assert set(blas_threads()) == {OWN}  # no numeric work yet: nothing touched
+        m = Recording(_ref(), seed=0)
+        assert set(blas_threads()) == {1}  # applied by the method, held for the rest of the scope
+    assert m.seen["build"] == [1] * len(blas_threads()) and set(blas_threads()) == {OWN}
+
+
+def test_cli_threads_flag_and_env_errors(monkeypatch) -> None:
+    r = CliRunner().invoke(app, ["--threads", "0", "datasets"])
+    assert r.exit_code == 2 and "error: --threads must be a positive integer" in r.stderr
+    monkeypatch.setenv(THREADS_ENV, "0")
+    r = CliRunner().invoke(app, ["demo", "--max-items", "3"])
+    assert r.exit_code == 2
+    assert r.stderr.strip() == (f"error: {THREADS_ENV}='0' is not a positive integer; set it to the number of BLAS "
+                                f"threads activeeval may use, e.g. {THREADS_ENV}=1, or unset it")
+
+
+SCORER = """
+import json, sys
+import numpy, scipy.linalg
+from threadpoolctl import threadpool_info
+with open(sys.argv[2], "a") as fh:
+    fh.write(json.dumps([d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"]) + "\\n")
+print(json.load(open(sys.argv[3]))[sys.argv[1]])
+"""
+
+
+def test_scorer_processes_keep_their_own_threads(tmp_path: Path, monkeypatch) -> None:
+    """A CLI run limits its own work (to --threads) but not the scorer's: it starts with the threads it has when run
+    alone. The flag is the command's: the process (tests, a notebook calling app([...])) keeps its own limit."""
+    full = ScoreMatrix(np.random.default_rng(1).integers(0, 2, (12, 30)).astype(float), kind="binary")
+    ref = write_scores(full.drop_models([full.model_ids[0]]), tmp_path / "ref.csv")
+    truth = tmp_path / "truth.json"
+    truth.write_text(json.dumps(dict(zip(full.item_ids, map(float, full.scores[0])))))
+    (tmp_path / "score.py").write_text(SCORER)
+    alone, log = tmp_path / "alone.jsonl", tmp_path / "threads.jsonl"
+    subprocess.run([sys.executable, str(tmp_path / "score.py"), full.item_ids[0], str(alone), str(truth)], check=True,
+                   capture_output=True)
+    own = json.loads(alone.read_text())
+    limit = 2 if set(own) == {1} else 1  # a limit the scorer would show if it leaked into it
+    scorer = f"{sys.executable} {tmp_path / 'score.py'} {{item_id}} {log} {truth}"
+    ours, real_tell = [], Session.tell
+
+    def tell(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        ours.append(blas_threads())
+        return real_tell(self, *args, **kwargs)
+
+    monkeypatch.setattr(Session, "tell", tell)
+    r = CliRunner().invoke(app, ["--threads", str(limit), "run", "--reference", str(ref), "--session",
+                                 str(tmp_path / "s.aeval"), "--scorer", scorer, "--max-items", "4", "--jobs", "2"])
+    assert r.exit_code == 0, r.output
+    seen = [json.loads(line) for line in log.read_text().splitlines()]
+    assert seen == [own] * 4
+    assert [set(x) for x in ours] == [{limit}] * 4  # activeeval's own work: the flag's limit
+    assert set(blas_threads()) == {OWN}  # and the command gave this process its setting back
+    assert THREADS_ENV not in os.environ and active_limit() == 1  # the flag did not outlive the command
