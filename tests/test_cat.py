@@ -645,3 +645,23 @@ def test_fewer_than_ten_references_show_no_interval():
     est = cat.estimate()
     assert np.isfinite(est.mean) and est.var == float("inf")
     assert est.notes[0].startswith("no interval: too few references to measure how far off CAT's estimates are")
+
+
+def test_score_interval_calibration_survives_a_json_round_trip_exactly():
+    import json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    factor = st.one_of(st.none(), st.floats(min_value=1e-6, max_value=1e6, allow_nan=False))
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.integers(1, 10_000), min_size=1, max_size=8, unique=True).flatmap(
+        lambda cps: st.tuples(st.just(sorted(cps)), *(st.lists(factor, min_size=len(cps), max_size=len(cps))
+                                                      for _ in range(3)), st.booleans())))
+    def check(args):  # noqa: ANN001, ANN202
+        cps, within, above, below, local = args
+        cal = irt.ScoreIntervalCalibration(tuple(cps), tuple(within), tuple(above), tuple(below), (3, 2, 1), local)
+        assert irt.ScoreIntervalCalibration.from_dict(json.loads(json.dumps(cal.to_dict()))) == cal
+
+    check()
