@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -323,14 +325,15 @@ def test_frozen_error_model_rebuilds_the_same_method(ref):
     r = ref.drop_models(["m0"])
     learned = ContinuousCAT(r, seed=0)
     frozen = learned.frozen_options()
-    assert set(frozen) == {"error_scale", "error_floor"}
+    assert set(frozen) == {"error_scale", "error_floor", "interval_calibration"}
     again = ContinuousCAT(r, seed=0, **frozen)  # given: not learned again
     assert again.calibration_.error_scale == learned.calibration_.error_scale
     assert again.calibration_.error_floor == learned.calibration_.error_floor
     play(learned, ref.model_scores("m0"), 12)
     again.observe_many(learned.observed_items, learned.observed_scores)
     assert again.ability() == learned.ability() and again.estimate() == learned.estimate()
-    assert ContinuousCAT(r, calibration="paper", seed=0).frozen_options() == {"error_scale": 1.0, "error_floor": 0.0}
+    paper = ContinuousCAT(r, calibration="paper", seed=0).frozen_options()
+    assert (paper["error_scale"], paper["error_floor"]) == (1.0, 0.0)
 
 
 # ------------------------------------------------------------ 2PL items (default)
@@ -473,3 +476,192 @@ def test_local_error_stays_finite_for_a_target_far_from_every_reference(ref):
     far = float(est.min()) - 28.0 * np.sqrt(v)  # exp(−28²/2) ≈ 1e-170 for the nearest reference
     got = cat._local.variance(far, v)
     assert np.isfinite(got) and got >= v
+
+
+# ------------------------------------------------------- the score interval (issue 25)
+def test_interval_factor_is_the_conformal_rank_or_the_t_bound():
+    from scipy.stats import t as student_t
+
+    z = np.arange(1.0, 100.0)  # 99 runs: the ⌈100·0.95⌉ = 95th smallest |z|
+    assert irt.interval_factor(-z) == pytest.approx(95.0 / irt.Z95)
+    # a brute-force check of the conformal guarantee: over many draws a new z falls inside f·Z95 ≥ 95 %
+    rng = np.random.default_rng(0)
+    hits = [abs(rng.standard_t(3)) <= irt.interval_factor(rng.standard_t(3, 30)) * irt.Z95 for _ in range(4000)]
+    assert 0.945 <= np.mean(hits) <= 0.985
+    few = np.array([0.5, -1.5, 2.0])  # below 19 runs: √(mean z²)·t_{n, 0.975}
+    assert irt.interval_factor(few) == pytest.approx(np.sqrt(np.mean(few**2)) * student_t.ppf(0.975, 3) / irt.Z95)
+    assert np.isnan(irt.interval_factor(np.array([np.nan])))
+
+
+def test_score_interval_calibration_interpolates_in_log_n_and_round_trips():
+    cal = irt.ScoreIntervalCalibration((10, 40, 80), (1.0, 2.0, 3.0), (4.0, None, 5.0), (None, None, None), (9, 3, 0))
+    assert cal.factor(5) == 1.0 and cal.factor(10) == 1.0 and cal.factor(500) == 3.0
+    assert cal.factor(20) == pytest.approx(1.5)  # halfway between 10 and 40 in log n
+    assert cal.factor(20, "above") is None and cal.factor(90, "above") == 5.0 and cal.factor(20, "below") is None
+    again = irt.ScoreIntervalCalibration.from_dict(cal.to_dict())
+    assert again == cal
+    with pytest.raises(ConfigurationError, match="interval_calibration"):
+        irt.ScoreIntervalCalibration.from_dict({"checkpoints": [10, 5], "within": [1, 1], "above": [1, 1],
+                                                "below": [1, 1]})
+    with pytest.raises(ConfigurationError, match="drop it"):
+        irt.ScoreIntervalCalibration.from_dict({"within": []})
+
+
+def test_score_moments_slope_is_the_ratio_or_the_derivative_for_a_collapsed_posterior():
+    from activeeval.methods.cat import score_moments
+
+    grid = irt.default_grid()
+    r = 0.3 + 0.4 / (1 + np.exp(-grid))  # a smooth predicted score
+    t2 = np.full_like(grid, 2.0)
+    post = np.exp(-0.5 * (grid - 0.5) ** 2 / 0.2**2)
+    post /= post.sum()
+    mean, var_r, slope2, noise = score_moments(post, grid, r, t2, 10)
+    assert mean == pytest.approx(post @ r) and noise == pytest.approx(2.0 / 100)
+    var_t = post @ (grid - post @ grid) ** 2
+    assert slope2 == pytest.approx(var_r / var_t)
+    spike = np.zeros_like(grid)
+    spike[500] = 1.0  # all mass on one grid point: Var θ = 0, the ratio is 0/0
+    _, var_r, slope2, _ = score_moments(spike, grid, r, t2, 10)
+    s = 1 / (1 + np.exp(-grid[500]))
+    assert var_r == 0.0 and slope2 == pytest.approx((0.4 * s * (1 - s)) ** 2, rel=1e-3)
+
+
+def test_calibrated_interval_is_the_factor_times_the_models_sd(ref):
+    r = ref.drop_models(["m0", "m1"])
+    cat = ContinuousCAT(r, seed=0)
+    cal = cat.calibration_.interval
+    assert cal is not None and cal.runs[0] == r.n_models and min(cal.runs[1:]) >= 5
+    model = ContinuousCAT(r, seed=0, interval="model", **{k: v for k, v in cat.frozen_options().items()
+                                                            if k != "interval_calibration"})
+    play(cat, ref.model_scores("m0"), 12)
+    model.observe_many(cat.observed_items, cat.observed_scores)
+    est, old = cat.estimate(), model.estimate()
+    assert est.mean == pytest.approx(old.mean, abs=1e-12)
+    low, high = cat._reference_range
+    case = "above" if est.mean > high else "below" if est.mean < low else "within"
+    f = cal.factor(12, "within") if case == "within" else max(cal.factor(12, "within"), cal.factor(12, case))
+    # the model's variance, recomputed by brute force from the posterior on the grid
+    grid, post = cat.posterior()
+    mu = cat.calibration_.item_mean(grid[:, None])
+    unseen = np.ones(r.n_items, bool)
+    unseen[list(cat.observed_items)] = False
+    pred = (np.sum(cat.observed_scores) + mu[:, unseen].sum(axis=1)) / r.n_items
+    var_r = post @ (pred - post @ pred) ** 2
+    noise = post @ cat.calibration_.item_var(mu[:, unseen], np.flatnonzero(unseen)).sum(axis=1) / r.n_items**2
+    assert est.var == pytest.approx(f * f * (cat.ability().var * var_r / cat.se**2 + noise), rel=1e-9)
+    assert old.var == pytest.approx(cat.ability().var * var_r / cat.se**2 + noise, rel=1e-9)
+
+
+def test_a_target_above_every_reference_gets_the_edge_factor_or_no_interval(ref):
+    r = ref.drop_models(["m0"])
+    best = r.model_ids[int(np.argmax(r.scores.mean(axis=1)))]
+    top = np.clip(r.model_scores(best) + 0.25, 0, 1)  # better than every reference on every item
+    cat = ContinuousCAT(r, seed=0)
+    play(cat, top, 20)
+    est = cat.estimate()
+    cal = cat.calibration_.interval
+    assert est.mean > r.scores.mean(axis=1).max()
+    f = max(cal.factor(20, "within"), cal.factor(20, "above"))
+    assert np.isfinite(est.var) and any("above every reference" in note for note in est.notes)
+    assert f"x{f:.2f}" in est.notes[0]
+    # the larger of the factors measured inside the references and for models above the rest, on the model's sd
+    model = ContinuousCAT(r, seed=0, interval="model", **{k: v for k, v in cat.frozen_options().items()
+                                                            if k != "interval_calibration"})
+    model.observe_many(cat.observed_items, cat.observed_scores)
+    assert est.var == pytest.approx(f * f * model.estimate().var, rel=1e-9)
+    # unmeasured: too few references above the others -> no interval, and a note saying why
+    blind = dataclasses.replace(cal, above=(None,) * len(cal.checkpoints))
+    cat2 = ContinuousCAT(r, seed=0, interval_calibration=blind.to_dict(),
+                         **{k: v for k, v in cat.frozen_options().items() if k != "interval_calibration"})
+    cat2.observe_many(cat.observed_items, cat.observed_scores)
+    est2 = cat2.estimate()
+    assert est2.mean == est.mean and est2.var == float("inf")
+    assert est2.notes and est2.notes[0].startswith("no interval") and "above every reference" in est2.notes[0]
+
+
+def test_calibrated_interval_stays_finite_when_the_posterior_collapses():
+    # Nearly noiseless continuous scores: after many items the θ posterior sits on one grid point, where the
+    # model interval's Var r / Var θ ratio was 0/0 (NaN variances on AlpacaEval 2 extrapolation).
+    rng = np.random.default_rng(3)
+    theta, b = rng.normal(0, 1, 25), rng.normal(0, 1, 300)
+    y = np.clip(1 / (1 + np.exp(-(theta[:, None] - b[None, :]))) + rng.normal(0, 1e-4, (25, 300)), 0, 1)
+    m = ScoreMatrix(y, [f"m{j}" for j in range(25)], [f"i{i}" for i in range(300)])
+    cat = ContinuousCAT(m.drop_models(["m0"]), seed=0)
+    play(cat, y[0], 250)
+    est = cat.estimate()
+    assert np.isfinite(est.mean) and np.isfinite(est.var) and est.var >= 0
+
+
+def test_interval_pseudo_runs_are_the_methods_own_score_estimates(ref):
+    # The runs the interval is calibrated on are ContinuousCAT's own runs on a held-out reference: the same score
+    # error and the same model sd (local error check included), so the factor applies to what estimate() reports.
+    from activeeval.methods import cat as cat_module
+
+    y = ref.scores
+    held = cat_module._fold_groups(y.shape[0], 5)[0]
+    train = np.setdiff1d(np.arange(y.shape[0]), held)
+    runs = cat_module._pseudo_runs(y, [(held, train)], [7, 20], score=True, method="consistent", response="2pl",
+                                   scale="auto", clip=irt.DEFAULT_CLIP, filter_negative=True, information="tilde",
+                                   likelihood="quasi", local_error=True)
+    c, tau2, n_items = 2.0, 0.05, y.shape[1]
+    train_ref = ref.select_models([ref.model_ids[i] for i in train])
+    for j, h in enumerate(held[:3]):
+        cat = ContinuousCAT(train_ref, interval="model", error_scale=c, error_floor=tau2, seed=0)
+        for n in range(1, 21):
+            i = cat.select()
+            cat.observe(i, y[h, i])
+            if n in (7, 20):
+                rec, est = runs[n], cat.estimate()
+                theta, refs_est, truth = rec["local"][j]
+                ability = cat_module.local_variance(refs_est, truth, theta, c * rec["se2"][j] + tau2 * (n_items - n)
+                                                    / n_items)
+                assert rec["score_error"][j] == pytest.approx(est.mean - y[h].mean(), abs=1e-12)
+                assert ability == pytest.approx(cat.ability().var, rel=1e-12)
+                assert ability * rec["slope2"][j] + rec["noise"][j] == pytest.approx(est.var, rel=1e-9)
+
+
+def test_a_target_beating_every_reference_on_its_items_is_outside_whatever_its_estimate(ref):
+    # The guard also looks at the items taken: an estimate can be pulled into the references' range (prior,
+    # response model) for a model far above them, but its scores on the items it took cannot.
+    r = ref.drop_models(["m0"])
+    means = r.scores.mean(axis=1)
+    inside = float(np.median(means))
+    middle = r.scores[int(np.argsort(means)[len(means) // 2])]
+    for target, case in ((r.scores.max(axis=0), "above"), (r.scores.min(axis=0), "below"), (middle, "within")):
+        cat = ContinuousCAT(r, seed=0)
+        play(cat, target, 15)
+        items = list(cat.observed_items)
+        seen = r.scores[:, items].sum(axis=1)  # brute force: every reference's score on the same items
+        mine = target[items].sum()
+        expected = "above" if mine > seen.max() else "below" if mine < seen.min() else "within"
+        assert cat._outside(inside) == expected == case
+
+
+def test_fewer_than_ten_references_show_no_interval():
+    small = synthetic(n_models=10, n_items=80, seed=4)
+    cat = ContinuousCAT(small.drop_models(["m0"]), seed=0)  # 9 references: 9 pseudo-targets inside them
+    assert cat.calibration_.interval.runs[0] == 9 and set(cat.calibration_.interval.within) == {None}
+    play(cat, small.model_scores("m0"), 10)
+    est = cat.estimate()
+    assert np.isfinite(est.mean) and est.var == float("inf")
+    assert est.notes[0].startswith("no interval: too few references to measure how far off CAT's estimates are")
+
+
+def test_score_interval_calibration_survives_a_json_round_trip_exactly():
+    import json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    factor = st.one_of(st.none(), st.floats(min_value=1e-6, max_value=1e6, allow_nan=False))
+
+    @settings(max_examples=60, deadline=None)
+    @given(st.lists(st.integers(1, 10_000), min_size=1, max_size=8, unique=True).flatmap(
+        lambda cps: st.tuples(st.just(sorted(cps)), *(st.lists(factor, min_size=len(cps), max_size=len(cps))
+                                                      for _ in range(3)), st.booleans())))
+    def check(args):  # noqa: ANN001, ANN202
+        cps, within, above, below, local = args
+        cal = irt.ScoreIntervalCalibration(tuple(cps), tuple(within), tuple(above), tuple(below), (3, 2, 1), local)
+        assert irt.ScoreIntervalCalibration.from_dict(json.loads(json.dumps(cal.to_dict()))) == cal
+
+    check()

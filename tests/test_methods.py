@@ -206,11 +206,11 @@ def test_sharing_factory_derives_reference_state_once_and_changes_nothing(monkey
     y = np.clip(rng.normal(0.5, 0.2, (16, 60)) + np.linspace(-0.2, 0.2, 16)[:, None], 0, 1)
     ref = ScoreMatrix(y[1:], [f"m{j}" for j in range(1, 16)], [f"i{i}" for i in range(60)])
     learned = []
-    real = cat_module.learn_error_model
-    monkeypatch.setattr(cat_module, "learn_error_model", lambda *a, **k: learned.append(1) or real(*a, **k))
+    real = cat_module.learn_reference_errors
+    monkeypatch.setattr(cat_module, "learn_reference_errors", lambda *a, **k: learned.append(1) or real(*a, **k))
     make = sharing_factory("cat", ref)
     shared = [make(seed=s) for s in (3, 4, 5)]
-    assert len(learned) == 1  # the error model was learned for the first target only
+    assert len(learned) == 1  # the error model and interval were learned for the first target only
     for s, m in zip((3, 4, 5), shared):
         fresh = make_method("cat", ref, seed=s)
         for _ in range(8):

@@ -95,7 +95,7 @@ def test_rank_cli_with_a_scorer_command_then_status(tmp_path, ref_file, alpaca) 
             "--scorer", scorer, "--budget-per-model", "6", "--min-items", "3", "--seed", "1"]
     r = runner.invoke(app, args)
     assert r.exit_code == 0, r.output
-    lines = r.stdout.splitlines()
+    lines = [line for line in r.stdout.splitlines() if not line.startswith("note (")]
     assert lines[0].split() == ["rank", "model", "score", "interval", "items"]
     assert [line.split()[1] for line in lines[1:1 + MODELS]] and len(lines) == 1 + MODELS + (MODELS - 1) + 2
     assert lines[-1] == f"cost spent {6 * MODELS} of budget {6 * MODELS}; stop: yes (budget)"
@@ -214,3 +214,55 @@ def test_rank_session_keeps_the_local_error_setting(tmp_path, ref_file, alpaca) 
     direct = AdaptiveRanker(models, lambda m: make_method("cat", ref, seed=5, local_error=False),
                             lambda m, i: truth[m][ref.item_ids[i]], budget=6 * MODELS).run()
     assert st.result.items == direct.items and st.result.variances == direct.variances
+
+
+def _toy(n_refs: int, seed: int = 0):  # noqa: ANN202
+    """A reference of ``n_refs`` models and three models to rank: one inside their range, two above every one."""
+    import numpy as np
+
+    from activeeval.data.matrix import ScoreMatrix
+
+    rng = np.random.default_rng(seed)
+    theta, b = np.linspace(-1.5, 1.0, n_refs), rng.normal(0, 1.5, 120)
+    mu = 1 / (1 + np.exp(-(np.r_[theta, 0.0, 3.0, 3.5][:, None] - b)))
+    y = (rng.random(mu.shape) < mu).astype(float)
+    ids = [f"r{j}" for j in range(n_refs)] + ["mid", "top", "top2"]
+    full = ScoreMatrix(y, ids, [f"i{i}" for i in range(120)])
+    return full.select_models(ids[:n_refs]), {m: dict(zip(full.item_ids, map(float, full.model_scores(m))))
+                                              for m in ids[n_refs:]}
+
+
+@pytest.mark.parametrize("n_refs", [30, 12])
+def test_rank_status_shows_the_calibrated_interval_or_says_why_not(tmp_path, n_refs) -> None:
+    # Issue 25: the score interval a ranking prints is the calibrated one; a model above every reference gets
+    # the best references' own error (30 references: 6 of them held out above the rest) or, when too few were
+    # above the others to measure it (12 references: 2), no interval and a note.
+    ref, truth = _toy(n_refs)
+    ref_path = write_scores(ref, tmp_path / "ref.csv")
+    with RankSession.create(tmp_path / "r.aeval", ref_path, list(truth), seed=0, budget_per_model=15,
+                            min_items=5) as s:
+        while (a := s.ask()) is not None:
+            s.tell(a.model, a.item_id, truth[a.model][a.item_id])
+        estimates = {m: method.estimate() for m, method in s.methods.items()}
+    st = json.loads(runner.invoke(app, ["session", "status", str(tmp_path / "r.aeval"), "--json"]).stdout)
+    text = runner.invoke(app, ["session", "status", str(tmp_path / "r.aeval")]).stdout
+    rows = {row["model"]: row for row in st["ranking"]}
+    top = max(ref.scores.mean(axis=1))
+    for model in ("top", "top2"):
+        row = rows[model]
+        assert row["score"] > top
+        if n_refs == 30:
+            assert row["score_ci_low"] < row["score"] < row["score_ci_high"]
+            assert any("above every reference" in n and "best references' own errors" in n for n in row["notes"])
+            assert f"note ({model}): the target is above every reference" in text
+        else:
+            assert row["score_ci_low"] is None and row["score_ci_high"] is None
+            assert row["notes"] and row["notes"][0].startswith("no interval: the target is above every reference")
+            line = next(t for t in text.splitlines() if f" {model} " in t)
+            assert "not shown (note)" in line and f"note ({model}): no interval" in text
+    for model, row in rows.items():  # what is printed is the method's own estimate and interval
+        est = estimates[model]
+        assert row["score"] == est.mean and row["notes"] == list(est.notes)
+        if row["score_ci_low"] is not None:
+            assert (row["score_ci_low"], row["score_ci_high"]) == pytest.approx(est.ci(0.95))
+    assert rows["mid"]["score_ci_low"] is not None and rows["mid"]["notes"] == []

@@ -162,9 +162,13 @@ def rank_lines(status) -> list[str]:  # noqa: ANN001
     """The ranking, each adjacent pair's confidence, ties and the stop."""
     d = status.to_dict()
     lines = [f"{'rank':>4}  {'model':<40} {'score':>8}  {'interval':>19} {'items':>6}"]
+    notes = []
     for row in d["ranking"]:
-        lines.append(f"{row['rank']:>4}  {row['model']:<40} {_fmt(row['score'])}  "
-                     f"[{_fmt(row['score_ci_low'])}, {_fmt(row['score_ci_high'])}] {row['items']:>6}")
+        interval = ("[" + _fmt(row["score_ci_low"]) + ", " + _fmt(row["score_ci_high"]) + "]"
+                    if row["score_ci_low"] is not None else f"{'not shown (note)':>19}")
+        lines.append(f"{row['rank']:>4}  {row['model']:<40} {_fmt(row['score'])}  {interval} {row['items']:>6}")
+        notes.extend(f"note ({row['model']}): {note}" for note in row["notes"])
+    lines.extend(notes)
     gamma = d["gamma"]
     for p in d["adjacent_pairs"]:
         verdict = "decided" if p["decided"] else "tie so far"

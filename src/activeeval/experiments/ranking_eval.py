@@ -419,7 +419,8 @@ def simulate_ranking(
     if name == "cat":
         from activeeval.methods.cat import fit_calibration
 
-        cal = fit_calibration(reference.scores, method=calibration, response=response)
+        cal = fit_calibration(reference.scores, method=calibration, response=response, local_error=local_error,
+                              interval=options.get("interval", "calibrated") == "calibrated")
     if local_error is not None:
         options["local_error"] = local_error
 

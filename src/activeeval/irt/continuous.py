@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy.special import expit, log_expit
+from scipy.special import expit, log_expit, stdtrit
 
 from activeeval.exceptions import ConfigurationError, InvalidScoresError
 
@@ -54,6 +54,9 @@ __all__ = [
     "RESPONSES",
     "CALIBRATION_METHODS",
     "calibrate",
+    "ScoreIntervalCalibration",
+    "interval_factor",
+    "Z95",
 ]
 
 #: Proportions are clipped to [DEFAULT_CLIP, 1 − DEFAULT_CLIP] before a logit, so an
@@ -561,6 +564,118 @@ def information_2pl(theta: np.ndarray | float, a: np.ndarray, b: np.ndarray, noi
     return (a * mu * (1.0 - mu)) ** 2 / noise
 
 
+# ------------------------------------------------------- score interval
+#: z of a central 95 % normal interval.
+Z95 = 1.959963984540054
+
+
+def interval_factor(z: np.ndarray, level: float = 0.95) -> float:
+    """The factor f that makes ±Z95·f·sd cover ``level`` of a new run like those with standardised errors ``z``.
+
+    With n ≥ 1/(1 − level) − 1 runs (19 at 95 %), the split-conformal
+    quantile at rank p = (n + 1)·level of the sorted |z|, interpolated
+    linearly between the order statistics around p: a new exchangeable run
+    falls below the k-th smallest with probability k/(n + 1), so the
+    interpolation covers ``level`` on average (the conformal ⌈p⌉-th value
+    covers up to level + 1/(n + 1): 97.4 % with 38 runs). With fewer runs,
+    the normal-theory prediction bound √(mean z²)·t_{n, (1+level)/2} (a new
+    z over the root mean square of n others is t with n degrees of freedom
+    when the z are normal). NaN without any run. May be below 1.
+    """
+    z = np.abs(np.asarray(z, dtype=float))
+    z = z[np.isfinite(z)]
+    n = z.size
+    if n == 0:
+        return float("nan")
+    p = (n + 1) * level
+    if p <= n:
+        zs = np.sort(z)
+        lo = int(np.floor(p))
+        frac = p - lo
+        below = zs[lo - 1]
+        above = zs[min(lo, n - 1)]
+        return float((1.0 - frac) * below + frac * above) / Z95
+    return float(np.sqrt(np.mean(z * z)) * stdtrit(n, 0.5 + level / 2.0)) / Z95
+
+
+@dataclass(frozen=True)
+class ScoreIntervalCalibration:
+    """How far off CAT's full-benchmark score estimate has been for reference models playing the target.
+
+    At each of ``checkpoints`` (items taken), the factor f by which the
+    model's score sd must be multiplied so that the 95 % interval covers the
+    references' own full-benchmark scores (:func:`interval_factor` of their
+    standardised errors), for three cases: ``within`` (references held out at
+    random, 5 folds), ``above`` (the best references held out, calibrated on
+    those below them) and ``below`` (the worst held out). None where too few
+    references played that case to measure it. ``runs`` counts them;
+    ``local_error``: whether the runs' variances had the local error check
+    (a CAT must use the calibration learned for its own setting).
+    """
+
+    checkpoints: tuple[int, ...]
+    within: tuple[float | None, ...]
+    above: tuple[float | None, ...]
+    below: tuple[float | None, ...]
+    runs: tuple[int, int, int] = (0, 0, 0)
+    local_error: bool = False
+
+    CASES = ("within", "above", "below")
+
+    def factor(self, n: int, case: str = "within") -> float | None:
+        """f after ``n`` items, for ``case``: linear in log n between checkpoints, the end values outside.
+
+        None when the case was not measured at the checkpoints around ``n``.
+        """
+        values = getattr(self, case)
+        cps = self.checkpoints
+        if not cps:
+            return None
+        if n <= cps[0]:
+            return values[0]
+        if n >= cps[-1]:
+            return values[-1]
+        j = int(np.searchsorted(cps, n, side="right"))
+        lo, hi = values[j - 1], values[j]
+        if lo is None or hi is None:
+            return None
+        w = (np.log(n) - np.log(cps[j - 1])) / (np.log(cps[j]) - np.log(cps[j - 1]))
+        return float((1.0 - w) * lo + w * hi)
+
+    def to_dict(self) -> dict:
+        """Plain JSON values (a session stores them): lists, None for what was not measured."""
+        return {"checkpoints": list(self.checkpoints), "within": list(self.within), "above": list(self.above),
+                "below": list(self.below), "runs": list(self.runs), "local_error": self.local_error}
+
+    @classmethod
+    def from_dict(cls, d: "dict | ScoreIntervalCalibration") -> "ScoreIntervalCalibration":
+        """The inverse of :meth:`to_dict`; ConfigurationError naming what is wrong."""
+        if isinstance(d, ScoreIntervalCalibration):
+            return d
+        try:
+            cps = tuple(int(c) for c in d["checkpoints"])
+            cases = {c: tuple(None if v is None else float(v) for v in d[c]) for c in cls.CASES}
+            runs = tuple(int(r) for r in d.get("runs", (0, 0, 0)))
+            local_error = d.get("local_error", False)
+            if not isinstance(local_error, (bool, np.bool_)):
+                raise TypeError(local_error)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigurationError(
+                f"interval_calibration must be a dict with checkpoints, within, above and below lists, got {d!r}; "
+                "drop it to learn it from the reference"
+            ) from exc
+        ok = (len(cps) > 0 and all(b > a for a, b in zip(cps, cps[1:])) and cps[0] >= 1 and len(runs) == 3
+              and all(len(v) == len(cps) for v in cases.values())
+              and all(v is None or (np.isfinite(v) and v > 0) for vs in cases.values() for v in vs))
+        if not ok:
+            raise ConfigurationError(
+                f"interval_calibration needs increasing positive checkpoints and one positive factor (or None) per "
+                f"checkpoint in within, above and below, got {d!r}; drop it to learn it from the reference"
+            )
+        return cls(cps, cases["within"], cases["above"], cases["below"], runs,  # type: ignore[arg-type]
+                   bool(local_error))
+
+
 # ---------------------------------------------------------------- bundle
 @dataclass(frozen=True)
 class Calibration:
@@ -598,6 +713,10 @@ class Calibration:
     b_scale : ndarray of shape (n_items,) or None
         The one-slope difficulties that define the ability scale (a model's
         true ability is :meth:`true_ability`); None means ``b``.
+    interval : ScoreIntervalCalibration or None
+        The full-benchmark score interval's calibration on reference
+        pseudo-targets (:func:`activeeval.methods.cat.learn_reference_errors`);
+        None until learned.
     """
 
     b: np.ndarray
@@ -615,6 +734,7 @@ class Calibration:
     slopes: np.ndarray | None = None
     noise: np.ndarray | None = None
     b_scale: np.ndarray | None = None
+    interval: ScoreIntervalCalibration | None = None
 
     @property
     def response(self) -> str:
@@ -656,6 +776,10 @@ class Calibration:
         if not (np.isfinite(floor) and floor >= 0):
             raise ConfigurationError(f"error_floor must be a non-negative number, got {floor}")
         return replace(self, error_scale=float(scale), error_floor=float(floor))
+
+    def with_interval(self, interval: "ScoreIntervalCalibration | dict | None") -> "Calibration":
+        """This calibration with the score interval's calibration (a dict as :meth:`ScoreIntervalCalibration.to_dict`)."""
+        return replace(self, interval=None if interval is None else ScoreIntervalCalibration.from_dict(interval))
 
     def ability_var(self, posterior_var: float) -> float:
         """The honest variance of θ̂ − θ* for a posterior variance SE² (the error model)."""

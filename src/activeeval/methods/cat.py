@@ -16,8 +16,10 @@ A thin :class:`~activeeval.methods.base.BaseMethod` over :mod:`activeeval.irt.co
   a < √2, so the same structure serves both;
 * the estimate is reported on the full-benchmark score scale (Estimate.mean /
   .var: observed scores plus the posterior-predictive mean of the unobserved
-  ones, with both the θ uncertainty and the per-item noise kμ(1−μ) in the
-  variance) and on the θ scale (:meth:`ContinuousCAT.ability`).
+  ones, with both the θ uncertainty and the per-item noise in the variance,
+  scaled by what the references playing the target have been off by —
+  :func:`learn_reference_errors`, docs/ranking.md) and on the θ scale
+  (:meth:`ContinuousCAT.ability`).
 
 Missing reference scores: reference models with any missing score are
 dropped (``missing="models"``, the BaseMethod default) so the item set — what
@@ -28,6 +30,7 @@ drop incomplete items instead. Either way a MissingScoresWarning says what went.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -40,8 +43,10 @@ from activeeval.irt.continuous import (
     DEFAULT_CLIP,
     RESPONSES,
     Calibration,
+    ScoreIntervalCalibration,
     calibrate,
     default_grid,
+    interval_factor,
     fisher_information,
     full_minus_tilde_slope,
     information_2pl,
@@ -58,7 +63,12 @@ __all__ = [
     "pseudo_target_errors",
     "fit_error_model",
     "learn_error_model",
+    "learn_reference_errors",
+    "score_moments",
 ]
+
+#: The full-benchmark score intervals :meth:`ContinuousCAT.estimate` can give (its ``interval=``).
+INTERVALS = ("calibrated", "model")
 
 #: Floor of the default prior sd (the sd of the reference abilities): a reference
 #: population with nearly equal abilities must not pin θ before any data.
@@ -297,16 +307,20 @@ class LocalError:
         """max(model_var, the shrunk local mean squared error v_S) for an estimate ``theta_hat``."""
         if not (model_var > 0):
             return model_var
-        est = self.estimates()
-        w = np.exp(-0.5 * (est - theta_hat) ** 2 / model_var)
-        total = float(w.sum())
-        if not (total > 0):
-            return model_var
-        v_local = float(w @ (self.truth - est) ** 2) / total
-        w = w / w.max()  # (Σw)²/Σw² is scale-free; unscaled, Σw² underflows for a target far from every reference
-        ess = float(w.sum()) ** 2 / float(w @ w)
-        shrunk = (ess * v_local + LOCAL_ERROR_SHRINK * model_var) / (ess + LOCAL_ERROR_SHRINK)
-        return max(model_var, shrunk)
+        return local_variance(self.estimates(), self.truth, theta_hat, model_var)
+
+
+def local_variance(est: np.ndarray, truth: np.ndarray, theta_hat: float, model_var: float) -> float:
+    """:meth:`LocalError.variance` from the references' estimates θ̂_j(S) and truths θ*_j (``model_var`` > 0)."""
+    w = np.exp(-0.5 * (est - theta_hat) ** 2 / model_var)
+    total = float(w.sum())
+    if not (total > 0):
+        return model_var
+    v_local = float(w @ (truth - est) ** 2) / total
+    w = w / w.max()  # (Σw)²/Σw² is scale-free; unscaled, Σw² underflows for a target far from every reference
+    ess = float(w.sum()) ** 2 / float(w @ w)
+    shrunk = (ess * v_local + LOCAL_ERROR_SHRINK * model_var) / (ess + LOCAL_ERROR_SHRINK)
+    return max(model_var, shrunk)
 
 
 def default_prior(calibration: Calibration, prior_mean: float | None = None,
@@ -334,9 +348,141 @@ def default_prior(calibration: Calibration, prior_mean: float | None = None,
 
 #: Items at which the pseudo-target runs of :func:`learn_error_model` compare θ̂ with the truth.
 ERROR_CHECKPOINTS = (10, 15, 20, 30, 40, 60)
+#: Items at which they check the full-benchmark score interval (:func:`learn_reference_errors`).
+INTERVAL_CHECKPOINTS = (5, 10, 15, 20, 30, 40, 60, 80)
 #: The learned error scale c is kept in [1, ERROR_SCALE_MAX]: the pseudo-targets may say the model's
 #: SEs are honest or too small, never that they are too large (few references make that claim fragile).
 ERROR_SCALE_MAX = 25.0
+#: The "above" ("below") pseudo-targets: the best (worst) EDGE_HELD of the references, calibrated on the
+#: references beyond a gap of EDGE_GAP of them (the extrapolation protocol's 20 % gap, halved).
+EDGE_HELD, EDGE_GAP = 0.2, 0.1
+#: Pseudo-targets needed to measure the interval factor inside the references (``within``: with the 6–8
+#: references of mmlu_pro extrapolation and wmt21 zh-en the interval covered 44–83 %) and beyond them
+#: (``above``, ``below``: fewer than 5 held out, i.e. fewer than about 23 references, left the extrapolation
+#: intervals of mmlu_pro and wmt21 below 80 %; docs/BENCHMARKS.md). Fewer: that case's interval is not shown.
+INTERVAL_MIN_RUNS = 10
+EDGE_MIN_RUNS = 5
+
+
+def _score_sums(cal: Calibration, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(Σ_i width_i μ_i(θ), Σ_i width_i² Var_i(θ)) over every item at each grid θ (chunked: bounded memory)."""
+    t1, t2 = np.zeros_like(grid), np.zeros_like(grid)
+    chunk = max(1, 2**22 // grid.size)
+    for start in range(0, cal.n_items, chunk):
+        items = slice(start, start + chunk)
+        mu = cal.item_mean(grid[:, None], items)
+        w = cal.width[items]
+        t1 += mu @ w
+        t2 += cal.item_var(mu, items) @ (w**2)
+    return t1, t2
+
+
+def score_moments(post: np.ndarray, grid: np.ndarray, r: np.ndarray, t2: np.ndarray, n_items: int
+                  ) -> tuple[float, float, float, float]:
+    """(R̂, Var_post r(θ), slope², noise part) of the full-benchmark score from a θ posterior on a grid.
+
+    ``r`` is the predicted score at each grid θ (observed scores plus the
+    unobserved items' means), ``t2`` the unobserved items' summed score
+    variance there. slope² is Var_post r / Var_post θ — the squared slope
+    of the prediction that turns an ability variance into a score variance —
+    or, once the posterior sits within one grid step (Var_post θ < h²),
+    the squared derivative of r at θ̂ (the ratio is then 0/0).
+    """
+    mean = float(post @ r)
+    var_r = float(post @ (r - mean) ** 2)
+    theta = float(post @ grid)
+    var_t = float(post @ (grid - theta) ** 2)
+    h = float(grid[1] - grid[0])
+    if var_t >= h * h:
+        slope2 = var_r / var_t
+    else:
+        slope2 = float(np.interp(theta, grid, np.gradient(r, grid))) ** 2
+    return mean, var_r, slope2, float(post @ np.maximum(t2, 0.0)) / (n_items * n_items)
+
+
+def _fold_groups(n_models: int, folds: int) -> list[np.ndarray]:
+    """The held-out groups of the pseudo-target folds (a fixed, seeded split; leave-one-out below 2·folds)."""
+    n_folds = int(folds) if n_models >= 2 * folds else n_models
+    perm = np.random.default_rng(20240).permutation(n_models)
+    return [perm[f::n_folds] for f in range(n_folds)]
+
+
+def _edge_groups(means: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """{"above": (held, train), "below": ...}: the best (worst) references held out, calibrated beyond a gap."""
+    k = means.size
+    order = np.argsort(-means, kind="stable")  # best first
+    n_held = max(2, int(round(EDGE_HELD * k)))
+    n_gap = int(round(EDGE_GAP * k))
+    out = {}
+    for case, o in (("above", order), ("below", order[::-1])):
+        held, train = o[:n_held], o[n_held + n_gap:]
+        if train.size >= 3:
+            out[case] = (np.sort(held), np.sort(train))
+    return out
+
+
+def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarray]], checkpoints: Sequence[int],
+                 *, score: bool, method: str, response: str, scale: str, clip: float, filter_negative: bool,
+                 information: str, likelihood: str, local_error: bool = False) -> dict[int, dict[str, list]]:
+    """CAT runs of held-out references: per checkpoint n, their θ errors and posterior variances and (``score``)
+    their full-benchmark score errors R̂ − R* with the parts of the model's score variance (:func:`score_moments`)
+    and (``local_error``) the (θ̂, θ̂_j(S), θ*_j) their :class:`LocalError` check needs (:func:`local_variance`).
+    """
+    checks = sorted({int(c) for c in checkpoints if 1 <= c < y_raw.shape[1]})
+    keys = ("theta_error", "se2") + (("score_error", "var_r", "slope2", "noise") if score else ()) + (
+        ("local",) if local_error else ())
+    out: dict[int, dict[str, list[float]]] = {n: {key: [] for key in keys} for n in checks}
+    if not checks:
+        return out
+    n_items = y_raw.shape[1]
+    for held, train in groups:
+        if train.size < 2:
+            continue
+        cal = calibrate(y_raw[train], method=method, response=response, scale=scale, clip=clip,
+                        filter_negative=filter_negative)
+        y_held = cal.scale(y_raw[held])
+        truth = cal.true_ability(y_held, clip)
+        mean0, sd0 = default_prior(cal)
+        if score:
+            grid = default_grid()
+            t1_all, t2_all = _score_sums(cal, grid)
+            sum_low = float(cal.low.sum())
+        for j, (row, true_theta) in enumerate(zip(y_held, truth)):
+            post = AbilityPosterior(cal, mean0, sd0, information=information, likelihood=likelihood)
+            local = (LocalError(cal, y_raw[train], post.grid, mean0, sd0, likelihood) if local_error else None)
+            raw = y_raw[held[j]]
+            if score:
+                t1, t2, obs = t1_all.copy(), t2_all.copy(), 0.0
+            used: set[int] = set()
+            for n in range(1, checks[-1] + 1):
+                nxt = post.nearest(1, used)
+                if not nxt:
+                    break
+                item = nxt[0]
+                used.add(item)
+                post.update(item, float(row[item]))
+                if local is not None:
+                    local.update(item)
+                if score:
+                    mu = cal.item_mean(grid, item)
+                    w = float(cal.width[item])
+                    t1 -= w * mu
+                    t2 -= w * w * cal.item_var(mu, item)
+                    obs += float(raw[item]) - float(cal.low[item])
+                if n in out:
+                    rec = out[n]
+                    rec["theta_error"].append(post.mean - float(true_theta))
+                    rec["se2"].append(post.var)
+                    if score:
+                        r = (obs + sum_low + t1) / n_items
+                        mean, var_r, slope2, noise = score_moments(post.post, grid, r, t2, n_items)
+                        rec["score_error"].append(mean - float(np.mean(raw)))
+                        rec["var_r"].append(var_r)
+                        rec["slope2"].append(slope2)
+                        rec["noise"].append(noise)
+                    if local is not None:
+                        rec["local"].append((post.mean, local.estimates(), local.truth))
+    return out
 
 
 def pseudo_target_errors(
@@ -364,37 +510,14 @@ def pseudo_target_errors(
     No target's scores are involved.
     """
     y_raw = np.asarray(scores, dtype=float)
-    n_models, n_items = y_raw.shape
-    response = default_response(method, response)
-    checks = sorted({int(c) for c in checkpoints if 1 <= c < n_items})
-    if not checks:
-        raise ConfigurationError(f"no checkpoint below the {n_items} items; give smaller checkpoints")
-    n_folds = int(folds) if n_models >= 2 * folds else n_models
-    perm = np.random.default_rng(20240).permutation(n_models)
-    out: dict[int, tuple[list[float], list[float]]] = {n: ([], []) for n in checks}
-    for f in range(n_folds):
-        held = perm[f::n_folds]
-        train = np.setdiff1d(np.arange(n_models), held)
-        if train.size < 2:
-            continue
-        cal = calibrate(y_raw[train], method=method, response=response, scale=scale, clip=clip,
-                        filter_negative=filter_negative)
-        y_held = cal.scale(y_raw[held])
-        truth = cal.true_ability(y_held, clip)
-        mean0, sd0 = default_prior(cal)
-        for row, true_theta in zip(y_held, truth):
-            post = AbilityPosterior(cal, mean0, sd0, information=information, likelihood=likelihood)
-            used: set[int] = set()
-            for n in range(1, checks[-1] + 1):
-                nxt = post.nearest(1, used)
-                if not nxt:
-                    break
-                used.add(nxt[0])
-                post.update(nxt[0], float(row[nxt[0]]))
-                if n in out:
-                    out[n][0].append(post.mean - float(true_theta))
-                    out[n][1].append(post.var)
-    return {n: (np.asarray(e), np.asarray(v)) for n, (e, v) in out.items() if e}
+    if not any(1 <= int(c) < y_raw.shape[1] for c in checkpoints):
+        raise ConfigurationError(f"no checkpoint below the {y_raw.shape[1]} items; give smaller checkpoints")
+    every = np.arange(y_raw.shape[0])
+    groups = [(held, np.setdiff1d(every, held)) for held in _fold_groups(y_raw.shape[0], folds)]
+    runs = _pseudo_runs(y_raw, groups, checkpoints, score=False, method=method,
+                        response=default_response(method, response), scale=scale, clip=clip,
+                        filter_negative=filter_negative, information=information, likelihood=likelihood)
+    return {n: (np.asarray(r["theta_error"]), np.asarray(r["se2"])) for n, r in runs.items() if r["theta_error"]}
 
 
 def fit_error_model(errors: dict[int, tuple[np.ndarray, np.ndarray]]) -> tuple[float, float]:
@@ -441,6 +564,79 @@ def learn_error_model(scores: np.ndarray, **options) -> tuple[float, float, dict
     return c, tau2, diag
 
 
+def learn_reference_errors(
+    scores: np.ndarray,
+    *,
+    error: tuple[float, float] | None = None,
+    method: str = "consistent",
+    response: str | None = None,
+    scale: str = "auto",
+    clip: float = DEFAULT_CLIP,
+    filter_negative: bool = True,
+    information: str = "tilde",
+    likelihood: str = "quasi",
+    local_error: bool | None = None,
+    folds: int = 5,
+) -> tuple[float, float, ScoreIntervalCalibration]:
+    """(c, τ², the score interval's calibration), all measured on the references playing the target.
+
+    The fold runs of :func:`pseudo_target_errors` (run on to the last of
+    :data:`INTERVAL_CHECKPOINTS`) give the error model (c, τ²)
+    (:func:`fit_error_model`, unless ``error`` gives it) and the ``within``
+    factors; the best and the worst :data:`EDGE_HELD` of the references,
+    calibrated on the references beyond a gap of :data:`EDGE_GAP`, give
+    ``above`` and ``below`` — what an estimate for a model outside every
+    reference has been off by. At each checkpoint the factor is
+    :func:`~activeeval.irt.continuous.interval_factor` of the runs' score
+    errors over the model's score sd (the error model's ability variance —
+    raised by the :class:`LocalError` check when ``local_error``, by default
+    with the consistent calibration, as in :class:`ContinuousCAT` — times
+    slope², plus the unseen items' noise, as in :meth:`ContinuousCAT.estimate`).
+    No target's scores are involved.
+    """
+    y_raw = np.asarray(scores, dtype=float)
+    n_models, n_items = y_raw.shape
+    local_error = method == "consistent" if local_error is None else bool(local_error)
+    options = dict(method=method, response=default_response(method, response), scale=scale, clip=clip,
+                   filter_negative=filter_negative, information=information, likelihood=likelihood,
+                   local_error=local_error)
+    every = np.arange(n_models)
+    folds_ = [(held, np.setdiff1d(every, held)) for held in _fold_groups(n_models, folds)]
+    within = _pseudo_runs(y_raw, folds_, sorted(set(ERROR_CHECKPOINTS) | set(INTERVAL_CHECKPOINTS)), score=True,
+                          **options)
+    if error is None:
+        c, tau2 = fit_error_model({n: (np.asarray(within[n]["theta_error"]), np.asarray(within[n]["se2"]))
+                                   for n in ERROR_CHECKPOINTS if n in within and within[n]["theta_error"]})
+    else:
+        c, tau2 = float(error[0]), float(error[1])
+    edges = _edge_groups(y_raw.mean(axis=1))
+    runs = {"within": within, **{case: _pseudo_runs(y_raw, [g], INTERVAL_CHECKPOINTS, score=True, **options)
+                                 for case, g in edges.items()}}
+    checks = tuple(n for n in INTERVAL_CHECKPOINTS if n < n_items)
+    factors: dict[str, list[float | None]] = {}
+    counts = []
+    for case in ScoreIntervalCalibration.CASES:
+        got = runs.get(case, {})
+        factors[case] = []
+        for n in checks:
+            rec = got.get(n)
+            if rec is None or len(rec["score_error"]) < (INTERVAL_MIN_RUNS if case == "within" else EDGE_MIN_RUNS):
+                factors[case].append(None)
+                continue
+            ability = c * np.asarray(rec["se2"]) + tau2 * (n_items - n) / n_items
+            if local_error:
+                ability = np.array([local_variance(est, truth, theta, v) if v > 0 else v
+                                    for v, (theta, est, truth) in zip(ability, rec["local"])])
+            var = ability * np.asarray(rec["slope2"]) + np.asarray(rec["noise"])
+            z = np.asarray(rec["score_error"]) / np.sqrt(np.maximum(var, 1e-300))
+            f = interval_factor(z)
+            factors[case].append(f if np.isfinite(f) and f > 0 else None)
+        counts.append(len(got[checks[0]]["score_error"]) if checks and checks[0] in got else 0)
+    interval = ScoreIntervalCalibration(checks, tuple(factors["within"]), tuple(factors["above"]),
+                                        tuple(factors["below"]), tuple(counts), local_error)
+    return c, tau2, interval
+
+
 def default_response(method: str, response: str | None) -> str:
     """The response model: as given, else "2pl" with the consistent calibration and "rasch" with the paper's."""
     if response is None:
@@ -461,25 +657,33 @@ def fit_calibration(
     filter_negative: bool = True,
     information: str = "tilde",
     likelihood: str = "quasi",
+    interval: bool = True,
+    local_error: bool | None = None,
 ) -> Calibration:
-    """CAT's calibration on complete reference scores: :func:`irt.calibrate` and the error model.
+    """CAT's calibration on complete reference scores: :func:`irt.calibrate`, the error model and the score interval's.
 
-    ``error_model``: None (default) learns (c, τ²) (:func:`learn_error_model`)
+    ``error_model``: None (default) learns (c, τ²) (:func:`fit_error_model`)
     for the consistent calibration and keeps (1, 0) for the paper's, so
     ``method="paper"`` reproduces the paper; True / False force it on / off.
     ``response``: None (default) is "2pl" for the consistent calibration and
-    "rasch" (the paper's one-slope model) for the paper's.
+    "rasch" (the paper's one-slope model) for the paper's. ``interval``:
+    learn the full-benchmark score interval's calibration (both calibrations;
+    it changes no ability, item or ranking decision), for a CAT with
+    ``local_error`` as given (None: ContinuousCAT's default). Both come from
+    one set of pseudo-target runs (:func:`learn_reference_errors`).
     """
     if method not in CALIBRATION_METHODS:
         raise ConfigurationError(f"calibration must be 'consistent', 'paper' or an irt.Calibration, got {method!r}")
     response = default_response(method, response)
     cal = calibrate(scores, method=method, response=response, scale=scale, clip=clip,
                     filter_negative=filter_negative)
-    if error_model or (error_model is None and method == "consistent"):
-        c, tau2, _ = learn_error_model(scores, method=method, response=response, scale=scale, clip=clip,
-                                       filter_negative=filter_negative, information=information,
-                                       likelihood=likelihood)
-        return cal.with_error_model(c, tau2)
+    learn = bool(error_model or (error_model is None and method == "consistent"))
+    if learn or interval:
+        c, tau2, scores_ = learn_reference_errors(
+            scores, error=None if learn else (cal.error_scale, cal.error_floor), method=method, response=response,
+            scale=scale, clip=clip, filter_negative=filter_negative, information=information, likelihood=likelihood,
+            local_error=local_error)
+        cal = cal.with_error_model(c, tau2).with_interval(scores_ if interval else None)
     return cal
 
 
@@ -531,6 +735,19 @@ class ContinuousCAT(BaseMethod):
         Remove negatively discriminating items from the adaptive pool.
     grid_points : int
         Points of the θ grid on [−12, 12].
+    interval : {"calibrated", "model"}
+        The full-benchmark score interval of :meth:`estimate`:
+        ``"calibrated"`` (default) widens or narrows the model's score sd by
+        what the references playing the target have been off by
+        (:class:`~activeeval.irt.continuous.ScoreIntervalCalibration`, learned
+        by :func:`learn_reference_errors`), with the factor of the
+        best (worst) references when the estimate is above (below) every
+        reference, and shows no interval (infinite variance and a note)
+        where that could not be measured; ``"model"`` is the response
+        model's own interval (before issue 25; it missed the truth).
+    interval_calibration : dict, optional
+        The learned score interval calibration
+        (:meth:`ScoreIntervalCalibration.to_dict`; a session stores it).
     seed, missing
         See :class:`~activeeval.methods.base.BaseMethod`.
     """
@@ -555,10 +772,16 @@ class ContinuousCAT(BaseMethod):
         clip: float = DEFAULT_CLIP,
         filter_negative: bool = True,
         grid_points: int = 961,
+        interval: str = "calibrated",
+        interval_calibration: dict | ScoreIntervalCalibration | None = None,
         seed: SeedLike = None,
         missing: str = "models",
     ) -> None:
         super().__init__(reference, seed=seed, missing=missing)
+        if interval not in INTERVALS:
+            raise ConfigurationError(f"interval must be 'calibrated' or 'model', got {interval!r}")
+        self.interval, self.interval_calibration = interval, interval_calibration
+        learn_interval = interval == "calibrated" and interval_calibration is None
         # settings as given; fitted or resolved values carry a trailing underscore (calibration_, noise_factor_:
         # the paper's k, prior_mean_, prior_sd_, local_error_)
         self.calibration, self.prior_mean, self.prior_sd, self.local_error = (calibration, prior_mean, prior_sd,
@@ -572,7 +795,8 @@ class ContinuousCAT(BaseMethod):
             calibration = fit_calibration(self.reference.scores, method=calibration, response=response,
                                           error_model=False if given else error_model,
                                           scale=scale, clip=clip, filter_negative=filter_negative,
-                                          information=information, likelihood=likelihood)
+                                          information=information, likelihood=likelihood,
+                                          interval=learn_interval and not given, local_error=local_error)
         elif not isinstance(calibration, Calibration) or calibration.n_items != self.n_items:
             got = calibration.n_items if isinstance(calibration, Calibration) else type(calibration).__name__
             raise ConfigurationError(
@@ -594,6 +818,20 @@ class ContinuousCAT(BaseMethod):
             calibration = calibration.with_error_model(
                 calibration.error_scale if error_scale is None else error_scale,
                 calibration.error_floor if error_floor is None else error_floor)
+        if local_error is not None and not isinstance(local_error, (bool, np.bool_)):
+            raise ConfigurationError(f"local_error must be True, False or None, got {local_error!r}")
+        self.local_error_ = calibration.method == "consistent" if local_error is None else bool(local_error)
+        if interval_calibration is not None:
+            calibration = calibration.with_interval(interval_calibration)
+        if interval == "calibrated" and (calibration.interval is None
+                                         or calibration.interval.local_error != self.local_error_):
+            # the error model given (a session's, or a calibration fitted without the interval or for the other
+            # local_error setting): learn the interval's calibration for this method
+            calibration = calibration.with_interval(learn_reference_errors(
+                self.reference.scores, error=(calibration.error_scale, calibration.error_floor),
+                method=calibration.method, response=calibration.response, scale=scale, clip=clip,
+                filter_negative=filter_negative, information=information, likelihood=likelihood,
+                local_error=self.local_error_)[2])
         self.calibration_ = calibration
         self.noise_factor_ = float(calibration.k)
         self.information = information
@@ -602,27 +840,18 @@ class ContinuousCAT(BaseMethod):
         self._ability = AbilityPosterior(calibration, self.prior_mean_, self.prior_sd_, information=information,
                                          likelihood=likelihood, grid_points=grid_points)
         self.grid = self._ability.grid
-        if local_error is not None and not isinstance(local_error, (bool, np.bool_)):
-            raise ConfigurationError(f"local_error must be True, False or None, got {local_error!r}")
-        self.local_error_ = calibration.method == "consistent" if local_error is None else bool(local_error)
         self._local = (LocalError(calibration, self.reference.scores, self.grid, self.prior_mean_, self.prior_sd_,
                                   likelihood) if self.local_error_ else None)
         self._var_cache: tuple[int, float] | None = None
 
         # Score-scale prediction: raw s_i = low_i + width_i·y_i; sums over all items at each grid θ.
-        low, width = calibration.low, calibration.width
-        self._sum_low = float(low.sum())
-        self._t1 = np.zeros_like(self.grid)  # Σ_i width_i μ_i(θ)
-        self._t2 = np.zeros_like(self.grid)  # Σ_i width_i² Var_i(θ)  (k μ_i(1−μ_i), or s_i² for 2PL items)
-        chunk = max(1, 2**22 // self.grid.size)  # bounded memory at large N
-        for start in range(0, self.n_items, chunk):
-            items = slice(start, start + chunk)
-            mu = calibration.item_mean(self.grid[:, None], items)
-            w = width[items]
-            self._t1 += mu @ w
-            self._t2 += calibration.item_var(mu, items) @ (w**2)
+        self._sum_low = float(calibration.low.sum())
+        self._t1, self._t2 = _score_sums(calibration, self.grid)  # Σ_i width_i μ_i(θ); Σ_i width_i² Var_i(θ)
         self._obs_low = 0.0
         self._obs_sum_raw = 0.0
+        means = self.reference.scores.mean(axis=1)
+        self._reference_range = (float(means.min()), float(means.max()))
+        self._reference_seen = np.zeros(self.reference.n_models)  # each reference's score sum on the items seen
 
     # ---------------------------------------------------------------- maths
     def _update(self, item: int, score: float) -> None:
@@ -637,6 +866,7 @@ class ContinuousCAT(BaseMethod):
         self._t2 -= w * w * cal.item_var(mu, item)
         self._obs_low += float(cal.low[item])
         self._obs_sum_raw += float(score)
+        self._reference_seen += self.reference.scores[:, item]
 
     def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
         skip = set(int(i) for i in exclude)
@@ -652,21 +882,71 @@ class ContinuousCAT(BaseMethod):
 
     def _current_estimate(self) -> Estimate:
         n = self.n_items
+        bounds = self._bounds()
+        if self.n_observed >= n:
+            return Estimate(mean=self._obs_sum_raw / n, var=0.0, n_observed=n, n_items=n, bounds=bounds)
         # Predicted benchmark score at each grid θ: observed raw scores + predicted unobserved ones.
         r = (self._obs_sum_raw + (self._sum_low - self._obs_low) + self._t1) / n
         p = self._ability.post
-        mean = float(p @ r)
-        # The θ part of the variance follows the ability's error model (×1 for the paper's calibration).
-        inflate = self._ability_var() / self._ability.var if self._ability.var > 0 else 1.0
-        var = inflate * float(p @ (r - mean) ** 2) + float(p @ np.maximum(self._t2, 0.0)) / (n * n)
-        if self.n_observed >= n:
-            mean, var = self._obs_sum_raw / n, 0.0
-        return Estimate(mean=mean, var=var, n_observed=self.n_observed, n_items=n, bounds=self._bounds())
+        if self.interval == "model":
+            mean = float(p @ r)
+            # The θ part of the variance follows the ability's error model (×1 for the paper's calibration).
+            inflate = self._ability_var() / self._ability.var if self._ability.var > 0 else 1.0
+            var = inflate * float(p @ (r - mean) ** 2) + float(p @ np.maximum(self._t2, 0.0)) / (n * n)
+            return Estimate(mean=mean, var=var, n_observed=self.n_observed, n_items=n, bounds=bounds)
+        mean, _, slope2, noise = score_moments(p, self.grid, r, self._t2, n)
+        factor, notes = self._interval_factor(mean)
+        var = math.inf if factor is None else factor * factor * (self._ability_var() * slope2 + noise)
+        return Estimate(mean=mean, var=var, n_observed=self.n_observed, n_items=n, bounds=bounds, notes=notes)
+
+    def _outside(self, mean: float) -> str:
+        """"above" ("below") when the estimate is above (below) every reference's score, or the target scored
+        above (below) every reference on the items it took; else "within".
+
+        The second test catches what the first cannot: an estimate pulled into the references' range by the
+        prior and the response model for a model far above them (mmlu_pro extrapolation, 6 references: the
+        interval covered 36-57 % of the best models without it, docs/BENCHMARKS.md).
+        """
+        low, high = self._reference_range
+        seen = self._reference_seen
+        n = self.n_observed
+        if mean > high or (n and self._obs_sum_raw > seen.max()):
+            return "above"
+        if mean < low or (n and self._obs_sum_raw < seen.min()):
+            return "below"
+        return "within"
+
+    def _interval_factor(self, mean: float) -> tuple[float | None, tuple[str, ...]]:
+        """The score sd's factor for an estimate ``mean`` after the items so far (None: no interval), and notes."""
+        cal = self.calibration_.interval
+        case = self._outside(mean)
+        factor = cal.factor(self.n_observed, "within") if cal is not None else None
+        if factor is not None and case != "within":
+            # never narrower than inside the references: the edge runs are few and nearer than a real outlier
+            edge = cal.factor(self.n_observed, case)
+            factor = None if edge is None else max(factor, edge)
+        if factor is None:
+            if case == "within":
+                why = "too few references to measure how far off CAT's estimates are"
+            else:
+                why = (f"the target is {case} every reference (its estimate, or its score on the items it took) and "
+                       f"too few references were {case} the others to measure how far off such an estimate can be")
+            return None, (f"no interval: {why}; the estimate rests on the response model alone",)
+        if case == "within":
+            return factor, ()
+        return factor, (
+            f"the target is {case} every reference (its estimate, or its score on the items it took): the interval "
+            f"is as wide as the {'best' if case == 'above' else 'worst'} references' own errors were when they played "
+            f"a model {case} the rest, never narrower than inside them (x{factor:.2f} the model's sd)",)
 
     def frozen_options(self) -> dict:
-        """The learned error model, so that a session reopens without the pseudo-target runs."""
+        """The learned error model and interval calibration, so that a session reopens without the pseudo-target
+        runs."""
         cal = self.calibration_
-        return {"error_scale": cal.error_scale, "error_floor": cal.error_floor}
+        out = {"error_scale": cal.error_scale, "error_floor": cal.error_floor}
+        if cal.interval is not None:
+            out["interval_calibration"] = cal.interval.to_dict()
+        return out
 
     # -------------------------------------------------------------- public
     @property

@@ -120,11 +120,12 @@ class RankResult:
         for rank, m in enumerate(self.ranking, start=1):
             sd = math.sqrt(max(self.variances[m], 0.0))
             est = self.estimates[m]
-            lo, hi = est.ci(level if level is not None else self.gamma)
+            # a method that cannot vouch for an interval reports an infinite variance and says why in its notes
+            lo, hi = est.ci(level if level is not None else self.gamma) if math.isfinite(est.var) else (None, None)
             rows.append({
                 "rank": rank, "model": m, "mean": self.means[m], "std": sd,
                 "ci_low": self.means[m] - z * sd, "ci_high": self.means[m] + z * sd,
-                "score": est.mean, "score_ci_low": lo, "score_ci_high": hi,
+                "score": est.mean, "score_ci_low": lo, "score_ci_high": hi, "notes": list(est.notes),
                 "items": self.items_per_model[m],
             })
         return {
