@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from activeeval.exceptions import ConfigurationError
 
 __all__ = ["DEFAULT_THREADS", "THREADS_ENV", "active_limit", "limit_threads", "numeric", "numeric_methods",
-           "resolve_threads", "user_threads"]
+           "resolve_threads", "serial_blas", "user_threads"]
 
 #: The environment variable that sets the limit (``activeeval --threads N`` overrides it for one command).
 THREADS_ENV = "ACTIVEEVAL_THREADS"
@@ -195,3 +195,20 @@ def user_threads() -> Iterator[None]:
         with _lock:
             if limiter is not None and _depth:
                 _apply()
+
+
+@contextlib.contextmanager
+def serial_blas() -> Iterator[None]:
+    """One BLAS thread for the block, inside a scope whose limit is higher: for work that runs the limit's
+    number of its own threads, each calling BLAS (``kernels.kernel_sums``), so the threads are not multiplied.
+
+    The scope's limit is applied again afterwards; outside a scope, or at a limit of 1, it changes nothing.
+    """
+    with _lock:
+        inner = _blas().limit(limits=1) if _depth and _limit > 1 and _limiter is not None else None
+    try:
+        yield
+    finally:
+        if inner is not None:
+            with _lock:
+                inner.restore_original_limits()
