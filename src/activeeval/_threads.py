@@ -199,16 +199,15 @@ def user_threads() -> Iterator[None]:
 
 @contextlib.contextmanager
 def serial_blas() -> Iterator[None]:
-    """One BLAS thread for the block, inside a scope whose limit is higher: for work that runs the limit's
-    number of its own threads, each calling BLAS (``kernels.kernel_sums``), so the threads are not multiplied.
+    """One BLAS thread for the block, then the setting before it: for work that runs its own threads, each
+    calling BLAS (``kernels.kernel_sums``), so that threads are not multiplied by BLAS's own.
 
-    The scope's limit is applied again afterwards; outside a scope, or at a limit of 1, it changes nothing.
+    Used by the thread that starts the workers (the setting is per process), around their whole run.
     """
     with _lock:
-        inner = _blas().limit(limits=1) if _depth and _limit > 1 and _limiter is not None else None
+        inner = _blas().limit(limits=1)
     try:
         yield
     finally:
-        if inner is not None:
-            with _lock:
-                inner.restore_original_limits()
+        with _lock:
+            inner.restore_original_limits()
