@@ -86,10 +86,12 @@ def unscaled_var_r(method: BayesAME, cov: np.ndarray) -> float:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), n_obs=st.integers(0, 30), kind=st.sampled_from(["binary", "continuous"]))
-def test_sequential_updates_equal_the_dense_posterior(seed: int, n_obs: int, kind: str) -> None:
+@given(seed=st.integers(0, 10_000), n_obs=st.integers(0, 30), kind=st.sampled_from(["binary", "continuous"]),
+       cache_mb=st.sampled_from([256.0, 0.0]))
+def test_sequential_updates_equal_the_dense_posterior(seed: int, n_obs: int, kind: str, cache_mb: float) -> None:
+    """With the distances cached, and without (Σ·N by ``kernel_sums``, each column's distances computed)."""
     ref = binary_reference(6, 30, seed) if kind == "binary" else continuous_reference(5, 30, seed)
-    method = BayesAME(ref, seed=seed, hyperparameters=FIT, calibration=None, extrapolation="off")
+    method = BayesAME(ref, seed=seed, hyperparameters=FIT, calibration=None, extrapolation="off", cache_mb=cache_mb)
     truth = binary_reference(1, 30, seed + 1).scores[0]
     run_fixed(method, truth, n_obs)
     mean, cov = dense_posterior(method)
@@ -103,6 +105,30 @@ def test_sequential_updates_equal_the_dense_posterior(seed: int, n_obs: int, kin
     expected_mean = np.clip(expected_mean, seen / method.n_items, (seen + unseen) / method.n_items)  # scores in [0, 1]
     assert est.mean == pytest.approx(expected_mean, abs=ATOL)
     assert est.var == pytest.approx(method.scale * unscaled_var_r(method, cov), abs=ATOL)
+
+
+@pytest.mark.parametrize("kind", ["binary", "continuous"])
+def test_without_the_distance_cache_the_posterior_is_the_same_past_v_growth_and_rebuilds(kind: str) -> None:
+    """120 items of 12 buckets: V outgrows its first 64 rows and is rebuilt when crowded; the batch selection reads
+    blocks of prior columns. The uncached path (no B x B distances, no rows kept) gives the dense posterior too."""
+    rng = np.random.default_rng(5)
+    base = binary_reference(7, 12, 2) if kind == "binary" else continuous_reference(7, 12, 2)
+    ref = ScoreMatrix(base.scores[:, rng.integers(0, 12, 150)], kind=kind)  # 150 items, at most 12 buckets
+    truth = rng.random(150).round() if kind == "binary" else rng.random(150)
+    methods = [BayesAME(ref, seed=1, hyperparameters=FIT, calibration=None, extrapolation="off", cache_mb=c)
+               for c in (256.0, 0.0)]
+    for method in methods:
+        run_fixed(method, truth, 120)
+    cached, uncached = methods
+    assert uncached._d2_full is None and cached._d2_full is not None
+    assert uncached.posterior._v.shape[0] > 64 and uncached.posterior.rows < 120  # V outgrew 64 rows, and was rebuilt
+    assert uncached.observed_items == cached.observed_items
+    mean, cov = dense_posterior(uncached)
+    np.testing.assert_allclose(uncached.posterior.mean, mean, atol=ATOL)
+    np.testing.assert_allclose(uncached.posterior.diag, np.diag(cov), atol=ATOL)
+    np.testing.assert_allclose(uncached.posterior.cov_u, cached.posterior.cov_u, atol=ATOL)
+    np.testing.assert_allclose(uncached._prior_cols(np.arange(5)), cached._prior_cols(np.arange(5)), atol=1e-12)
+    assert uncached.select_batch(3) == cached.select_batch(3)
 
 
 @pytest.mark.parametrize("cache_mb", [256, 0])  # distances cached, and rows computed on demand

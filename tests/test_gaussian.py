@@ -21,7 +21,8 @@ from activeeval.gaussian import (
     se_kernel,
     sq_dists,
 )
-from activeeval.kernels import SquaredExponential
+from activeeval._threads import limit_threads
+from activeeval.kernels import SquaredExponential, _integer_points, kernel_sums
 from activeeval.testing import nlml_dense
 
 ATOL = 1e-8  # incremental against dense round-off on small, well-conditioned problems
@@ -105,6 +106,48 @@ def test_kernel_matvec_is_the_kernel_objects(n_buckets: int) -> None:
     d2 = sq_dists(phi, phi)
     np.testing.assert_array_equal(kernel.matvec(phi, vec, d2), kernel(d2) @ vec)
     np.testing.assert_allclose(kernel.matvec(phi, vec, block=256), kernel(d2) @ vec, rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), n=st.integers(1, 90), k=st.integers(1, 9), block=st.integers(1, 40),
+       alpha=st.floats(1e-3, 1e3), beta=st.floats(1e-3, 1e2), binary=st.booleans(), columns=st.integers(0, 2))
+def test_kernel_sums_equal_the_dense_product(seed: int, n: int, k: int, block: int, alpha: float, beta: float,
+                                             binary: bool, columns: int) -> None:
+    """Σ·vec by tiles of the upper triangle (float32 distances and a table for integer points) is the dense Σ @ vec."""
+    rng = np.random.default_rng(seed)
+    phi = (rng.random((n, k)) < 0.4).astype(float) if binary else rng.random((n, k))
+    vec = rng.normal(size=(n,) if columns == 0 else (n, columns))
+    kernel = SquaredExponential(alpha, beta, k)
+    dense = kernel(sq_dists(phi, phi)) @ vec
+    scale = np.abs(kernel(sq_dists(phi, phi))) @ np.abs(vec)  # the size of the terms summed
+    got = kernel.matvec(phi, vec, block=block)
+    assert got.shape == dense.shape
+    np.testing.assert_array_less(np.abs(got - dense), 1e-13 * scale + 1e-300)
+
+
+def test_kernel_sums_take_the_exact_integer_path_only_where_float32_is_exact() -> None:
+    rng = np.random.default_rng(0)
+    binary = (rng.random((50, 30)) < 0.5).astype(float)
+    assert _integer_points(binary) == 30  # d² is a Hamming distance: at most K
+    assert _integer_points(binary * 3.0 - 1.0) == 30 * 9  # any integers, span 3
+    assert _integer_points(binary + 0.5) is None  # not integers
+    assert _integer_points(binary * 1000.0) is None  # integers whose products float32 cannot hold exactly
+    phi = binary * 3.0 - 1.0
+    vec = rng.normal(size=50)
+    np.testing.assert_allclose(kernel_sums(phi, vec, -0.05, block=7),
+                               np.exp(-0.05 * sq_dists(phi, phi)) @ vec, rtol=1e-13)
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_kernel_sums_are_the_same_bits_on_any_number_of_threads(binary: bool) -> None:
+    rng = np.random.default_rng(3)
+    phi = (rng.random((700, 12)) < 0.5).astype(float) if binary else rng.random((700, 12))
+    vec = rng.normal(size=700)
+    one = kernel_sums(phi, vec, -0.3, block=64, threads=1)
+    for threads in (2, 3, 8):
+        np.testing.assert_array_equal(kernel_sums(phi, vec, -0.3, block=64, threads=threads), one)
+    with limit_threads(2):  # the default: activeeval's thread limit
+        np.testing.assert_array_equal(kernel_sums(phi, vec, -0.3, block=64), one)
 
 
 def test_level_kernel_uses_the_squared_exponential() -> None:

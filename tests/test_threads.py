@@ -169,3 +169,25 @@ def test_scorer_processes_keep_their_own_threads(tmp_path: Path, monkeypatch) ->
     assert [set(x) for x in ours] == [{limit}] * 4  # activeeval's own work: the flag's limit
     assert set(blas_threads()) == {OWN}  # and the command gave this process its setting back
     assert THREADS_ENV not in os.environ and active_limit() == 1  # the flag did not outlive the command
+
+
+def test_kernel_sums_on_threads_hold_one_blas_thread_each_and_give_the_setting_back(monkeypatch) -> None:  # noqa: ANN001
+    """Workers of their own, each calling BLAS: BLAS at one thread meanwhile, then the scope's limit or the user's."""
+    from activeeval import kernels
+
+    seen: list[list[int]] = []
+    real_exp = np.exp
+
+    def noting_exp(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - a tile's kernel, in a worker thread
+        seen.append(blas_threads())
+        return real_exp(*args, **kwargs)
+
+    monkeypatch.setattr(kernels.np, "exp", noting_exp)
+    points = np.random.default_rng(0).random((300, 4))
+    kernels.kernel_sums(points, np.ones(300), -0.5, block=50, threads=2)
+    assert blas_threads() == [OWN] * len(blas_threads())
+    with limit_threads(2):
+        kernels.kernel_sums(points, np.ones(300), -0.5, block=50)  # the scope's limit: two workers
+        assert set(blas_threads()) == {2}
+    assert seen and all(set(s) == {1} for s in seen)
+    assert set(blas_threads()) == {OWN}

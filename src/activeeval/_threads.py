@@ -38,7 +38,7 @@ from typing import Any, TypeVar
 from activeeval.exceptions import ConfigurationError
 
 __all__ = ["DEFAULT_THREADS", "THREADS_ENV", "active_limit", "limit_threads", "numeric", "numeric_methods",
-           "resolve_threads", "user_threads"]
+           "resolve_threads", "serial_blas", "user_threads"]
 
 #: The environment variable that sets the limit (``activeeval --threads N`` overrides it for one command).
 THREADS_ENV = "ACTIVEEVAL_THREADS"
@@ -195,3 +195,19 @@ def user_threads() -> Iterator[None]:
         with _lock:
             if limiter is not None and _depth:
                 _apply()
+
+
+@contextlib.contextmanager
+def serial_blas() -> Iterator[None]:
+    """One BLAS thread for the block, then the setting before it: for work that runs its own threads, each
+    calling BLAS (``kernels.kernel_sums``), so that threads are not multiplied by BLAS's own.
+
+    Used by the thread that starts the workers (the setting is per process), around their whole run.
+    """
+    with _lock:
+        inner = _blas().limit(limits=1)
+    try:
+        yield
+    finally:
+        with _lock:
+            inner.restore_original_limits()

@@ -504,7 +504,7 @@ class BucketPosterior:
             innovation = np.asarray(score, dtype=float) - self.mean[b]
             self.mean += np.outer(k, innovation / d)
         if self._rows == self._v.shape[0]:
-            self._v = np.vstack([self._v, np.empty_like(self._v)])
+            self._grow()
         self._v[self._rows] = row
         self._rows += 1
         self.n_obs[b] += 1.0
@@ -512,6 +512,13 @@ class BucketPosterior:
         if self.auto_compress and self.crowded:
             self.rebuild()  # repeated buckets add rows: back to one per observed bucket
         return innovation, d
+
+    def _grow(self) -> None:
+        """Double V's room: one contiguous array (a step reads it whole), and the new rows' memory is taken
+        only as they are written (``np.empty``; stacking would write them all at once)."""
+        grown = np.empty((2 * self._v.shape[0], self.n_buckets))
+        grown[: self._rows] = self._v[: self._rows]
+        self._v = grown
 
     def rebuild(
         self,

@@ -24,7 +24,16 @@ import numpy as np
 
 from activeeval.exceptions import ConfigurationError
 
-__all__ = ["Matern32", "SquaredExponential"]
+__all__ = ["Matern32", "SquaredExponential", "kernel_sums"]
+
+#: Side of the square tiles of :func:`kernel_sums` (a float64 tile is 8 MB: a few stay in a large cache).
+BLOCK = 1024
+#: Row tiles are dealt to this many groups, each with its own accumulator, summed in a fixed order at the end:
+#: the result's bits do not depend on how many threads worked on them.
+GROUPS = 8
+#: Largest |partial sum| float32 holds exactly (2²⁴): integer points whose products stay below it take the
+#: float32 path of :func:`kernel_sums`.
+_FLOAT32_EXACT = 2**24
 
 
 @dataclass(frozen=True)
@@ -110,31 +119,19 @@ class SquaredExponential:
         """k(0) = α for each of ``n`` points."""
         return np.full(int(n), self.alpha)
 
-    def matvec(self, phi: np.ndarray, vec: np.ndarray, d2: np.ndarray | None = None, block: int = 512) -> np.ndarray:
-        """Σ @ vec over all rows of ``phi`` (the points, shape (B, K)), shape (B,).
+    def matvec(
+        self, phi: np.ndarray, vec: np.ndarray, d2: np.ndarray | None = None, block: int = BLOCK,
+        threads: int | None = None,
+    ) -> np.ndarray:
+        """Σ @ vec over all rows of ``phi`` (the points, shape (B, K)), shape (B,) (or (B, m) for ``vec`` (B, m)).
 
-        Uses the cached squared distances ``d2`` when given, otherwise computes
-        the kernel block by block so memory stays O(block · B). A block's
-        distances are one matrix product, ‖a‖² + ‖b‖² − 2 a·b as [a, ‖a‖², 1] ·
-        [−2b, 1, ‖b‖²], and the kernel is formed in place: three times faster than
-        separate temporaries at 20 000 buckets (what building a session costs).
+        Uses the cached squared distances ``d2`` when given, otherwise
+        :func:`kernel_sums`: exact, tile by tile (memory O(block²)), each pair
+        of points once.
         """
         if d2 is not None:
             return self(d2) @ vec
-        sq = (phi * phi).sum(1)[:, None]
-        ones = np.ones_like(sq)
-        left = np.hstack([phi, sq, ones])
-        right = np.hstack([-2.0 * phi, ones, sq])
-        scale = -self.beta / self.n_refs
-        out = np.empty(phi.shape[0])
-        for start in range(0, phi.shape[0], block):
-            stop = min(start + block, phi.shape[0])
-            k = left[start:stop] @ right.T  # squared distances of the block's buckets to every bucket
-            np.maximum(k, 0.0, out=k)
-            k *= scale
-            np.exp(k, out=k)
-            out[start:stop] = self.alpha * (k @ vec)
-        return out
+        return self.alpha * kernel_sums(phi, vec, -self.beta / self.n_refs, block, threads)
 
 
 @dataclass(frozen=True)
@@ -206,3 +203,88 @@ class Matern32:
     def diag(self, n: int) -> np.ndarray:
         """k(0) = α for each of ``n`` points."""
         return np.full(int(n), self.alpha)
+
+
+# ----------------------------------------------------------------------------
+# Σ @ vec without the B × B matrix: what building BayesAME's posterior costs
+# ----------------------------------------------------------------------------
+
+def _integer_points(points: np.ndarray) -> int | None:
+    """The largest squared distance when every coordinate is an integer and float32 computes the distances
+    exactly (binary reference scores: d² is a Hamming distance), else None."""
+    if points.size == 0 or not np.array_equal(points, np.rint(points)):
+        return None
+    big = float(np.abs(points).max())
+    n_dims = points.shape[1]
+    if 4.0 * n_dims * big * big + 2.0 >= _FLOAT32_EXACT:  # every partial sum of ‖a‖² + ‖b‖² − 2 a·b, any order
+        return None
+    return int(n_dims * float(points.max() - points.min()) ** 2)
+
+
+def kernel_sums(
+    points: np.ndarray, vec: np.ndarray, scale: float, block: int = BLOCK, threads: int | None = None,
+) -> np.ndarray:
+    """Σ_j exp(scale · d²_ij) vec_j for every row i of ``points`` (B, K): the Eq. 1 matvec without α.
+
+    Exact and O(B² K) like the dense product, in square tiles of side
+    ``block`` over the upper triangle: a tile's kernel values are formed once
+    (its squared distances are one matrix product, ‖a‖² + ‖b‖² − 2 a·b as
+    [a, ‖a‖², 1] · [−2b, 1, ‖b‖²]) and serve both the tile and its mirror
+    image, so each pair of points costs one exponential, and memory is a few
+    tiles (O(block²)) whatever B. When every coordinate is an integer (binary
+    reference scores) the distances are computed in float32, exactly (the
+    partial sums stay below 2²⁴), and the kernel is read from a table of its
+    values at the K·span² + 1 possible distances instead of exponentiated
+    (the same values to the last bit; a float64 exponential is a libm call
+    per element on CPUs without AVX-512). docs/BENCHMARKS.md, "BayesAME at
+    100 000 buckets", has the times. ``threads``
+    (default: activeeval's BLAS thread limit, :mod:`activeeval._threads`)
+    work on the tiles at once; the sum is the same to the last bit for any
+    number of them.
+    """
+    from activeeval._threads import active_limit, serial_blas
+
+    points = np.asarray(points, dtype=float)
+    vec = np.asarray(vec, dtype=float)
+    n = points.shape[0]
+    block = max(int(block), 1)
+    max_d2 = _integer_points(points)
+    dtype = np.float32 if max_d2 is not None else np.float64
+    sq = (points * points).sum(1)[:, None]
+    ones = np.ones_like(sq)
+    left = np.hstack([points, sq, ones]).astype(dtype)
+    right = np.hstack([-2.0 * points, ones, sq]).astype(dtype)
+    table = None if max_d2 is None else np.exp(np.arange(max_d2 + 1, dtype=float) * scale)
+    starts = list(range(0, n, block))
+
+    def group(g: int) -> np.ndarray:
+        acc = np.zeros(vec.shape)
+        for bi in range(g, len(starts), GROUPS):
+            i0 = starts[bi]
+            i1 = min(i0 + block, n)
+            for j0 in starts[bi:]:
+                j1 = min(j0 + block, n)
+                tile = left[i0:i1] @ right[j0:j1].T  # squared distances (up to rounding: clipped at 0)
+                if table is None:
+                    np.maximum(tile, 0.0, out=tile)
+                    tile *= scale
+                    np.exp(tile, out=tile)
+                else:  # exact integers in float32; 'clip' skips the bounds check (they are within the table)
+                    tile = np.take(table, tile.astype(np.intp), mode="clip")
+                acc[i0:i1] += tile @ vec[j0:j1]
+                if j0 != i0:
+                    acc[j0:j1] += tile.T @ vec[i0:i1]
+        return acc
+
+    workers = min(active_limit() if threads is None else int(threads), GROUPS, len(starts))
+    if workers <= 1:
+        parts = [group(g) for g in range(GROUPS)]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with serial_blas(), ThreadPoolExecutor(workers) as pool:  # one BLAS thread per worker
+            parts = list(pool.map(group, range(GROUPS)))
+    out = np.zeros(vec.shape)
+    for part in parts:
+        out += part
+    return out

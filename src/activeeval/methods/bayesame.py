@@ -342,7 +342,6 @@ class BayesAME(BatchSelection, BaseMethod):
         self._feat_sq = (phi**2).sum(1)
         n_buckets = self.buckets.n_buckets
         self._d2_full = sq_dists(phi, phi) if n_buckets * n_buckets * 8 <= cache_mb * 2**20 else None
-        self._d2_rows: dict[int, np.ndarray] = {}
         mu = phi.mean(1)
         self._m = mu - float(mu @ counts) / self.n_items
         centre = ref.scores.mean(1)
@@ -380,19 +379,19 @@ class BayesAME(BatchSelection, BaseMethod):
         self._worst_var = (width / 2.0) ** 2
 
     # ------------------------------------------------------------ kernel rows
-    def _d2_row(self, b: int) -> np.ndarray:
+    def _d2_rows_of(self, bs: np.ndarray) -> np.ndarray:
+        """Squared distances of the buckets ``bs`` to every bucket, shape (len(bs), B): read from the cache
+        when it holds them, else computed (one product; not kept: at large B, n such rows would be a second V)."""
         if self._d2_full is not None:
-            return self._d2_full[b]
-        row = self._d2_rows.get(b)
-        if row is None:
-            feat = self._feat
-            row = np.maximum(self._feat_sq + self._feat_sq[b] - 2.0 * (feat @ feat[b]), 0.0)
-            row[b] = 0.0
-            self._d2_rows[b] = row
-        return row
+            return self._d2_full[bs]
+        feat = self._feat
+        rows = self._feat_sq[bs, None] + self._feat_sq[None, :] - 2.0 * (feat[bs] @ feat.T)
+        np.maximum(rows, 0.0, out=rows)
+        rows[np.arange(len(bs)), bs] = 0.0
+        return rows
 
     def _prior_col(self, b: int) -> np.ndarray:
-        d2 = self._d2_row(b)
+        d2 = self._d2_rows_of(np.array([b]))[0]
         # ψ_i·ψ_b from the distances already at hand (ψ = φ − c): (‖φ_i‖² + ‖φ_b‖² − d²_ib)/2 − φ_i·c − φ_b·c + c·c,
         # instead of a second B x K product per column (it was a third of a step at B = 10 000).
         psi_dot = None
@@ -401,13 +400,11 @@ class BayesAME(BatchSelection, BaseMethod):
         return self.kernel.column(d2, self._psi, self._psi[b], self._m, float(self._m[b]), psi_dot=psi_dot)
 
     def _prior_cols(self, bs: np.ndarray) -> np.ndarray:
-        """Σ[:, bs] (B, len(bs)) of the :class:`LevelKernel`, in one block when the distances are cached."""
+        """Σ[:, bs] (B, len(bs)) of the :class:`LevelKernel`, in one block (batch selection, rebuilds)."""
         bs = np.asarray(bs, dtype=np.intp)
-        if self._d2_full is None:
-            return np.column_stack([self._prior_col(int(b)) for b in bs]) if bs.size else np.zeros((self.n_buckets, 0))
         kern = self.kernel
         # rows of the symmetric matrices (contiguous reads), transposed at the end
-        out = kern.se(self._n_refs)(self._d2_full[bs]) + kern.tau0 + kern.tau1 * np.outer(self._m[bs], self._m)
+        out = kern.se(self._n_refs)(self._d2_rows_of(bs)) + kern.tau0 + kern.tau1 * np.outer(self._m[bs], self._m)
         if kern.gamma:
             out += (kern.gamma / self._n_refs) * (self._psi[bs] @ self._psi.T)
         return out.T
@@ -479,11 +476,14 @@ class BayesAME(BatchSelection, BaseMethod):
         """k items greedily: condition on each chosen (and pending) item, take the next argmax of Eq. 6."""
         available = ~self._observed
         available[list(exclude)] = False
-        fantasy = self.posterior.fantasy()
-        for item in exclude:
-            if not self._observed[item]:
-                fantasy.condition(int(self.buckets.of_item[item]))
-        avail_per_bucket = np.bincount(self.buckets.of_item[available], minlength=self.n_buckets).astype(float)
+        if k == 1 and not len(exclude):  # one item, nothing pending: the posterior as it is (read, not copied)
+            fantasy, avail_per_bucket = self.posterior, self.posterior.remaining
+        else:
+            fantasy = self.posterior.fantasy()
+            for item in exclude:
+                if not self._observed[item]:
+                    fantasy.condition(int(self.buckets.of_item[item]))
+            avail_per_bucket = np.bincount(self.buckets.of_item[available], minlength=self.n_buckets).astype(float)
         chosen: list[int] = []
         for _ in range(k):
             ig = fantasy.information_gain()
@@ -499,9 +499,9 @@ class BayesAME(BatchSelection, BaseMethod):
                 item = int(free[rng.integers(free.size)]) if free.size > 1 else int(free[0])
             chosen.append(item)
             available[item] = False
-            b_item = int(self.buckets.of_item[item])
-            avail_per_bucket[b_item] -= 1.0
             if len(chosen) < k:
+                b_item = int(self.buckets.of_item[item])
+                avail_per_bucket[b_item] -= 1.0
                 fantasy.condition(b_item)
         return chosen
 
