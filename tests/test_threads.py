@@ -169,3 +169,35 @@ def test_scorer_processes_keep_their_own_threads(tmp_path: Path, monkeypatch) ->
     assert [set(x) for x in ours] == [{limit}] * 4  # activeeval's own work: the flag's limit
     assert set(blas_threads()) == {OWN}  # and the command gave this process its setting back
     assert THREADS_ENV not in os.environ and active_limit() == 1  # the flag did not outlive the command
+
+
+LATE_SCIPY = """
+import json, sys
+import numpy
+from threadpoolctl import threadpool_info
+from activeeval import limit_threads
+from activeeval._lazy import lazy_function
+
+def blas():
+    return [d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"]
+
+cho_factor = lazy_function("scipy.linalg:cho_factor")
+seen = {"before": "scipy.linalg" in sys.modules, "own": blas()}
+with limit_threads(3):
+    cho_factor(numpy.eye(3))  # imports SciPy's linear algebra (and its own BLAS) inside the scope
+    seen["inside"] = blas()
+seen["after"] = blas()
+print(json.dumps(seen))
+"""
+
+
+def test_scipy_imported_inside_a_scope_is_limited_too() -> None:
+    """SciPy's linear algebra is imported where a call needs it (activeeval._lazy.lazy_function), maybe inside a
+    scope that limited NumPy's BLAS alone: its own BLAS is limited before the call runs, and given back after."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}  # both libraries start with 1 thread, whatever the machine
+    env.pop(THREADS_ENV, None)
+    out = subprocess.run([sys.executable, "-c", LATE_SCIPY], capture_output=True, text=True, env=env, check=True)
+    seen = json.loads(out.stdout)
+    assert seen["before"] is False and seen["own"] == [1]
+    assert seen["inside"] == [3, 3]  # NumPy's and SciPy's, at the scope's limit
+    assert seen["after"] == [1, 1]
