@@ -3,7 +3,7 @@
 Usage::
 
     python benchmarks/abuse.py            # every case (a few minutes: builds a 48 MB reference)
-    python benchmarks/abuse.py --smoke    # a fast subset, for CI (< 30 s on an idle machine)
+    python benchmarks/abuse.py --smoke    # 3 fast cases: that the script runs (tests/test_benchmarks.py)
     python benchmarks/abuse.py --keep DIR # work in DIR and keep it (to look at the files)
     python benchmarks/abuse.py --only pickle  # the cases whose description contains "pickle"
     python benchmarks/abuse.py --only 1,2,7   # rows 1, 2 and 7 of the full table
@@ -534,13 +534,12 @@ CASES = [
     Case("audit", "session record s.aeval q02 -- -0, then session status", minus_zero, GOOD_OK, smoke=True),
     Case("audit", "run --scorer \"sh -c 'echo -0.0'\" (2 items), then session status", minus_zero_scorer, GOOD_OK),
     Case("audit", "session report run.aeval --out run.aeval --force", report_over("session"), GOOD_ERROR, smoke=True),
-    Case("audit", "session report run.aeval --out ref.csv --force", report_over("reference"), GOOD_ERROR, smoke=True),
-    Case("audit", "run --timeout 2 --scorer \"sh -c 'sleep 40; echo 1' {item_id}\"", hung_scorer, GOOD_ERROR,
-         smoke=True),
-    Case("audit", "run --help: a default --timeout", default_timeout, GOOD_OK, smoke=True),
+    Case("audit", "session report run.aeval --out ref.csv --force", report_over("reference"), GOOD_ERROR),
+    Case("audit", "run --timeout 2 --scorer \"sh -c 'sleep 40; echo 1' {item_id}\"", hung_scorer, GOOD_ERROR),
+    Case("audit", "run --help: a default --timeout", default_timeout, GOOD_OK),
     Case("audit", "snapshot blob replaced by a pickle (checksum recomputed), then session status/next/record/report",
          planted_pickle, GOOD_OK | GOOD_ERROR),
-    Case("audit", "scorer printing non-UTF-8 bytes (stdout or stderr), --jobs 4", non_utf8, GOOD_ERROR, smoke=True),
+    Case("audit", "scorer printing non-UTF-8 bytes (stdout or stderr), --jobs 4", non_utf8, GOOD_ERROR),
     Case("audit", "Parquet reference with a list column", parquet_list, GOOD_ERROR),
     Case("audit", 'JSONL reference with "score": [1]', reference_file("l.jsonl", jsonl('"score": [1]')), GOOD_ERROR,
          smoke=True),
@@ -552,13 +551,13 @@ CASES = [
          GOOD_ERROR),
     Case("audit", "item ids containing {model} / {item_id} in a multi-target run", placeholder, GOOD_OK),
     Case("audit", "session new rodir/new.aeval in a read-only folder", readonly_folder, GOOD_ERROR),
-    Case("audit", "a scorer printing 1_0 (a 0-100 session)", underscore_scorer, GOOD_ERROR, smoke=True),
+    Case("audit", "a scorer printing 1_0 (a 0-100 session)", underscore_scorer, GOOD_ERROR),
     Case("audit", "a 48 MB reference (24 M cells): session record", big_reference, GOOD_OK),
     Case("audit", "a semicolon- and a tab-separated .csv reference", semicolons, GOOD_OK),
     Case("new", "run --session ref.csv (the reference given as the session file)", session_is_reference, GOOD_ERROR),
     Case("new", "session report --out LINK --force, LINK a symlink to the session", report_symlink, GOOD_ERROR),
     Case("new", "session report over an old report with the disk full (2 kB file limit)", report_disk_full,
-         GOOD_ERROR, smoke=True),
+         GOOD_ERROR),
     Case("new", "backtest --out a folder of other files --force", backtest_foreign_folder, GOOD_ERROR),
     Case("new", "a scorer flooding stdout (yes) with --timeout 2", flood, GOOD_ERROR),
     Case("new", "a scorer whose grandchild leaves its group (setsid) holding the pipes", escaped_grandchild,
@@ -578,7 +577,7 @@ CASES = [
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--smoke", action="store_true", help="only the fast cases (CI)")
+    ap.add_argument("--smoke", action="store_true", help="3 fast cases: that the script runs (CI)")
     ap.add_argument("--keep", type=Path, help="work in this folder and keep it")
     ap.add_argument("--only", metavar="TEXT|ROWS",
                     help="only the cases whose description contains TEXT, or the rows ROWS of the full table "
@@ -589,6 +588,7 @@ def main() -> None:
     # The commands' user cache (parsed references, snapshots): a fresh folder of the run, as on a first use,
     # never the home folder's.
     os.environ["ACTIVEEVAL_CACHE"] = str(root / "user-cache")
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the commands run from compiled bytecode, as installed
     start = time.perf_counter()
     try:
         world = World(root)

@@ -21,8 +21,9 @@ command with ``activeeval --no-cache`` (no parse cache, no snapshots: what
 the cache buys). ``new`` is run ``--repeats``
 times on fresh files; then, on one session, ``next`` / ``record`` (of the item
 just handed out) / ``status`` are each run ``--repeats`` times. The table
-shows medians and maxima (and, first, those of ``activeeval --version``: the
-start-up every command pays), the session file's size, and, for ``new``, how much
+shows medians and maxima of the wall time, the median CPU time (user + system:
+what a loaded machine inflates least), and first those of ``activeeval --version``
+(the start-up every command pays), the session file's size, and, for ``new``, how much
 of it is building the method (timed in-process, the same construction the
 session does): the rest is the session machinery (reading the reference,
 fingerprint, journal, snapshot).
@@ -63,8 +64,8 @@ write_scores(m, {str(path)!r})
     return path
 
 
-def run(args: list[str]) -> tuple[float, float, str]:
-    """(wall seconds, peak RSS MB, stdout) of ``python -m activeeval ARGS``."""
+def run(args: list[str]) -> tuple[float, float, str, float]:
+    """(wall seconds, peak RSS MB, stdout, CPU seconds) of ``python -m activeeval ARGS``."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "activeeval", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -74,7 +75,7 @@ def run(args: list[str]) -> tuple[float, float, str]:
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"activeeval {' '.join(args)} failed: {err.strip()}")
-    return wall, usage.ru_maxrss / 1024, out
+    return wall, usage.ru_maxrss / 1024, out, usage.ru_utime + usage.ru_stime
 
 
 def build_seconds(method: str, ref: Path) -> float:
@@ -97,7 +98,7 @@ def main() -> None:
     flags = ["--no-cache"] if a.no_cache else []
     if a.smoke:
         a.items, a.models, a.methods, a.repeats = "200", 20, "rs-mean", 1
-    header = (f"{'items':>6} {'models':>6} {'method':<10} {'command':<8} {'median s':>9} {'max s':>7} "
+    header = (f"{'items':>6} {'models':>6} {'method':<10} {'command':<8} {'median s':>9} {'max s':>7} {'CPU s':>6} "
               f"{'peak MB':>8} {'file MB':>8}  note")
     print(header)
     print("-" * len(header))
@@ -106,41 +107,40 @@ def main() -> None:
         os.environ["ACTIVEEVAL_CACHE"] = str(folder / "cache")  # the commands' user cache: fresh, and not the home's
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the commands run from compiled bytecode, as installed
         # the floor of every command on this machine now: start-up and imports alone (`activeeval --version`)
-        floor = [run(["--version"])[0] for _ in range(a.repeats)]
-        print(f"{'':>6} {'':>6} {'':<10} {'start-up':<8} {statistics.median(floor):>9.2f} {max(floor):>7.2f} "
-              f"{'':>8} {'':>8}  python -m activeeval --version", flush=True)
+        floor = [run(["--version"]) for _ in range(a.repeats)]
+        walls = [r[0] for r in floor]
+        print(f"{'':>6} {'':>6} {'':<10} {'start-up':<8} {statistics.median(walls):>9.2f} {max(walls):>7.2f} "
+              f"{statistics.median(r[3] for r in floor):>6.2f} {'':>8} {'':>8}  python -m activeeval --version",
+              flush=True)
         for n_items in (int(x) for x in a.items.split(",")):
             ref = make_reference(n_items, a.models, folder)
             for method in a.methods.split(","):
-                times, peaks = [], []
+                times, peaks, cpus = [], [], []
                 for r in range(a.repeats):
                     f = folder / f"s{n_items}-{method}-{r}.aeval"
-                    wall, peak, _ = run([*flags, "session", "new", str(f), "--reference", str(ref), "--seed", "0",
-                                         "--method", method])
+                    wall, peak, _, cpu = run([*flags, "session", "new", str(f), "--reference", str(ref), "--seed", "0",
+                                              "--method", method])
                     times.append(wall)
                     peaks.append(peak)
+                    cpus.append(cpu)
                 build = build_seconds(method, ref)
                 size = f.stat().st_size / 1e6
                 row = (f"{n_items:>6} {a.models:>6} {method:<10} {'new':<8} {statistics.median(times):>9.2f} "
-                       f"{max(times):>7.2f} {max(peaks):>8.0f} {size:>8.1f}  method build {build:.2f} s in-process")
+                       f"{max(times):>7.2f} {statistics.median(cpus):>6.2f} {max(peaks):>8.0f} {size:>8.1f}  "
+                       f"method build {build:.2f} s in-process")
                 print(row, flush=True)
-                results: dict[str, tuple[list[float], list[float]]] = {
-                    c: ([], []) for c in ("next", "record", "status")}
+                results: dict[str, list[tuple[float, float, str, float]]] = {c: [] for c in ("next", "record", "status")}
                 for _ in range(a.repeats):
-                    wall, peak, out = run([*flags, "session", "next", str(f)])
-                    results["next"][0].append(wall)
-                    results["next"][1].append(peak)
-                    item = out.split()[0]
-                    wall, peak, _ = run([*flags, "session", "record", str(f), item, "1"])
-                    results["record"][0].append(wall)
-                    results["record"][1].append(peak)
-                    wall, peak, _ = run([*flags, "session", "status", str(f)])
-                    results["status"][0].append(wall)
-                    results["status"][1].append(peak)
+                    results["next"].append(run([*flags, "session", "next", str(f)]))
+                    item = results["next"][-1][2].split()[0]
+                    results["record"].append(run([*flags, "session", "record", str(f), item, "1"]))
+                    results["status"].append(run([*flags, "session", "status", str(f)]))
                 size = f.stat().st_size / 1e6
-                for cmd, (ts, ps) in results.items():
+                for cmd, runs in results.items():
+                    ts = [r[0] for r in runs]
                     print(f"{n_items:>6} {a.models:>6} {method:<10} {cmd:<8} {statistics.median(ts):>9.2f} "
-                          f"{max(ts):>7.2f} {max(ps):>8.0f} {size:>8.1f}", flush=True)
+                          f"{max(ts):>7.2f} {statistics.median(r[3] for r in runs):>6.2f} "
+                          f"{max(r[1] for r in runs):>8.0f} {size:>8.1f}", flush=True)
 
 
 if __name__ == "__main__":

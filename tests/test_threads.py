@@ -191,3 +191,35 @@ def test_kernel_sums_on_threads_hold_one_blas_thread_each_and_give_the_setting_b
         assert set(blas_threads()) == {2}
     assert seen and all(set(s) == {1} for s in seen)
     assert set(blas_threads()) == {OWN}
+
+
+LATE_SCIPY = """
+import json, sys
+import numpy
+from threadpoolctl import threadpool_info
+from activeeval import limit_threads
+from activeeval._lazy import lazy_function
+
+def blas():
+    return [d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas"]
+
+cho_factor = lazy_function("scipy.linalg:cho_factor")
+seen = {"before": "scipy.linalg" in sys.modules, "own": blas()}
+with limit_threads(3):
+    cho_factor(numpy.eye(3))  # imports SciPy's linear algebra (and its own BLAS) inside the scope
+    seen["inside"] = blas()
+seen["after"] = blas()
+print(json.dumps(seen))
+"""
+
+
+def test_scipy_imported_inside_a_scope_is_limited_too() -> None:
+    """SciPy's linear algebra is imported where a call needs it (activeeval._lazy.lazy_function), maybe inside a
+    scope that limited NumPy's BLAS alone: its own BLAS is limited before the call runs, and given back after."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}  # both libraries start with 1 thread, whatever the machine
+    env.pop(THREADS_ENV, None)
+    out = subprocess.run([sys.executable, "-c", LATE_SCIPY], capture_output=True, text=True, env=env, check=True)
+    seen = json.loads(out.stdout)
+    assert seen["before"] is False and seen["own"] == [1]
+    assert seen["inside"] == [3, 3]  # NumPy's and SciPy's, at the scope's limit
+    assert seen["after"] == [1, 1]

@@ -27,3 +27,30 @@ def lazy_getattr(namespace: dict[str, Any], exports: Mapping[str, str], package:
         return value
 
     return __getattr__
+
+
+def lazy_function(path: str) -> Callable[..., Any]:
+    """A stand-in for ``from module import name`` (``path`` is ``"module:name"``) that imports at its first call.
+
+    For a function of a library that is slow to import and that only some
+    calls need (``scipy.linalg`` costs about 0.4 s: a later session command
+    of most methods never calls it). After the import, the BLAS thread limit
+    in force is extended to any BLAS library the import loaded
+    (:func:`activeeval._threads.refresh`), before the function first runs.
+    """
+    module_name, _, name = path.partition(":")
+    func: Callable[..., Any] | None = None
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        nonlocal func
+        if func is None:
+            from activeeval._threads import refresh
+
+            found = getattr(importlib.import_module(module_name), name)
+            refresh()
+            func = found
+        return func(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = f"``{module_name}.{name}``, imported at its first call."
+    return call

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -38,7 +39,7 @@ from typing import Any, TypeVar
 from activeeval.exceptions import ConfigurationError
 
 __all__ = ["DEFAULT_THREADS", "THREADS_ENV", "active_limit", "limit_threads", "numeric", "numeric_methods",
-           "resolve_threads", "serial_blas", "user_threads"]
+           "refresh", "resolve_threads", "serial_blas", "user_threads"]
 
 #: The environment variable that sets the limit (``activeeval --threads N`` overrides it for one command).
 THREADS_ENV = "ACTIVEEVAL_THREADS"
@@ -51,7 +52,12 @@ _lock = threading.Lock()
 _depth = 0  # scopes entered and not yet left, over all threads
 _limit = DEFAULT_THREADS  # the outermost scope's limit
 _limiter: Any = None  # threadpoolctl's limiter while the limit is applied
-_controller: Any = None  # threadpoolctl's view of the BLAS libraries, found once per process
+_controller: Any = None  # threadpoolctl's view of the BLAS libraries loaded when it was made
+_controller_saw: tuple[bool, ...] = ()  # which of _SCIPY_BLAS were imported then
+# SciPy links a BLAS library of its own, loaded by the first of these modules imported (NumPy's comes with NumPy).
+# activeeval imports SciPy's linear algebra only where a call needs it (`_lazy.lazy_function`), so a command
+# that needs none does not pay its import (about 0.4 s); the controller is made anew once one is loaded.
+_SCIPY_BLAS = ("scipy.linalg", "scipy.special")
 
 
 def _check(threads: object, where: str) -> int:
@@ -86,23 +92,47 @@ def active_limit() -> int:
     return resolve_threads()
 
 
+def _scipy_seen() -> tuple[bool, ...]:
+    return tuple(name in sys.modules for name in _SCIPY_BLAS)
+
+
+def _stale() -> bool:
+    """Whether SciPy's BLAS may have been loaded since the controller was made."""
+    return _controller_saw != _scipy_seen()
+
+
 def _blas() -> Any:
-    """threadpoolctl's controller of the BLAS libraries: NumPy's and SciPy's (SciPy's is loaded here if needed)."""
-    global _controller
-    if _controller is None:
+    """threadpoolctl's controller of the BLAS libraries loaded now: NumPy's, and SciPy's once it is imported."""
+    global _controller, _controller_saw
+    if _controller is None or _stale():
         import numpy  # noqa: F401 - loads NumPy's BLAS
-        import scipy.linalg  # noqa: F401 - loads SciPy's own BLAS, which activeeval's maths uses too
         from threadpoolctl import ThreadpoolController
 
+        _controller_saw = _scipy_seen()
         _controller = ThreadpoolController().select(user_api="blas")
     return _controller
 
 
 def _apply() -> None:
-    """Limit the BLAS libraries (under the lock, inside a scope), unless done already."""
+    """Limit the BLAS libraries (under the lock, inside a scope), unless done already for those loaded now."""
     global _limiter
-    if _limiter is None:
-        _limiter = _blas().limit(limits=_limit)
+    if _limiter is not None and not _stale():
+        return
+    if _limiter is not None:  # a BLAS library was loaded inside the scope: limit it too
+        limiter, _limiter = _limiter, None
+        limiter.restore_original_limits()
+    _limiter = _blas().limit(limits=_limit)
+
+
+def refresh() -> None:
+    """Bring a BLAS library loaded inside a scope (SciPy's, imported on first use) under the limit in force.
+
+    Called by :func:`activeeval._lazy.lazy_function` after its import; an
+    inner scope entered later checks the same (a dictionary lookup).
+    """
+    with _lock:
+        if _limiter is not None:
+            _apply()
 
 
 def _enter(threads: int | None, defer: bool = False) -> None:

@@ -57,8 +57,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor, cho_solve, solve_triangular
+from numpy.linalg import LinAlgError  # (SciPy's is this class)
 
+from activeeval._lazy import lazy_function
 from activeeval.exceptions import ConfigurationError, NumericalError
 
 __all__ = [
@@ -80,6 +81,11 @@ __all__ = [
     "select_batch",
     "check_strategy",
 ]
+
+# SciPy's linear algebra (about 0.4 s to import) only when a batch needs it: a session's single steps never do.
+cho_factor = lazy_function("scipy.linalg:cho_factor")
+cho_solve = lazy_function("scipy.linalg:cho_solve")
+solve_triangular = lazy_function("scipy.linalg:solve_triangular")
 
 #: Batch strategies of the BayesAME methods' ``batch_strategy`` (and the backtest's ``--batch-strategy``).
 STRATEGIES = ("greedy", "pair", "lars", "dpp", "kmeans")

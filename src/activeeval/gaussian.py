@@ -17,10 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import LinAlgError, cho_factor
+from numpy.linalg import LinAlgError  # (SciPy's is this class)
 
+from activeeval._lazy import lazy_function
 from activeeval.exceptions import NumericalError
 from activeeval.kernels import SquaredExponential
+
+cho_factor = lazy_function("scipy.linalg:cho_factor")  # SciPy's linear algebra only when a Cholesky is needed
 
 __all__ = [
     "Buckets",

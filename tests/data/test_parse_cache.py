@@ -58,6 +58,8 @@ def test_a_file_is_parsed_once_and_read_back_exactly(tmp_path, cache, parses) ->
     second = datasets.read_file(f)
     assert parses == [f] and len(_entries(cache)) == 1
     assert _same(first, second) and not second.scores.flags.writeable
+    assert second._n_missing == 1 == first.n_missing  # counted at the parse, kept with it (0.2 s at 24 M cells)
+    assert second.dropna("models")[0].model_ids == ("m0", "m2", "m3")
     assert second.fingerprint() == ScoreMatrix(second.scores, second.model_ids, second.item_ids,
                                                kind=second.kind, name="x").fingerprint()  # computed, not just kept
     # other read options, another entry; the same bytes under another name, another one too (its name differs)

@@ -229,6 +229,35 @@ def test_the_codec_keeps_shared_objects_cycles_and_flags() -> None:
     assert back["nan"] != back["nan"]
 
 
+def test_a_long_list_of_arrays_is_one_array_of_the_entry() -> None:
+    """BayesAME's bucket members (one small array per bucket, 20 000 at 20 000 items) are written as one array and
+    their lengths: reading them back is a split, not 20 000 arrays of the entry; identities and flags are kept."""
+    import numpy as np
+
+    members = [np.arange(i % 4, dtype=np.int64) + i for i in range(40)]
+    frozen = [np.full(2, float(i)) for i in range(snap.PACK_MIN)]
+    for a in frozen:
+        a.setflags(write=False)
+    mixed = [np.zeros(1)] * snap.PACK_MIN  # the same array again: kept as references, not packed
+    short = [np.ones(2) for _ in range(3)]
+    state = {"members": members, "again": members[7], "frozen": frozen, "mixed": mixed, "short": short}
+    graph, arrays = snap.encode_state(state, {})
+    assert len(arrays) == 2 + 2 + 1 + 3  # members and frozen packed (values, lengths); mixed once; short one each
+    back = snap.decode_state(json.loads(json.dumps(graph)), tuple(a.copy() for a in arrays), {})
+    assert [a.tolist() for a in back["members"]] == [a.tolist() for a in members]
+    assert all(a.dtype == np.int64 and a.flags.writeable for a in back["members"])
+    assert back["again"] is back["members"][7]
+    assert [a.tolist() for a in back["frozen"]] == [a.tolist() for a in frozen]
+    assert not any(a.flags.writeable for a in back["frozen"])
+    assert back["mixed"][0] is back["mixed"][-1] and [a.tolist() for a in back["short"]] == [[1.0, 1.0]] * 3
+    back["members"][1][0] = -1  # one array's element, not its neighbour's
+    assert back["members"][0].tolist() == [] and back["members"][2].tolist() == [2, 3]
+    node = graph["v"][0][1]  # the packed members
+    assert node["$"] == "packed"
+    with pytest.raises(Exception):  # noqa: B017 - lengths that do not add up to the values: refused
+        snap.decode_state(node, (arrays[0], arrays[1] + 1), {})
+
+
 @pytest.mark.parametrize("node", [
     {"$": "object", "id": 0, "class": "os:system"},
     {"$": "object", "id": 0, "class": "subprocess:Popen"},
@@ -239,6 +268,7 @@ def test_the_codec_keeps_shared_objects_cycles_and_flags() -> None:
     {"$": "method", "self": {"$": "dict", "id": 0, "v": []}, "name": "clear"},
     {"$": "rng", "id": 0, "bits": "RandomState", "state": None},
     {"$": "array", "id": 0, "a": 5, "write": True},
+    {"$": "packed", "id": 0, "a": 0, "lengths": 1, "write": True},
 ])
 def test_the_codec_refuses_what_it_did_not_write(node) -> None:
     with pytest.raises(Exception):  # noqa: B017 - any error: the caller then replays the journal

@@ -231,12 +231,13 @@ def read_file(path: Path, *, cache: bool = True, **read_kwargs: Any) -> ScoreMat
         m = entry.meta
         try:
             return ScoreMatrix._from_parts(entry.arrays[0], m["model_ids"], m["item_ids"], m["kind"],
-                                           m["score_range"], m["name"], m["fingerprint"])
+                                           m["score_range"], m["name"], m["fingerprint"], m["n_missing"])
         except (KeyError, IndexError, TypeError, ValueError):
             pass  # not what this module stores: parse the file again
     matrix = _parse(path, read_kwargs)
     meta = {"model_ids": list(matrix.model_ids), "item_ids": list(matrix.item_ids), "kind": matrix.kind,
-            "score_range": matrix.score_range, "name": matrix.name, "fingerprint": matrix.fingerprint()}
+            "score_range": matrix.score_range, "name": matrix.name, "fingerprint": matrix.fingerprint(),
+            "n_missing": matrix.n_missing}
     user_cache.store("reference", key, meta, [matrix.scores])
     return matrix
 

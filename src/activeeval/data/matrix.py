@@ -144,6 +144,7 @@ class ScoreMatrix:
     _item_index: dict[str, int] = field(init=False, repr=False, compare=False)
     _model_index: dict[str, int] = field(init=False, repr=False, compare=False)
     _fingerprint: str | None = field(default=None, init=False, repr=False, compare=False)
+    _n_missing: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def __init__(
         self,
@@ -231,12 +232,12 @@ class ScoreMatrix:
     @classmethod
     def _from_parts(
         cls, scores: np.ndarray, model_ids: Sequence[str], item_ids: Sequence[str], kind: ScoreKind,
-        score_range: tuple[float, float] | None, name: str | None, fingerprint: str,
+        score_range: tuple[float, float] | None, name: str | None, fingerprint: str, n_missing: int | None = None,
     ) -> ScoreMatrix:
         """A matrix from the parts of one built (and validated) before, e.g. a cached copy of a parsed file.
 
-        The scores are not checked again; the shape, the ids' uniqueness and the
-        kind are (ValueError: the parts do not make a matrix).
+        The scores are not checked again (nor counted, when ``n_missing`` is given); the shape, the ids'
+        uniqueness and the kind are (ValueError: the parts do not make a matrix).
         """
         mids, iids = tuple(map(str, model_ids)), tuple(map(str, item_ids))
         item_index, model_index = {s: i for i, s in enumerate(iids)}, {s: j for j, s in enumerate(mids)}
@@ -248,7 +249,8 @@ class ScoreMatrix:
         for attr, value in (("scores", scores), ("model_ids", mids), ("item_ids", iids), ("kind", kind),
                             ("score_range", None if score_range is None else tuple(map(float, score_range))),
                             ("name", name), ("_item_index", item_index), ("_model_index", model_index),
-                            ("_fingerprint", str(fingerprint))):
+                            ("_fingerprint", str(fingerprint)),
+                            ("_n_missing", None if n_missing is None else int(n_missing))):
             object.__setattr__(self, attr, value)
         return self
 
@@ -267,7 +269,10 @@ class ScoreMatrix:
 
     @property
     def n_missing(self) -> int:
-        return int(np.isnan(self.scores).sum())
+        """Missing (NaN) scores (counted once: the scores never change; 0.2 s at 24 M cells)."""
+        if self._n_missing is None:
+            object.__setattr__(self, "_n_missing", int(np.isnan(self.scores).sum()))
+        return self._n_missing
 
     @property
     def has_missing(self) -> bool:
@@ -366,10 +371,10 @@ class ScoreMatrix:
         """
         if axis not in ("models", "items", "auto"):
             raise ConfigurationError(f"dropna axis must be 'models', 'items' or 'auto', got {axis!r}")
-        missing = np.isnan(self.scores)
-        n_missing = int(missing.sum())
+        n_missing = self.n_missing
         if n_missing == 0:
             return self, DropReport(axis="none")
+        missing = np.isnan(self.scores)
         bad_models = missing.any(axis=1)
         bad_items = missing.any(axis=0)
         if axis == "auto":

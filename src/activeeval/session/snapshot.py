@@ -16,7 +16,10 @@ entry's choosing:
 
 * ``None``, booleans, integers, floats, strings; lists, tuples, dicts, sets;
 * numpy arrays and scalars of numbers or booleans (no object arrays), with
-  their read-only flag; numpy ``Generator``s by their bit generator's state;
+  their read-only flag (a long list of 1-D arrays of one dtype, such as
+  BayesAME's bucket members, as one array and the lengths: one array of the
+  entry, not one each, so a 20 000-bucket state reads in milliseconds);
+  numpy ``Generator``s by their bit generator's state;
 * instances of activeeval's own method and maths classes (modules listed in
   :data:`ALLOWED_MODULES`), created without calling ``__init__``,
   ``__new__`` overrides or ``__setstate__``, their attributes set directly;
@@ -75,6 +78,8 @@ ALLOWED_MODULES = (
     "activeeval.stopping", "activeeval.session.ranking",
 )
 _ARRAY_KINDS = frozenset("biufc")
+# A list of at least this many 1-D arrays of one dtype is stored packed: one array and their lengths.
+PACK_MIN = 16
 _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -175,6 +180,9 @@ class _Encoder:
         if t in (set, frozenset):
             return {"$": t.__name__, "v": [self.node(v) for v in o]}
         if t is list:
+            packed = self._packed(o)
+            if packed is not None:
+                return packed
             n = self._remember(o)
             return {"$": "list", "id": n, "v": [self.node(v) for v in o]}
         if t is dict:
@@ -203,6 +211,23 @@ class _Encoder:
         if isinstance(t, type) and _allowed_class(t):
             return self._object(o, t)
         raise Unencodable(f"an object of type {t.__module__}.{t.__qualname__}")
+
+    def _packed(self, o: list[Any]) -> dict[str, Any] | None:
+        """A long list of distinct 1-D arrays of one dtype and read-only flag, none seen before, as one array and the
+        lengths (each array keeps its own object id, so later references to it still resolve); else None."""
+        if len(o) < PACK_MIN or type(o[0]) is not np.ndarray:
+            return None
+        dtype, write = o[0].dtype, o[0].flags.writeable
+        if dtype.kind not in _ARRAY_KINDS or any(
+                type(a) is not np.ndarray or a.ndim != 1 or a.dtype != dtype or a.flags.writeable != write
+                or id(a) in self.memo or id(a) in self.externals for a in o) or len({id(a) for a in o}) < len(o):
+            return None
+        n = self._remember(o)
+        for a in o:
+            self._remember(a)
+        self.arrays.append(np.concatenate(o))
+        self.arrays.append(np.array([a.size for a in o], dtype=np.int64))
+        return {"$": "packed", "id": n, "a": len(self.arrays) - 2, "lengths": len(self.arrays) - 1, "write": write}
 
     def _object(self, o: Any, t: type) -> Any:
         base = dict if isinstance(o, dict) else object
@@ -254,6 +279,8 @@ class _Decoder:
         if tag == "ref":
             return self.memo[x["id"]]
         if tag == "tuple":
+            if all(type(v) is str for v in x["v"]):  # (item ids: 20 000 strings, no node to decode)
+                return tuple(x["v"])
             return tuple(self.node(v) for v in x["v"])
         if tag in ("set", "frozenset"):
             return (set if tag == "set" else frozenset)(self.node(v) for v in x["v"])
@@ -266,6 +293,8 @@ class _Decoder:
             for k, v in x["v"]:
                 d[self.node(k)] = self.node(v)
             return d
+        if tag == "packed":
+            return self._packed(x)
         if tag == "scalar":
             a = self.arrays[x["a"]]
             return a.reshape(())[()] if a.size == 1 else _bad(x)
@@ -291,6 +320,23 @@ class _Decoder:
         if tag == "object":
             return self._object(x)
         return _bad(x)
+
+    def _packed(self, x: dict[str, Any]) -> list[np.ndarray]:
+        values, lengths = self.arrays[x["a"]], self.arrays[x["lengths"]]
+        if values.ndim != 1 or lengths.ndim != 1 or lengths.dtype.kind not in "iu" or (lengths < 0).any() or (
+                int(lengths.sum()) != values.size):
+            return _bad(x)
+        out: list[np.ndarray] = self._remember(x["id"], [])
+        ends = np.cumsum(lengths).tolist()
+        start, n = 0, x["id"]
+        for end in ends:
+            a = values[start:end]
+            if not x["write"]:
+                a.setflags(write=False)
+            n += 1
+            out.append(self._remember(n, a))
+            start = end
+        return out
 
     def _object(self, x: dict[str, Any]) -> Any:
         cls = _find_class(x["class"])
