@@ -62,6 +62,8 @@ WARMUP = 0
 #: Above this interval scale (the target's scores vary that much more than the model expects) the
 #: model is taken not to describe the target: switch to the design-based estimate (see ``extrapolation``).
 SCALE_SWITCH = 4.0
+#: L-BFGS-B's relative tolerance on the NLML in the reference fit (SciPy's default, 2.2e-9).
+FIT_FTOL = 2.220446049250313e-09
 
 
 @dataclass(frozen=True)
@@ -191,11 +193,19 @@ def _fit_hyperparameters(reference: ScoreMatrix, scores: np.ndarray, n_pseudo: i
     if start is not None:
         grid = [np.log([start.alpha, start.beta, start.sigma2] + ([max(start.gamma, 1e-8)] if linear else []))]
         grid = [np.clip(grid[0], [b[0] for b in bounds], [b[1] for b in bounds])]
-    grid_values = [nlml(g)[0] for g in grid]
+    seen: dict[bytes, tuple[float, np.ndarray]] = {}
+
+    def objective(y: np.ndarray) -> tuple[float, np.ndarray]:  # L-BFGS-B starts at a grid point already evaluated
+        key = np.asarray(y, dtype=float).tobytes()
+        if key not in seen:
+            seen[key] = nlml(y)
+        return seen[key]
+
+    grid_values = [objective(g)[0] for g in grid]
     y0 = grid[int(np.argmin(grid_values))]
     from scipy.optimize import minimize  # imported here: sessions that reuse a stored fit never need it
 
-    result = minimize(nlml, y0, jac=True, method="L-BFGS-B", bounds=bounds)
+    result = minimize(objective, y0, jac=True, method="L-BFGS-B", bounds=bounds, options={"ftol": FIT_FTOL})
     best = result.x if np.isfinite(result.fun) and result.fun <= min(grid_values) else y0
     values = np.exp(best)
     best_nlml = float(min(result.fun, min(grid_values)) if np.isfinite(result.fun) else min(grid_values))
