@@ -62,8 +62,6 @@ WARMUP = 0
 #: Above this interval scale (the target's scores vary that much more than the model expects) the
 #: model is taken not to describe the target: switch to the design-based estimate (see ``extrapolation``).
 SCALE_SWITCH = 4.0
-#: L-BFGS-B's relative tolerance on the NLML in the reference fit (SciPy's default, 2.2e-9).
-FIT_FTOL = 2.220446049250313e-09
 
 
 @dataclass(frozen=True)
@@ -205,7 +203,7 @@ def _fit_hyperparameters(reference: ScoreMatrix, scores: np.ndarray, n_pseudo: i
     y0 = grid[int(np.argmin(grid_values))]
     from scipy.optimize import minimize  # imported here: sessions that reuse a stored fit never need it
 
-    result = minimize(objective, y0, jac=True, method="L-BFGS-B", bounds=bounds, options={"ftol": FIT_FTOL})
+    result = minimize(objective, y0, jac=True, method="L-BFGS-B", bounds=bounds)
     best = result.x if np.isfinite(result.fun) and result.fun <= min(grid_values) else y0
     values = np.exp(best)
     best_nlml = float(min(result.fun, min(grid_values)) if np.isfinite(result.fun) else min(grid_values))
