@@ -10,22 +10,29 @@ Usage::
                                                                         # every command without the user cache
     python benchmarks/bench_session.py --smoke                          # 200 items x 20 models, rs-mean, 1 run
 
+    python benchmarks/bench_session.py --items 20000 --methods bayesame --commands new --repeats 3
+                                                                        # `session new` only: first and second
+
 Setup: a synthetic binary reference (50 models, a 1PL response model, seed 0)
 written as a wide CSV, the format a user's reference usually has. Each
 command is run as its own process (``python -m activeeval ...``), as a user
 runs it, so the times include Python start-up and imports; peak memory is
-the process's maximum resident set (``wait4``). The user cache (parsed
-reference files, session snapshots) is a fresh folder of the run
+the process's maximum resident set and CPU its user + system time
+(``wait4``). The user cache (parsed reference files, the default's reference
+fit and calibration, session snapshots) is a fresh folder of the run
 (``ACTIVEEVAL_CACHE``), as on a user's first use; ``--no-cache`` runs every
-command with ``activeeval --no-cache`` (no parse cache, no snapshots: what
-the cache buys). ``new`` is run ``--repeats``
-times on fresh files; then, on one session, ``next`` / ``record`` (of the item
-just handed out) / ``status`` are each run ``--repeats`` times. The table
-shows medians and maxima of the wall time, the median CPU time (user + system:
-what a loaded machine inflates least), and first those of ``activeeval --version``
-(the start-up every command pays), the session file's size, and, for ``new``, how much
+command with ``activeeval --no-cache`` (no parse cache, no stored fit, no
+snapshots: what the cache buys). ``new`` is run ``--repeats`` times, each
+on a fresh file with a fresh cache folder (a user's first session on the
+reference), and each followed by ``new, 2nd``: another session on the same
+reference, with the cache the first one left (what every later session,
+backtest or ``rank`` on that reference pays); then, on one session,
+``next`` / ``record`` (of the item just handed out) / ``status`` are each
+run ``--repeats`` times (``--commands new`` skips them). The table shows
+medians and maxima (and, first, those of ``activeeval --version``: the
+start-up every command pays), the session file's size, and, for ``new``, how much
 of it is building the method (timed in-process, the same construction the
-session does): the rest is the session machinery (reading the reference,
+session does, without the user cache): the rest is the session machinery (reading the reference,
 fingerprint, journal, snapshot).
 
 Targets (issue 10): ``new`` ≤ 5 s and ≤ 300 MB, every later command ≤ 1 s,
@@ -64,8 +71,8 @@ write_scores(m, {str(path)!r})
     return path
 
 
-def run(args: list[str]) -> tuple[float, float, str, float]:
-    """(wall seconds, peak RSS MB, stdout, CPU seconds) of ``python -m activeeval ARGS``."""
+def run(args: list[str], cpu: list[float] | None = None) -> tuple[float, float, str]:
+    """(wall seconds, peak RSS MB, stdout) of ``python -m activeeval ARGS``; its CPU seconds appended to ``cpu``."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "activeeval", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -75,7 +82,9 @@ def run(args: list[str]) -> tuple[float, float, str, float]:
     wall = time.perf_counter() - start
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"activeeval {' '.join(args)} failed: {err.strip()}")
-    return wall, usage.ru_maxrss / 1024, out, usage.ru_utime + usage.ru_stime
+    if cpu is not None:
+        cpu.append(usage.ru_utime + usage.ru_stime)
+    return wall, usage.ru_maxrss / 1024, out
 
 
 def build_seconds(method: str, ref: Path) -> float:
@@ -83,7 +92,9 @@ def build_seconds(method: str, ref: Path) -> float:
     code = ("import time; from activeeval.data.io import read_scores; from activeeval.methods.registry import "
             f"make_method; m = read_scores({str(ref)!r}); t = time.perf_counter(); make_method({method!r}, m, seed=0); "
             "print(time.perf_counter() - t)")
-    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    env = {**os.environ, "ACTIVEEVAL_CACHE": "off"}  # the whole build, not a stored fit
+    return float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                                env=env).stdout)
 
 
 def main() -> None:
@@ -94,53 +105,67 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--smoke", action="store_true", help="200 items x 20 models, rs-mean, one run of each command")
     ap.add_argument("--no-cache", action="store_true", help="run every command with `activeeval --no-cache`")
+    ap.add_argument("--commands", default="new,next,record,status",
+                    help="`new` alone skips the later commands (`new` is always run: they need a session)")
     a = ap.parse_args()
     flags = ["--no-cache"] if a.no_cache else []
     if a.smoke:
         a.items, a.models, a.methods, a.repeats = "200", 20, "rs-mean", 1
-    header = (f"{'items':>6} {'models':>6} {'method':<10} {'command':<8} {'median s':>9} {'max s':>7} {'CPU s':>6} "
-              f"{'peak MB':>8} {'file MB':>8}  note")
+    header = (f"{'items':>6} {'models':>6} {'method':<10} {'command':<8} {'median s':>9} {'max s':>7} "
+              f"{'CPU s':>6} {'peak MB':>8} {'file MB':>8}  note")
     print(header)
     print("-" * len(header))
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        os.environ["ACTIVEEVAL_CACHE"] = str(folder / "cache")  # the commands' user cache: fresh, and not the home's
         os.environ.pop("PYTHONDONTWRITEBYTECODE", None)  # the commands run from compiled bytecode, as installed
         # the floor of every command on this machine now: start-up and imports alone (`activeeval --version`)
-        floor = [run(["--version"]) for _ in range(a.repeats)]
-        walls = [r[0] for r in floor]
-        print(f"{'':>6} {'':>6} {'':<10} {'start-up':<8} {statistics.median(walls):>9.2f} {max(walls):>7.2f} "
-              f"{statistics.median(r[3] for r in floor):>6.2f} {'':>8} {'':>8}  python -m activeeval --version",
-              flush=True)
+        floor_cpu: list[float] = []
+        floor = [run(["--version"], floor_cpu)[0] for _ in range(a.repeats)]
+        print(f"{'':>6} {'':>6} {'':<10} {'start-up':<8} {statistics.median(floor):>9.2f} {max(floor):>7.2f} "
+              f"{statistics.median(floor_cpu):>6.2f} {'':>8} {'':>8}  python -m activeeval --version", flush=True)
+
+        def row(n_items: int, method: str, cmd: str, times: list[float], cpus: list[float], peaks: list[float],
+                size: float, note: str = "") -> None:
+            print(f"{n_items:>6} {a.models:>6} {method:<10} {cmd:<8} {statistics.median(times):>9.2f} "
+                  f"{max(times):>7.2f} {statistics.median(cpus):>6.2f} {max(peaks):>8.0f} {size:>8.1f}  {note}",
+                  flush=True)
+
         for n_items in (int(x) for x in a.items.split(",")):
             ref = make_reference(n_items, a.models, folder)
             for method in a.methods.split(","):
-                times, peaks, cpus = [], [], []
-                for r in range(a.repeats):
-                    f = folder / f"s{n_items}-{method}-{r}.aeval"
-                    wall, peak, _, cpu = run([*flags, "session", "new", str(f), "--reference", str(ref), "--seed", "0",
-                                              "--method", method])
+                runs: dict[str, tuple[list[float], list[float], list[float]]] = {
+                    c: ([], [], []) for c in ("new", "new, 2nd", "next", "record", "status")}
+
+                def timed(cmd: str, args: list[str]) -> str:
+                    times, cpus, peaks = runs[cmd]
+                    wall, peak, out = run([*flags, *args], cpus)
                     times.append(wall)
                     peaks.append(peak)
-                    cpus.append(cpu)
+                    return out
+
+                for r in range(a.repeats):
+                    # the commands' user cache: fresh for each first session, and never the home's
+                    os.environ["ACTIVEEVAL_CACHE"] = str(folder / f"cache{n_items}-{method}-{r}")
+                    for cmd in ("new", "new, 2nd"):
+                        f = folder / f"s{n_items}-{method}-{r}{'b' if cmd != 'new' else ''}.aeval"
+                        timed(cmd, ["session", "new", str(f), "--reference", str(ref), "--seed", "0",
+                                    "--method", method])
                 build = build_seconds(method, ref)
                 size = f.stat().st_size / 1e6
-                row = (f"{n_items:>6} {a.models:>6} {method:<10} {'new':<8} {statistics.median(times):>9.2f} "
-                       f"{max(times):>7.2f} {statistics.median(cpus):>6.2f} {max(peaks):>8.0f} {size:>8.1f}  "
-                       f"method build {build:.2f} s in-process")
-                print(row, flush=True)
-                results: dict[str, list[tuple[float, float, str, float]]] = {c: [] for c in ("next", "record", "status")}
-                for _ in range(a.repeats):
-                    results["next"].append(run([*flags, "session", "next", str(f)]))
-                    item = results["next"][-1][2].split()[0]
-                    results["record"].append(run([*flags, "session", "record", str(f), item, "1"]))
-                    results["status"].append(run([*flags, "session", "status", str(f)]))
+                row(n_items, method, "new", *runs["new"], size, f"method build {build:.2f} s in-process")
+                row(n_items, method, "new, 2nd", *runs["new, 2nd"], size, "same reference, the cache warm")
+                later = [c for c in ("next", "record", "status") if c in a.commands.split(",")]
+                for _ in range(a.repeats if later else 0):
+                    out = timed("next", ["session", "next", str(f)]) if "next" in later else ""
+                    item = out.split()[0] if out else None
+                    if "record" in later and item is not None:
+                        timed("record", ["session", "record", str(f), item, "1"])
+                    if "status" in later:
+                        timed("status", ["session", "status", str(f)])
                 size = f.stat().st_size / 1e6
-                for cmd, runs in results.items():
-                    ts = [r[0] for r in runs]
-                    print(f"{n_items:>6} {a.models:>6} {method:<10} {cmd:<8} {statistics.median(ts):>9.2f} "
-                          f"{max(ts):>7.2f} {statistics.median(r[3] for r in runs):>6.2f} "
-                          f"{max(r[1] for r in runs):>8.0f} {size:>8.1f}", flush=True)
+                for cmd in later:
+                    if runs[cmd][0]:
+                        row(n_items, method, cmd, *runs[cmd], size)
 
 
 if __name__ == "__main__":

@@ -528,12 +528,15 @@ class BucketPosterior:
         prior_diag: np.ndarray | None = None,
         prior_cov_counts: np.ndarray | None = None,
         noise: np.ndarray | None = None,
+        prior_rows: np.ndarray | None = None,
     ) -> None:
         """Rebuild the state from the bucket form (Eq. 8): one row of V per observed bucket.
 
         After a change of hyperparameters, pass the prior's new ``prior_diag``,
         ``prior_cov_counts`` and ``noise`` (``prior_col`` must already give the
-        new columns); the observations are kept.
+        new columns); the observations are kept. ``prior_rows``, if given, is
+        Σ_{O,·} (observed buckets in increasing order × B) made in one block,
+        in place of one ``prior_col`` call per observed bucket.
         """
         if prior_diag is not None:
             self.prior_diag = np.asarray(prior_diag, dtype=float)
@@ -550,7 +553,7 @@ class BucketPosterior:
             self.diag = self.prior_diag.copy()
             self.cov_u = self.prior_cov_counts.copy()
             return
-        s_ob = np.vstack([self.prior_col(b) for b in obs])  # Σ_{O,·}
+        s_ob = prior_rows if prior_rows is not None else np.vstack([self.prior_col(b) for b in obs])  # Σ_{O,·}
         gram = s_ob[:, obs] + np.diag(self.noise[obs] / self.n_obs[obs])
         factor, _ = chol(gram, "posterior Gram")
         from scipy.linalg import solve_triangular
@@ -720,16 +723,23 @@ class LeaveOneOutNLML:
                 return np.inf, np.zeros(self.n_params)
             a, _ = lapack.dpotrs(factor, y, lower=1)
             total += 0.5 * float(y @ a) + float(np.log(np.diagonal(factor)).sum())
-            inv, info = lapack.dpotri(factor, lower=1, overwrite_c=1)
+            inv, info = lapack.dpotri(factor, lower=1, overwrite_c=1)  # K⁻¹'s lower triangle (clean: 0 above it)
             if info != 0:  # pragma: no cover - factorised, so invertible
                 return np.inf, np.zeros(self.n_params)
-            inv = np.tril(inv)
-            inv = inv + inv.T - np.diag(np.diagonal(inv))
-            w = inv - np.outer(a, a)  # ∂L/∂K = ½ (K⁻¹ − aaᵀ)
-            we = w * e
-            grad[0] += 0.5 * alpha * float(we.sum())
-            grad[1] += -0.5 * alpha * beta * float((we * d2).sum())
-            grad[2] += 0.5 * sigma2 * float(np.trace(w))
+            # ∂L/∂θ = ½ Σ (K⁻¹ − aaᵀ) ⊙ ∂K/∂θ, each ∂K/∂θ symmetric: Σ K⁻¹ ⊙ M from the lower triangle alone,
+            # 2 Σ_{i≥j} − the diagonal (no full inverse, no m × m W): about a tenth of an evaluation saved
+            # (in memory order: LAPACK's column-major triangle meets M's rows, the same numbers as M is symmetric)
+            inv_diag = np.diagonal(inv)
+            inv_flat = inv.ravel(order="K")
+
+            def contract(mat: np.ndarray) -> float:
+                return (2.0 * float(np.dot(inv_flat, mat.ravel())) - float(inv_diag @ np.diagonal(mat))
+                        - float(a @ (mat @ a)))
+
+            grad[0] += 0.5 * alpha * contract(e)
+            e *= d2  # E ⊙ D
+            grad[1] += -0.5 * alpha * beta * contract(e)
+            grad[2] += 0.5 * sigma2 * (float(inv_diag.sum()) - float(a @ a))
             if self.linear:
-                grad[3] += 0.5 * gamma * float((w * lin).sum())
+                grad[3] += 0.5 * gamma * contract(lin)
         return float(total), grad

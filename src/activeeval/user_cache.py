@@ -13,7 +13,10 @@ Where: the folder named by the ``ACTIVEEVAL_CACHE`` environment variable
 (``$XDG_CACHE_HOME/activeeval`` or ``~/.cache/activeeval`` on Linux,
 ``~/Library/Caches/activeeval`` on macOS, ``%LOCALAPPDATA%\\activeeval\\Cache``
 on Windows). The command line's ``activeeval --no-cache ...`` turns it off for
-one command; the library's readers and sessions take ``cache=False``.
+one command; the library's readers and sessions take ``cache=False``, and
+``with user_cache.disabled():`` turns it off for the code inside (what a
+session made with ``cache=False`` derives: BayesAME's reference fit and
+calibration, :func:`derived`).
 
 An entry is one file, ``<folder>/<kind>/<key>.aec``::
 
@@ -39,6 +42,7 @@ never does, would break one).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import hashlib
 import json
@@ -47,14 +51,17 @@ import os
 import secrets
 import sys
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["CACHE_ENV", "MAX_BYTES", "Entry", "root", "key", "file_digest", "code_fingerprint", "load", "store"]
+__all__ = ["CACHE_ENV", "MAX_BYTES", "Entry", "root", "key", "file_digest", "code_fingerprint", "load", "store",
+           "derived", "disabled"]
+
+T = TypeVar("T")
 
 CACHE_ENV = "ACTIVEEVAL_CACHE"
 OFF = "off"
@@ -67,6 +74,8 @@ _ALIGN = 64
 _SUFFIX = ".aec"
 # Array element kinds an entry may hold: numbers and booleans (no objects, no structured records).
 _KINDS = frozenset("biufc")
+# False inside `disabled()` (a session made with cache=False): root() is None there, whatever the environment says
+_ENABLED: contextvars.ContextVar[bool] = contextvars.ContextVar("activeeval_user_cache", default=True)
 
 
 @dataclass(frozen=True)
@@ -88,7 +97,10 @@ def _default_root() -> Path:
 
 
 def root() -> Path | None:
-    """The cache folder (not created here), or None when the cache is off (``ACTIVEEVAL_CACHE=off``)."""
+    """The cache folder (not created here), or None when the cache is off (``ACTIVEEVAL_CACHE=off``, or
+    inside :func:`disabled`)."""
+    if not _ENABLED.get():
+        return None
     value = os.environ.get(CACHE_ENV)
     if value is not None and value.strip().lower() == OFF:
         return None
@@ -98,6 +110,17 @@ def root() -> Path | None:
         return _default_root()
     except RuntimeError:  # no home folder to put it in
         return None
+
+
+@contextlib.contextmanager
+def disabled(off: bool = True) -> Iterator[None]:
+    """No user cache for the code inside (nothing read, nothing written) when ``off``; no change otherwise."""
+    token = _ENABLED.set(False) if off else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _ENABLED.reset(token)
 
 
 def key(*parts: Any) -> str:
@@ -236,6 +259,32 @@ def store(kind: str, entry_key: str, meta: Mapping[str, Any], arrays: Sequence[n
         return False
     _trim(path.parent.parent, keep=path)
     return True
+
+
+def derived(
+    kind: str,
+    entry_key: str,
+    compute: Callable[[], T],
+    encode: Callable[[T], tuple[Mapping[str, Any], Sequence[np.ndarray]]],
+    decode: Callable[[Entry], T],
+) -> T:
+    """The value stored under ``kind``/``entry_key``, else ``compute()``, stored for the next time.
+
+    ``encode(value)`` gives the entry's JSON object and arrays, ``decode(entry)``
+    the value again (exactly: the caller's round trip). An entry that does not
+    decode (damaged in a way the checksum cannot see, or of an older layout)
+    is not trusted: the value is computed and stored anew.
+    """
+    entry = load(kind, entry_key)
+    if entry is not None:
+        try:
+            return decode(entry)
+        except Exception:  # noqa: BLE001 - whatever is wrong with an entry, the value is derived again
+            pass
+    value = compute()
+    meta, arrays = encode(value)
+    store(kind, entry_key, meta, arrays)
+    return value
 
 
 def _aligned(n: int) -> int:

@@ -156,9 +156,15 @@ def fit_hyperparameters(
     scores = np.asarray(reference.scores, dtype=float)
     if np.isnan(scores).any():
         raise ConfigurationError("fit_hyperparameters needs complete reference scores; drop missing ones first")
-    key = (reference.fingerprint(), int(n_pseudo), int(n_items), int(seed), bool(level_prior), bool(linear), start)
-    return _FITS.get_or_compute(
-        key, lambda: _fit_hyperparameters(reference, scores, n_pseudo, n_items, seed, level_prior, linear, start))
+    settings = (int(n_pseudo), int(n_items), int(seed), bool(level_prior), bool(linear))
+
+    def compute() -> ReferenceFit:
+        return _fit_hyperparameters(reference, scores, n_pseudo, n_items, seed, level_prior, linear, start)
+
+    # a calibration's fold fits (``start`` given) are kept in memory only: the calibration is stored whole
+    return _FITS.get_or_compute((reference.fingerprint(), *settings, start), compute if start is not None else
+                                lambda: _stored("bayesame_fit", ReferenceFit, (reference.fingerprint(), *settings),
+                                                compute))
 
 
 def _fit_hyperparameters(reference: ScoreMatrix, scores: np.ndarray, n_pseudo: int, n_items: int, seed: int,
@@ -185,11 +191,19 @@ def _fit_hyperparameters(reference: ScoreMatrix, scores: np.ndarray, n_pseudo: i
     if start is not None:
         grid = [np.log([start.alpha, start.beta, start.sigma2] + ([max(start.gamma, 1e-8)] if linear else []))]
         grid = [np.clip(grid[0], [b[0] for b in bounds], [b[1] for b in bounds])]
-    grid_values = [nlml(g)[0] for g in grid]
+    seen: dict[bytes, tuple[float, np.ndarray]] = {}
+
+    def objective(y: np.ndarray) -> tuple[float, np.ndarray]:  # L-BFGS-B starts at a grid point already evaluated
+        key = np.asarray(y, dtype=float).tobytes()
+        if key not in seen:
+            seen[key] = nlml(y)
+        return seen[key]
+
+    grid_values = [objective(g)[0] for g in grid]
     y0 = grid[int(np.argmin(grid_values))]
     from scipy.optimize import minimize  # imported here: sessions that reuse a stored fit never need it
 
-    result = minimize(nlml, y0, jac=True, method="L-BFGS-B", bounds=bounds)
+    result = minimize(objective, y0, jac=True, method="L-BFGS-B", bounds=bounds)
     best = result.x if np.isfinite(result.fun) and result.fun <= min(grid_values) else y0
     values = np.exp(best)
     best_nlml = float(min(result.fun, min(grid_values)) if np.isfinite(result.fun) else min(grid_values))
@@ -907,7 +921,7 @@ def _factors_by_budget(grid: Sequence[int], by_n: Sequence[Sequence[np.ndarray]]
     a handful of pseudo-targets that happened to land near the truth cannot
     narrow the interval (with 10 of them the bound is 1.43·rms; with 200, 1.07·rms).
     """
-    from scipy.stats import chi2  # imported here: sessions that reuse a stored calibration never need it
+    from scipy.special import gammaincinv  # chi2.ppf's own function, without importing scipy.stats (1-2 s)
 
     fracs: list[float] = []
     factors: list[float] = []
@@ -919,7 +933,7 @@ def _factors_by_budget(grid: Sequence[int], by_n: Sequence[Sequence[np.ndarray]]
             continue
         rms = float(np.sqrt(np.mean(e**2)))
         if rms < 1.0:
-            rms = min(1.0, rms * math.sqrt(m / chi2.ppf(0.10, m)))
+            rms = min(1.0, rms * math.sqrt(m / (2.0 * gammaincinv(m / 2, 0.10))))  # χ²_{m, 0.10}
         fracs.append(frac)
         factors.append(min(max(rms, CALIBRATION_MIN), CALIBRATION_MAX))
     return tuple(fracs), tuple(factors)
@@ -991,8 +1005,44 @@ _CALIBRATIONS: ReferenceCache[Calibration] = ReferenceCache("BayesAME calibratio
 
 
 def _cached_calibration(reference: ScoreMatrix, fit: ReferenceFit, warmup: int = WARMUP) -> Calibration:
-    return _CALIBRATIONS.get_or_compute((reference.fingerprint(), fit, int(warmup)),
-                                        lambda: calibrate(reference, fit, warmup=warmup))
+    return _CALIBRATIONS.get_or_compute(
+        (reference.fingerprint(), fit, int(warmup)),
+        lambda: _stored("bayesame_calibration", Calibration, (reference.fingerprint(), fit.to_dict(), int(warmup)),
+                        lambda: calibrate(reference, fit, warmup=warmup)))
+
+
+#: Layout of the fits and calibrations kept in the user cache; raise it when a field changes meaning.
+STORE_FORMAT = 1
+_JSON_TYPES = {"float": (int, float), "int": (int,), "bool": (bool,), "tuple[float, ...]": (list,)}
+
+
+def _stored(kind: str, cls: type, parts: tuple, compute):  # noqa: ANN001, ANN202 - a ReferenceFit or Calibration
+    """``compute()``, kept in the user cache (:func:`activeeval.user_cache.derived`) as the dataclass's JSON.
+
+    Keyed by the reference's content hash (``parts[0]``), every setting that
+    changes the value (the rest of ``parts``), :data:`STORE_FORMAT` and the
+    code; a stored value reads back exactly (JSON keeps every float's bits),
+    and one whose fields are not the numbers they must be is computed anew.
+    """
+    from activeeval import user_cache
+
+    if user_cache.root() is None:  # no cache (--no-cache, ACTIVEEVAL_CACHE=off, a session with cache=False)
+        return compute()
+    key = user_cache.key(kind, STORE_FORMAT, user_cache.code_fingerprint(), *parts)
+    return user_cache.derived(kind, key, compute, lambda value: (value.to_dict(), ()),
+                              lambda entry: _from_stored(cls, entry.meta))
+
+
+def _from_stored(cls: type, data: Mapping[str, Any]):  # noqa: ANN202
+    """A ReferenceFit or Calibration from its stored dict, refusing any field that is not a number (or flag)."""
+    for field in cls.__dataclass_fields__.values():  # type: ignore[attr-defined]
+        value = data[field.name]
+        values = value if isinstance(value, list) else [value]
+        number = (bool,) if field.type == "bool" else (int, float)
+        if not isinstance(value, _JSON_TYPES[field.type]) or any(
+                not isinstance(v, number) or (isinstance(v, bool) and field.type != "bool") for v in values):
+            raise ValueError(f"stored {cls.__name__}: {field.name} = {value!r}")
+    return cls.from_dict(data)
 
 
 def beyond_every_reference(

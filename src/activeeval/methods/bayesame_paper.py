@@ -369,10 +369,13 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
     def _rebuild(self) -> None:
         """Recompute the posterior from the bucket form (Eq. 8) at the current (α, β, σ²)."""
         kernel = self.kernel
+        obs = np.flatnonzero(self._post.n_obs > 0)
         self._post.rebuild(
             prior_diag=kernel.diag(self.n_buckets),
             prior_cov_counts=kernel.matvec(self._feat, self._counts, self._d2_full),
             noise=self.sigma2_ * self._counts,
+            # the observed buckets' prior rows in one kernel call on the cached distances (the same numbers)
+            prior_rows=kernel(self._d2_full[obs]) if self._d2_full is not None else None,
         )
 
     def _update(self, item: int, score: float) -> None:
@@ -410,7 +413,10 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
         """(d2_OO, r, N_b/n_b) over the observed buckets, for Eq. 11."""
         n_b = self._post.n_obs
         obs = np.flatnonzero(n_b > 0)
-        d2 = np.vstack([self._d2_row(b)[obs] for b in obs]) if obs.size else np.zeros((0, 0))
+        if self._d2_full is not None:
+            d2 = self._d2_full[np.ix_(obs, obs)]
+        else:
+            d2 = np.vstack([self._d2_row(b)[obs] for b in obs]) if obs.size else np.zeros((0, 0))
         resid = self._post.sum_obs[obs] / n_b[obs] - self._mu_prior[obs]
         return d2, resid, self._counts[obs] / n_b[obs]
 

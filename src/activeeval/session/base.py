@@ -267,7 +267,8 @@ class JournalSession(ABC):
         ref = probe._prepared
         say(f"fitting {meta.get('method_spec', meta['method'])} on {ref.n_models} reference models x {ref.n_items} "
             "items")
-        state = probe._fresh_state()  # validates the method and its options before any file exists
+        with user_cache.disabled(not cache):  # what it derives from the reference alone is kept there too
+            state = probe._fresh_state()  # validates the method and its options before any file exists
         frozen = getattr(state, "frozen_options", None)
         if callable(frozen) and "method_kwargs" in meta:
             # what the method derived from the reference alone (the default BayesAME's kernel fit and
@@ -403,7 +404,8 @@ class JournalSession(ABC):
         if self._state is None:
             start = time.perf_counter()
             self.reference  # noqa: B018 - load and check it before building anything on it
-            self._state = self._fresh_state()
+            with user_cache.disabled(not self._cache):
+                self._state = self._fresh_state()
             self._cost += time.perf_counter() - start
         self._apply(events, replay_after=upto)  # adds the time of every score it replays
         self._apply_changes(self._journal.changes())
