@@ -39,7 +39,7 @@ import numpy as np
 
 from activeeval._cache import ReferenceCache
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.design import Prequential, sampling_var_floor
+from activeeval.design import Prequential, RidgeControl, sampling_var_floor
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import BucketPosterior, LeaveOneOutNLML, LevelKernel, bucketize, sq_dists
 from activeeval.methods._batch import BatchSelection
@@ -62,6 +62,8 @@ WARMUP = 0
 #: Above this interval scale (the target's scores vary that much more than the model expects) the
 #: model is taken not to describe the target: switch to the design-based estimate (see ``extrapolation``).
 SCALE_SWITCH = 4.0
+#: Largest variance reduction by which ``floor="effective"`` lowers the design-based interval's floor.
+FLOOR_GAIN_MAX = 4.0
 
 
 @dataclass(frozen=True)
@@ -263,12 +265,29 @@ class BayesAME(BatchSelection, BaseMethod):
         Control variates of the design-based estimate, joined by "+":
         "model" (the posterior mean of each item, clipped to the score range)
         and "near" (each item's mean score over the 10 % of references whose
-        full score is nearest the current estimate); "none" (or None) for the plain mean.
+        full score is nearest the current estimate) and "ridge" (AIPW's ridge
+        regression of the target's scores on the references' scores of the same
+        items, fitted on every item scored so far, those chosen before a switch
+        included; :class:`~activeeval.design.RidgeControl`); "none" (or None) for the plain mean.
     warmup : int
         Draw the first ``warmup`` items at random (default 0): they enter the
         design-based estimate if the target is found outside the references
         (most such targets are found within 10 items, and their first items
         then count instead of being set aside); docs/MATHS.md.
+    floor : {"wilson", "effective"}
+        The design-based interval's floor: "wilson" (default) that of the plain
+        mean of the random items (:func:`~activeeval.design.sampling_var_floor`);
+        "effective" that floor divided by the variance reduction the control
+        variates achieved on the random items, out of sample
+        (:attr:`~activeeval.design.Prequential.variance_reduction`, at most
+        ``FLOOR_GAIN_MAX``): a floor a plain mean needs does not cap what the
+        controls buy.
+    design_variance : {"residuals", "increments"}
+        How the design-based estimate's residual variance is estimated
+        (:meth:`~activeeval.design.Prequential.estimate`): "residuals"
+        (default), the mean squared prediction error; "increments", the spread
+        of the prequential steps (the martingale CLT's), which leaves out the
+        early predictions' bias that the estimate itself cancels.
     tolerance : float, optional
         Rounding tolerance for bucketing continuous scores (default 1e-3 of the range).
     cache_mb : float
@@ -306,6 +325,8 @@ class BayesAME(BatchSelection, BaseMethod):
         scale_prior: float = SCALE_PRIOR,
         controls: str | None = "model+near",
         warmup: int = WARMUP,
+        floor: Literal["wilson", "effective"] = "wilson",
+        design_variance: Literal["residuals", "increments"] = "residuals",
         tolerance: float | None = None,
         cache_mb: float = 256.0,
         batch_strategy: str = "greedy",
@@ -331,6 +352,12 @@ class BayesAME(BatchSelection, BaseMethod):
         self.extrapolation = extrapolation
         self.switch_until_ = int(switch_until) if switch_until is not None else max(50, self.n_items // 10)
         self.scale_prior = float(scale_prior)
+        if floor not in ("wilson", "effective"):
+            raise ConfigurationError(f"floor must be 'wilson' or 'effective', got {floor!r}")
+        self.floor = floor
+        if design_variance not in ("residuals", "increments"):
+            raise ConfigurationError(f"design_variance must be 'residuals' or 'increments', got {design_variance!r}")
+        self.design_variance = design_variance
         if tolerance is None:
             tolerance = 0.0 if ref.kind == "binary" else 1e-3 * width
         self.tolerance_ = float(tolerance)
@@ -366,7 +393,10 @@ class BayesAME(BatchSelection, BaseMethod):
         self.switched_at: int | None = None
         self.switch_reason: str | None = None
         self.controls_ = _parse_controls(controls)
-        self._design = Prequential(self.n_items, n_controls=len(self.controls_))
+        # "take the ridge prediction as it is" (AIPW) is a candidate from the first random item on
+        b_prior = np.array([1.0 if c == "ridge" else 0.0 for c in self.controls_])
+        self._design = Prequential(self.n_items, n_controls=len(self.controls_), b_prior=b_prior)
+        self._ridge: RidgeControl | None = None
         self._order: np.ndarray | None = None
         self._ref_full = full
         self._n_near = max(3, int(round(0.1 * ref.n_models)))
@@ -518,6 +548,8 @@ class BayesAME(BatchSelection, BaseMethod):
                 score, self._sum_obs, self.n_items - n, ybar,
                 np.array([p[item] for p in preds]), np.array([float(p[unobserved].sum()) for p in preds]),
             )
+        if self._ridge is not None:
+            self._ridge.add(item, score)
         col = self.reference.scores[:, item]
         self._ref_sum += col
         self._ref_cross += score * col
@@ -537,9 +569,19 @@ class BayesAME(BatchSelection, BaseMethod):
                 if self.reference.score_range is not None:
                     pred = np.clip(pred, *self.reference.score_range)
                 out.append(pred)
+            elif name == "ridge":
+                out.append(self._ridge_control().predict())
             else:
                 out.append(self._near_reference_mean())
         return out
+
+    def _ridge_control(self) -> RidgeControl:
+        """The AIPW ridge control, made when first needed from every item scored so far (chosen or random)."""
+        if self._ridge is None:
+            self._ridge = RidgeControl(self.reference.scores.T, score_range=self.reference.score_range)
+            for item, score in zip(self.observed_items, self.observed_scores):
+                self._ridge.add(item, score)
+        return self._ridge
 
     def _near_reference_mean(self) -> np.ndarray:
         """Per item, the mean score of the references whose full score is nearest the current estimate (N,).
@@ -603,13 +645,15 @@ class BayesAME(BatchSelection, BaseMethod):
         floored = False
         if self.mode == "design" and self._design.count > 0:
             u_frac = (n_items - self.n_observed) / n_items
-            mean, var = self._design.estimate(fallback_var=self._worst_var)
+            mean, var = self._design.estimate(fallback_var=self._worst_var, variance=self.design_variance)
             floor = float(
                 sampling_var_floor(
                     self._design.mean_score, self._design.low_seen, self._design.high_seen, self._design.count,
                     n_items, self.reference.score_range, self.reference.kind == "binary",
                 )
             ) * u_frac * u_frac
+            if self.floor == "effective":
+                floor /= min(max(self._design.variance_reduction, 1.0), FLOOR_GAIN_MAX)
             floored = floor > var
             var = max(var, floor)
         elif self.mode == "design":
@@ -734,7 +778,7 @@ def _resolve_calibration(ref: ScoreMatrix, fit: ReferenceFit,
 
 def _parse_controls(controls: str | None) -> tuple[str, ...]:
     """``"model+near"`` → ("model", "near"); "none" or None → ()."""
-    known = ("model", "near")
+    known = ("model", "near", "ridge")
     parts = ["none"] if controls is None else [c.strip() for c in str(controls).split("+")]
     out = () if parts == ["none"] else tuple(parts)
     if any(c not in known for c in out) or len(set(out)) != len(out):
