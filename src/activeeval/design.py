@@ -140,9 +140,9 @@ class Prequential:
     T = A + Σ_k b_k D_k, where A is the plain mean's term and each D_k has
     conditional mean 0, so any b fixed before the draw keeps T unbiased.
 
-    b is chosen before each draw, from past steps only, among three
-    candidates: 0 (the plain mean: RS-Mean exactly), ``b_prior`` (e.g. "take
-    the model's prediction as it is") and the least-squares fit of the past
+    b is chosen before each draw, from past steps only, among the
+    candidates 0 (the plain mean: RS-Mean exactly), ``b_prior`` (one or
+    several, e.g. "take the model's prediction as it is") and the least-squares fit of the past
     residuals of ȳ on the past x (the GREG estimator's coefficients; from
     ``warmup`` steps on) — whichever would have predicted the past drawn
     items best (the smallest sum of squared prediction errors, each made
@@ -154,8 +154,9 @@ class Prequential:
     The steps are averaged with weights w = 1 / (U (U − 1)), the inverse of
     T's conditional variance up to the residual variance σ_e²; the variance
     of the average is then σ_e² / (N² Σ w) = (1 − n/N) σ_e² / n for n steps
-    from the start, with σ_e² estimated by the mean squared residual. When
-    the last unobserved item is drawn (U = 1), T = R exactly.
+    from the start, with σ_e² estimated by the mean squared residual (or by
+    the spread of the steps: :meth:`estimate`). When the last unobserved item
+    is drawn (U = 1), T = R exactly.
 
     Parameters
     ----------
@@ -163,8 +164,9 @@ class Prequential:
         N.
     n_controls : int
         Number of control variates k.
-    b_prior : ndarray of shape (k,), optional
-        The second candidate (default 0, i.e. only the plain mean and the fit).
+    b_prior : ndarray of shape (k,) or (m, k), optional
+        The fixed candidate(s) besides the plain mean and the fit (default 0,
+        i.e. only those two).
     warmup : int
         Steps before the least-squares candidate is available.
     b_max : float
@@ -182,8 +184,10 @@ class Prequential:
         self.n_items = int(n_items)
         self.n_controls = int(n_controls)
         self.b_prior = np.zeros(self.n_controls) if b_prior is None else np.asarray(b_prior, dtype=float)
-        if self.b_prior.shape != (self.n_controls,):
-            raise ValueError(f"b_prior must have shape ({self.n_controls},), got {self.b_prior.shape}")
+        if self.b_prior.shape[-1:] != (self.n_controls,) or self.b_prior.ndim not in (1, 2):
+            raise ValueError(f"b_prior must have shape ({self.n_controls},) or (m, {self.n_controls}), "
+                             f"got {self.b_prior.shape}")
+        self._priors = list(np.atleast_2d(self.b_prior))
         self.warmup = int(warmup)
         self.b_max = float(b_max)
         self.count = 0
@@ -193,19 +197,19 @@ class Prequential:
         self._steps = 0  # steps with U > 1 (those averaged)
         self._t_mean = self._t_ss = 0.0  # weighted running mean of T and Σ w (T − T̄)², West's update
         self._se2 = 0.0
-        self._loss = np.zeros(3)  # past squared prediction errors of: plain, prior, fit
+        self._loss = np.zeros(2 + len(self._priors))  # past squared prediction errors of: plain, priors, fit
         self._exact: float | None = None
         self.low_seen = np.inf
         self.high_seen = -np.inf
         self._sum_scores = 0.0
 
     def _candidates(self) -> list[np.ndarray | None]:
-        """Plain, prior and least-squares b for the next step (the fit is None during the warm-up)."""
-        return [np.zeros(self.n_controls), self.b_prior, self._fitted()]
+        """Plain, prior(s) and least-squares b for the next step (the fit is None during the warm-up)."""
+        return [np.zeros(self.n_controls), *self._priors, self._fitted()]
 
     def _choice(self, candidates: list[np.ndarray | None]) -> int:
-        """Index of the candidate with the smallest past loss; on ties the plain mean, then the prior, then the fit."""
-        available = [j for j in (0, 1, 2) if candidates[j] is not None]
+        """Index of the candidate with the smallest past loss; on ties the plain mean, then the priors, then the fit."""
+        available = [j for j, c in enumerate(candidates) if c is not None]
         return min(available, key=lambda j: self._loss[j])
 
     @property
@@ -233,18 +237,25 @@ class Prequential:
         ybar: float,
         pred_item: np.ndarray,
         pred_sum: np.ndarray,
+        prob: float | None = None,
     ) -> None:
-        """One uniformly drawn item: its ``score``; the rest as they were just before the draw.
+        """One randomly drawn item: its ``score``; the rest as they were just before the draw.
 
         ``observed_sum`` S, ``n_unobserved`` U (the drawn item included), ``ybar`` ȳ,
         ``pred_item`` the control variates p_k of the drawn item (k,), ``pred_sum``
-        their sums Σ_{j∈U} p_k,j over the U unobserved items (k,).
+        their sums Σ_{j∈U} p_k,j over the U unobserved items (k,). ``prob``: the
+        probability with which the item was drawn, fixed before the draw (default
+        1/U, a uniform draw); the residual is then weighted by 1/(N·prob)
+        (inverse probability: T = (S + Σ_U ŝ)/N + (s_i − ŝ_i)/(N q_i), still
+        E[T | past] = R). With unequal probabilities only the "increments"
+        variance of :meth:`estimate` holds.
         """
         n_items, u = self.n_items, int(n_unobserved)
         pred_item = np.atleast_1d(np.asarray(pred_item, dtype=float))
         pred_sum = np.atleast_1d(np.asarray(pred_sum, dtype=float))
-        a = (observed_sum + u * ybar) / n_items + (u / n_items) * (score - ybar)
-        d = (pred_sum - u * ybar) / n_items - (u / n_items) * (pred_item - ybar)
+        inv = u if prob is None else 1.0 / float(prob)
+        a = (observed_sum + u * ybar) / n_items + (inv / n_items) * (score - ybar)
+        d = (pred_sum - u * ybar) / n_items - (inv / n_items) * (pred_item - ybar)
         cands = self._candidates()
         b = np.asarray(cands[self._choice(cands)])
         t = a + float(b @ d)
