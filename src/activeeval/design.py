@@ -26,7 +26,7 @@ import numpy as np
 
 __all__ = ["effective_sample_size", "wilson_bounds", "sampling_var_floor", "Prequential", "RidgeControl", "RIDGE_ALPHA"]
 
-#: Penalty of :class:`RidgeControl`: benchmark-prediction's AIPWPred (``Ridge(alpha=10)``), as the ``aipw-ridge`` peer.
+#: :class:`RidgeControl`'s penalty until it chooses one by leave-one-out error: AIPWPred's (``Ridge(alpha=10)``).
 RIDGE_ALPHA = 10.0
 #: Up to this many reference models the ridge keeps its K × K sums (primal); beyond, it solves in the items (dual).
 RIDGE_PRIMAL_MAX = 512
