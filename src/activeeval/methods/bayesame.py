@@ -351,6 +351,10 @@ class BayesAME(BatchSelection, BaseMethod):
         self.switch_until, self.tolerance, self.controls = switch_until, tolerance, controls
         _check_options(selection, extrapolation, n_pseudo, fit_items, fit_seed, warmup, switch_until, scale_prior,
                        tolerance)
+        if floor not in ("wilson", "effective"):
+            raise ConfigurationError(f"floor must be 'wilson' or 'effective', got {floor!r}")
+        if design_variance not in ("residuals", "increments"):
+            raise ConfigurationError(f"design_variance must be 'residuals' or 'increments', got {design_variance!r}")
         self.warmup = int(warmup)
         ref = self.reference
         width = _range_width(ref)
@@ -364,12 +368,7 @@ class BayesAME(BatchSelection, BaseMethod):
         self.extrapolation = extrapolation
         self.switch_until_ = int(switch_until) if switch_until is not None else max(50, self.n_items // 10)
         self.scale_prior = float(scale_prior)
-        if floor not in ("wilson", "effective"):
-            raise ConfigurationError(f"floor must be 'wilson' or 'effective', got {floor!r}")
-        self.floor = floor
-        if design_variance not in ("residuals", "increments"):
-            raise ConfigurationError(f"design_variance must be 'residuals' or 'increments', got {design_variance!r}")
-        self.design_variance = design_variance
+        self.floor, self.design_variance = floor, design_variance
         if tolerance is None:
             tolerance = 0.0 if ref.kind == "binary" else 1e-3 * width
         self.tolerance_ = float(tolerance)
