@@ -313,6 +313,41 @@ def test_a_target_above_every_reference_switches_to_the_design_based_estimate() 
     assert lo <= truth.mean() <= hi
 
 
+def test_items_scored_before_the_switch_keep_counting_in_the_ridge_control() -> None:
+    """The AIPW ridge control is fitted on every item scored, those chosen before the switch included, and a
+    target that is a combination of the references gets a far narrower design-based interval than the plain mean's."""
+    rng = np.random.default_rng(0)
+    ref = ScoreMatrix(rng.random((8, 400)) * 0.5, kind="continuous", score_range=(0.0, 1.0))  # references ~0.25
+    truth = 0.6 * (ref.scores[0] + ref.scores[1]) + 0.3 + 0.01 * rng.normal(size=400)  # above every one
+    sds = {}
+    for controls in ("none", "model+near+ridge"):
+        method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None, controls=controls,
+                          design_variance="increments", floor="effective")
+        run_fixed(method, truth, 40)
+        assert method.mode == "design" and method.switched_at >= 1
+        if controls != "none":
+            assert method._ridge is not None and method._ridge.count == 40  # the chosen items too
+        est = method.estimate()
+        assert abs(est.mean - truth.mean()) < 3 * est.std
+        sds[controls] = est.std
+    assert sds["model+near+ridge"] < 0.6 * sds["none"]
+
+
+def test_the_effective_floor_lowers_the_floor_by_what_the_controls_buy() -> None:
+    rng = np.random.default_rng(1)
+    ref = ScoreMatrix((rng.random((12, 500)) < 0.3).astype(float), kind="binary")
+    truth = np.maximum(ref.scores[0], ref.scores[1])  # a target the references predict, far above them
+    sds = {}
+    for floor in ("wilson", "effective"):
+        method = BayesAME(ref, seed=2, hyperparameters=FIT, calibration=None, controls="ridge", floor=floor)
+        run_fixed(method, truth, 60)
+        assert method.mode == "design"
+        sds[floor] = method.estimate().std
+        reduction = method._design.variance_reduction
+    assert reduction > 1.5
+    assert sds["effective"] < sds["wilson"]
+
+
 def test_independent_target_keeps_an_honest_interval() -> None:
     """References full of structure, a target that ignores it: no confident miss, RS-Mean-like accuracy."""
     rng = np.random.default_rng(11)
@@ -354,6 +389,48 @@ def test_prequential_terms_are_unbiased_given_the_past() -> None:
     assert np.mean(terms) == pytest.approx(pop.mean(), abs=1e-12)
 
 
+def test_prequential_terms_with_known_probabilities_are_unbiased_given_the_past() -> None:
+    """Unequal draw probabilities (inverse-probability weights): Σ_i q_i T_i = R exactly."""
+    rng = np.random.default_rng(2)
+    pop = rng.random(12)
+    observed = [0, 5]
+    unobs = [i for i in range(12) if i not in observed]
+    q = rng.random(len(unobs)) + 0.1
+    q /= q.sum()
+    pred = rng.random((12, 2))
+    s_obs, ybar = float(pop[observed].sum()), float(pop[observed].mean())
+    total = 0.0
+    for qi, i in zip(q, unobs):
+        p = Prequential(12, n_controls=2, b_prior=np.array([0.5, 1.2]))
+        p.add(pop[i], s_obs, len(unobs), ybar, pred[i], pred[unobs].sum(0), prob=qi)
+        total += qi * p.estimate(1.0)[0]
+    assert total == pytest.approx(pop.mean(), abs=1e-12)
+
+
+def test_sampled_selection_draws_with_known_probabilities_and_replays_exactly() -> None:
+    ref = binary_reference(10, 120, 3)
+    truth = (np.random.default_rng(4).random(120) < 0.6).astype(float)
+    method = BayesAME(ref, seed=5, hyperparameters=FIT, calibration=None, selection="sampled", controls="model+ridge")
+    assert method.regime == "design-based"
+    for _ in range(30):
+        q = method._sampling_probabilities()
+        free = ~method._observed
+        assert q.sum() == pytest.approx(1.0) and np.all(q[~free] == 0.0)
+        assert np.all(q[free] >= 0.5 * 0.5 / free.sum())  # at least half the uniform share
+        item = method.select()
+        method.observe(item, float(truth[item]))
+    est = method.estimate()
+    assert any(note.startswith("design-based by design") for note in est.notes)
+    replay = BayesAME(ref, seed=5, hyperparameters=FIT, calibration=None, selection="sampled", controls="model+ridge")
+    for item, score in zip(method.observed_items, method.observed_scores):
+        replay.observe(item, score)  # a session rebuilt from its journal: the probabilities are recomputed
+    assert replay.estimate().mean == est.mean and replay.estimate().var == est.var
+    with pytest.raises(ConfigurationError, match="selection='sampled' draws one item at a time"):
+        method.select_batch(2)
+    with pytest.raises(ConfigurationError, match="1 item\\(s\\) are pending"):
+        method.select_batch(1, exclude=[method.select()])
+
+
 def test_prequential_without_controls_is_the_sample_mean() -> None:
     rng = np.random.default_rng(1)
     pop = (rng.random(50) < 0.4).astype(float)
@@ -369,12 +446,14 @@ def test_prequential_without_controls_is_the_sample_mean() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"selection": "greedy"}, "selection must be 'auto', 'active' or 'random'"),
+        ({"selection": "greedy"}, "selection must be 'auto', 'active', 'random' or 'sampled'"),
         ({"extrapolation": "maybe"}, "extrapolation must be 'auto' or 'off'"),
         ({"n_pseudo": 0}, "n_pseudo must be an integer >= 1"),
         ({"switch_until": -1}, "switch_until must be a non-negative integer"),
         ({"scale_prior": 0}, "scale_prior must be a positive number"),
-        ({"controls": "model+gp"}, r"controls must be 'none' or some of model, near joined by '\+'"),
+        ({"floor": "none"}, "floor must be 'wilson' or 'effective'"),
+        ({"design_variance": "sample"}, "design_variance must be 'residuals' or 'increments'"),
+        ({"controls": "model+gp"}, r"controls must be 'none' or some of model, near, ridge joined by '\+'"),
         ({"calibration": 3}, "calibration must be 'auto', None, a Calibration or its dict"),
         ({"hyperparameters": {"alpha": 1.0, "beta": 1.0, "sigma2": 0.0, "tau0": 1.0, "tau1": 1.0}},
          "hyperparameters: sigma2 must be a positive number"),

@@ -99,3 +99,102 @@ def test_rs_mean_replay_keeps_the_floor() -> None:
     # the replay equals the step-by-step play, floor included (rtol: running sums vs np.var)
     assert vars_[0, 59] == pytest.approx(one.estimate().var, rel=1e-9)
     assert vars_[0, 59] > 0.0
+
+
+# ------------------------------------------------------------------ issue 25: the ridge control, the variance
+def _ridge_closed_form(x: np.ndarray, y: np.ndarray, alpha: float, x_all: np.ndarray) -> np.ndarray:
+    """min ‖y − b0 − Xβ‖² + α‖β‖² (intercept not penalised), predicted on ``x_all``."""
+    n, k = x.shape
+    design = np.hstack([np.ones((n, 1)), x])
+    penalty = alpha * np.eye(k + 1)
+    penalty[0, 0] = 0.0
+    coef = np.linalg.solve(design.T @ design + penalty, design.T @ y)
+    return coef[0] + x_all @ coef[1:]
+
+
+@pytest.mark.parametrize("primal_max", [512, 0])
+def test_ridge_control_is_the_ridge_with_an_intercept(monkeypatch: pytest.MonkeyPatch, primal_max: int) -> None:
+    """Primal (K × K sums) and dual (n × n Gram) both equal scikit-learn's Ridge(alpha) with an intercept, at the
+    α of the smallest leave-one-out error (n > K here with the primal, n < K with the dual)."""
+    import activeeval.design as design
+
+    monkeypatch.setattr(design, "RIDGE_PRIMAL_MAX", primal_max)
+    rng = np.random.default_rng(3)
+    features = rng.random((80, 15))
+    y = features @ rng.normal(size=15) + 0.1 * rng.normal(size=80)
+    ridge = design.RidgeControl(features, alpha=10.0)
+    items = rng.permutation(80)[:25]
+    assert np.all(ridge.predict() == 0.0)  # nothing scored: the plain mean of nothing
+    for t, i in enumerate(items):
+        ridge.add(int(i), float(y[i]))
+        if t == 0:
+            assert np.allclose(ridge.predict(), y[i])  # one item: its score everywhere
+    pred = ridge.predict()  # chooses α by leave-one-out error
+    want = _ridge_closed_form(features[items], y[items], ridge.alpha_, features)
+    assert np.allclose(pred, want, atol=1e-10)
+    # the choice is the brute-force leave-one-out argmin over the grid (relative to tr(X_cᵀX_c)/K)
+    x, yy = features[items], y[items]
+    scale = float(((x - x.mean(0)) ** 2).sum()) / x.shape[1]
+    loo = []
+    for rel in design.RIDGE_ALPHAS:
+        errs = [yy[j] - _ridge_closed_form(np.delete(x, j, 0), np.delete(yy, j), rel * scale, x[j : j + 1])[0]
+                for j in range(len(items))]
+        loo.append(float(np.sum(np.square(errs))))
+    assert ridge.alpha_ == pytest.approx(design.RIDGE_ALPHAS[int(np.argmin(loo))] * scale, rel=1e-12)
+
+
+def test_ridge_control_predictions_stay_in_the_score_range() -> None:
+    from activeeval.design import RidgeControl
+
+    rng = np.random.default_rng(4)
+    features = rng.random((40, 6))
+    ridge = RidgeControl(features, alpha=0.01, score_range=(0.0, 1.0))
+    for i in range(12):
+        ridge.add(i, float(features[i] @ np.full(6, 0.5) * 2.0))  # scores that run past 1
+    pred = ridge.predict()
+    assert pred.min() >= 0.0 and pred.max() <= 1.0
+
+
+def _prequential_run(pop: np.ndarray, order: np.ndarray, n: int, start: float, variance: str) -> tuple[float, float]:
+    from activeeval.design import Prequential
+
+    p = Prequential(pop.size, n_controls=0)
+    total = 0.0
+    for t, i in enumerate(order[:n]):
+        p.add(float(pop[i]), total, pop.size - t, total / t if t else start, np.zeros(0), np.zeros(0))
+        total += pop[i]
+    return p.estimate(1.0, variance=variance)
+
+
+def test_the_increments_variance_is_honest_and_leaves_out_the_first_predictions_bias() -> None:
+    """Over many random orders, the mean reported variance ≈ the estimates' real variance for "increments";
+    "residuals" also counts the bias of the first prediction (a start far from the scores) and overstates it."""
+    rng = np.random.default_rng(5)
+    pop = (rng.random(300) < 0.8).astype(float)
+    runs = {"increments": [], "residuals": []}
+    for rep in range(1500):
+        order = np.random.default_rng(rep).permutation(pop.size)
+        for variance, out in runs.items():
+            out.append(_prequential_run(pop, order, 20, 0.2, variance))
+    est = np.array([m for m, _ in runs["increments"]])
+    assert np.allclose(est, [m for m, _ in runs["residuals"]])  # the same estimate: only the variance differs
+    real = est.var()
+    inc = np.mean([v for _, v in runs["increments"]])
+    res = np.mean([v for _, v in runs["residuals"]])
+    assert 0.85 * real < inc < 1.15 * real
+    assert res > 1.2 * real
+
+
+def test_variance_reduction_is_measured_out_of_sample() -> None:
+    from activeeval.design import Prequential
+
+    rng = np.random.default_rng(6)
+    pop = rng.random(100)
+    for pred, low, high in ((pop, 10.0, np.inf), (rng.random(100), 0.0, 1.5)):
+        p = Prequential(100, n_controls=1, b_prior=np.ones(1))
+        total = 0.0
+        assert p.variance_reduction == 1.0
+        for t, i in enumerate(rng.permutation(100)[:30]):
+            p.add(float(pop[i]), total, 100 - t, total / t if t else 0.5, pred[i : i + 1], np.array([pred.sum()]))
+            total += pop[i]
+        assert low <= p.variance_reduction <= high  # a perfect control: only the first steps' residuals (before it won); a useless one: ≈ 1

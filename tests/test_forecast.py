@@ -79,6 +79,7 @@ def test_what_cannot_be_forecast() -> None:
     tiny = ScoreMatrix(np.array([[0, 1, 1, 0] * 5, [1, 1, 0, 0] * 5], dtype=float), ["a", "b"],
                        [f"q{i}" for i in range(20)])
     assert not supported(make_method("rs-mean", tiny))
+    assert not supported(BayesAME(tiny, seed=0, selection="sampled"))  # its estimate is never the model's
     with pytest.raises(ConfigurationError, match="needs at least 3 reference models; the reference has 2"):
         forecast_items(BayesAME(tiny, seed=0))
 

@@ -14,13 +14,26 @@ call them on whole trajectories).
   that were drawn uniformly at random, with a model's predictions as a
   control variate: what the default BayesAME reports once the references
   stop describing the target (docs/MATHS.md).
+* :class:`RidgeControl` — AIPW's item-level ridge prediction of the target's
+  score from the reference models' scores on the same item, fitted on every
+  item scored so far (random or chosen): a control variate for
+  :class:`Prequential` through which items scored before a switch keep counting.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["effective_sample_size", "wilson_bounds", "sampling_var_floor", "Prequential"]
+__all__ = ["effective_sample_size", "wilson_bounds", "sampling_var_floor", "Prequential", "RidgeControl", "RIDGE_ALPHA"]
+
+#: :class:`RidgeControl`'s penalty until it chooses one by leave-one-out error: AIPWPred's (``Ridge(alpha=10)``).
+RIDGE_ALPHA = 10.0
+#: Up to this many reference models the ridge keeps its K × K sums (primal); beyond, it solves in the items (dual).
+RIDGE_PRIMAL_MAX = 512
+#: The ridge control's penalties, relative to tr(X_cᵀ X_c)/K; the choice is by leave-one-out error.
+RIDGE_ALPHAS = tuple(float(a) for a in np.logspace(-3, 2, 11))
+#: Items before the ridge control chooses its penalty by leave-one-out error.
+RIDGE_CV_FROM = 5
 
 
 def effective_sample_size(n: np.ndarray | float, n_items: int) -> np.ndarray:
@@ -127,9 +140,9 @@ class Prequential:
     T = A + Σ_k b_k D_k, where A is the plain mean's term and each D_k has
     conditional mean 0, so any b fixed before the draw keeps T unbiased.
 
-    b is chosen before each draw, from past steps only, among three
-    candidates: 0 (the plain mean: RS-Mean exactly), ``b_prior`` (e.g. "take
-    the model's prediction as it is") and the least-squares fit of the past
+    b is chosen before each draw, from past steps only, among the
+    candidates 0 (the plain mean: RS-Mean exactly), ``b_prior`` (one or
+    several, e.g. "take the model's prediction as it is") and the least-squares fit of the past
     residuals of ȳ on the past x (the GREG estimator's coefficients; from
     ``warmup`` steps on) — whichever would have predicted the past drawn
     items best (the smallest sum of squared prediction errors, each made
@@ -141,8 +154,9 @@ class Prequential:
     The steps are averaged with weights w = 1 / (U (U − 1)), the inverse of
     T's conditional variance up to the residual variance σ_e²; the variance
     of the average is then σ_e² / (N² Σ w) = (1 − n/N) σ_e² / n for n steps
-    from the start, with σ_e² estimated by the mean squared residual. When
-    the last unobserved item is drawn (U = 1), T = R exactly.
+    from the start, with σ_e² estimated by the mean squared residual (or by
+    the spread of the steps: :meth:`estimate`). When the last unobserved item
+    is drawn (U = 1), T = R exactly.
 
     Parameters
     ----------
@@ -150,8 +164,9 @@ class Prequential:
         N.
     n_controls : int
         Number of control variates k.
-    b_prior : ndarray of shape (k,), optional
-        The second candidate (default 0, i.e. only the plain mean and the fit).
+    b_prior : ndarray of shape (k,) or (m, k), optional
+        The fixed candidate(s) besides the plain mean and the fit (default 0,
+        i.e. only those two).
     warmup : int
         Steps before the least-squares candidate is available.
     b_max : float
@@ -169,28 +184,32 @@ class Prequential:
         self.n_items = int(n_items)
         self.n_controls = int(n_controls)
         self.b_prior = np.zeros(self.n_controls) if b_prior is None else np.asarray(b_prior, dtype=float)
-        if self.b_prior.shape != (self.n_controls,):
-            raise ValueError(f"b_prior must have shape ({self.n_controls},), got {self.b_prior.shape}")
+        if self.b_prior.shape[-1:] != (self.n_controls,) or self.b_prior.ndim not in (1, 2):
+            raise ValueError(f"b_prior must have shape ({self.n_controls},) or (m, {self.n_controls}), "
+                             f"got {self.b_prior.shape}")
+        self._priors = list(np.atleast_2d(self.b_prior))
         self.warmup = int(warmup)
         self.b_max = float(b_max)
         self.count = 0
         self._sxx = np.zeros((self.n_controls, self.n_controls))
         self._sxy = np.zeros(self.n_controls)
         self._sw = self._swt = 0.0
+        self._steps = 0  # steps with U > 1 (those averaged)
+        self._t_mean = self._t_ss = 0.0  # weighted running mean of T and Σ w (T − T̄)², West's update
         self._se2 = 0.0
-        self._loss = np.zeros(3)  # past squared prediction errors of: plain, prior, fit
+        self._loss = np.zeros(2 + len(self._priors))  # past squared prediction errors of: plain, priors, fit
         self._exact: float | None = None
         self.low_seen = np.inf
         self.high_seen = -np.inf
         self._sum_scores = 0.0
 
     def _candidates(self) -> list[np.ndarray | None]:
-        """Plain, prior and least-squares b for the next step (the fit is None during the warm-up)."""
-        return [np.zeros(self.n_controls), self.b_prior, self._fitted()]
+        """Plain, prior(s) and least-squares b for the next step (the fit is None during the warm-up)."""
+        return [np.zeros(self.n_controls), *self._priors, self._fitted()]
 
     def _choice(self, candidates: list[np.ndarray | None]) -> int:
-        """Index of the candidate with the smallest past loss; on ties the plain mean, then the prior, then the fit."""
-        available = [j for j in (0, 1, 2) if candidates[j] is not None]
+        """Index of the candidate with the smallest past loss; on ties the plain mean, then the priors, then the fit."""
+        available = [j for j, c in enumerate(candidates) if c is not None]
         return min(available, key=lambda j: self._loss[j])
 
     @property
@@ -218,18 +237,25 @@ class Prequential:
         ybar: float,
         pred_item: np.ndarray,
         pred_sum: np.ndarray,
+        prob: float | None = None,
     ) -> None:
-        """One uniformly drawn item: its ``score``; the rest as they were just before the draw.
+        """One randomly drawn item: its ``score``; the rest as they were just before the draw.
 
         ``observed_sum`` S, ``n_unobserved`` U (the drawn item included), ``ybar`` ȳ,
         ``pred_item`` the control variates p_k of the drawn item (k,), ``pred_sum``
-        their sums Σ_{j∈U} p_k,j over the U unobserved items (k,).
+        their sums Σ_{j∈U} p_k,j over the U unobserved items (k,). ``prob``: the
+        probability with which the item was drawn, fixed before the draw (default
+        1/U, a uniform draw); the residual is then weighted by 1/(N·prob)
+        (inverse probability: T = (S + Σ_U ŝ)/N + (s_i − ŝ_i)/(N q_i), still
+        E[T | past] = R). With unequal probabilities only the "increments"
+        variance of :meth:`estimate` holds.
         """
         n_items, u = self.n_items, int(n_unobserved)
         pred_item = np.atleast_1d(np.asarray(pred_item, dtype=float))
         pred_sum = np.atleast_1d(np.asarray(pred_sum, dtype=float))
-        a = (observed_sum + u * ybar) / n_items + (u / n_items) * (score - ybar)
-        d = (pred_sum - u * ybar) / n_items - (u / n_items) * (pred_item - ybar)
+        inv = u if prob is None else 1.0 / float(prob)
+        a = (observed_sum + u * ybar) / n_items + (inv / n_items) * (score - ybar)
+        d = (pred_sum - u * ybar) / n_items - (inv / n_items) * (pred_item - ybar)
         cands = self._candidates()
         b = np.asarray(cands[self._choice(cands)])
         t = a + float(b @ d)
@@ -246,6 +272,10 @@ class Prequential:
             w = 1.0 / (u * (u - 1.0))
             self._sw += w
             self._swt += w * t
+            self._steps += 1
+            delta = t - self._t_mean
+            self._t_mean += (w / self._sw) * delta
+            self._t_ss += w * delta * (t - self._t_mean)
         else:
             self._exact = t
         self.count += 1
@@ -254,15 +284,164 @@ class Prequential:
         self._sum_scores += score
 
     @property
+    def variance_reduction(self) -> float:
+        """How much the control variates shrank the squared prediction errors, out of sample: Σ e_plain² / Σ e².
+
+        e_plain is each drawn item's error from the plain mean of the scores
+        before it, e its error from the prediction used at its step (made
+        before the draw). 1 before two steps; inf when every residual was 0.
+        """
+        if self.count < 2:
+            return 1.0
+        if self._se2 <= 0.0:
+            return np.inf if self._loss[0] > 0.0 else 1.0
+        return float(self._loss[0] / self._se2)
+
+    @property
     def mean_score(self) -> float:
         """Mean of the drawn items' scores."""
         return self._sum_scores / self.count if self.count else float("nan")
 
-    def estimate(self, fallback_var: float) -> tuple[float, float]:
-        """(R̂, Var R̂); σ_e² is ``fallback_var`` until 2 steps are known. Needs ≥ 1 step."""
+    def estimate(self, fallback_var: float, variance: str = "residuals") -> tuple[float, float]:
+        """(R̂, Var R̂); σ_e² is ``fallback_var`` until 2 steps are known. Needs ≥ 1 step.
+
+        ``variance`` says how σ_e² is estimated: "residuals", the mean squared
+        prediction error Σ e² / n; "increments", from the spread of the steps
+        themselves (the martingale CLT's estimate): with Var(T_t | past) =
+        σ_e² / (N² w_t), σ_e² = N² Σ w_t (T_t − T̄)² / (n − 1). The prediction
+        errors also hold the predictions' bias — (ȳ − the unobserved items'
+        mean)², large while ȳ rests on a few items — which T cancels
+        (a constant prediction drops out of T entirely); the increments' spread
+        does not count it.
+        """
         if self.count == 0:
             raise ValueError("no uniformly drawn item yet")
         if self._exact is not None:
             return float(self._exact), 0.0
-        sig2 = self._se2 / self.count if self.count >= 2 else fallback_var
+        if variance == "increments":
+            sig2 = self.n_items**2 * self._t_ss / (self._steps - 1) if self._steps >= 2 else fallback_var
+        else:
+            sig2 = self._se2 / self.count if self.count >= 2 else fallback_var
         return self._swt / self._sw, sig2 / (self.n_items**2 * self._sw)
+
+
+class RidgeControl:
+    """AIPW's ridge prediction of every item's score, refitted on each item scored.
+
+    The target's score on item i is regressed on the reference models' scores
+    on that item, x_i (K,), with an intercept and penalty α on the slopes (no
+    scaling, as scikit-learn's ``Ridge(alpha)`` and benchmark-prediction's
+    ``AIPWPred``): ŝ_j = ȳ + (x_j − x̄)ᵀ β, β = (X_cᵀ X_c + α I)⁻¹ X_cᵀ y_c over
+    the n items scored so far. Any item scored counts, however it was chosen:
+    a control variate of :class:`Prequential` only has to be fixed before the
+    draw it predicts, so items chosen actively before a switch to random
+    items keep counting through the fit.
+
+    α is chosen by leave-one-out error (closed form, from the hat matrix's
+    diagonal) on a grid ``RIDGE_ALPHAS`` × tr(X_cᵀ X_c)/K — relative to the
+    features' spread, so the same grid serves 0/1 and 0–100 scores — and
+    chosen again each time n has grown by a quarter (from ``RIDGE_CV_FROM``
+    items; ``alpha`` until then). A fixed α = 10 (AIPWPred's) shrinks a fit on
+    a few dozen items nearly to the plain mean. The fit is solved in the K
+    reference models while K ≤ ``RIDGE_PRIMAL_MAX`` (incremental K × K sums),
+    otherwise in the n items (their n × n Gram matrix).
+
+    Parameters
+    ----------
+    features : ndarray of shape (N, K)
+        The reference models' scores on each item.
+    alpha : float
+        Ridge penalty before the first leave-one-out choice.
+    score_range : (low, high), optional
+        Predictions are clipped to it.
+    """
+
+    def __init__(self, features: np.ndarray, alpha: float = RIDGE_ALPHA,
+                 score_range: tuple[float, float] | None = None) -> None:
+        self.features = np.asarray(features, dtype=float)
+        self.alpha_ = float(alpha)
+        self.score_range = score_range
+        k = self.features.shape[1]
+        self._sx = np.zeros(k)
+        self._sxx = np.zeros((k, k)) if k <= RIDGE_PRIMAL_MAX else None
+        self._sxy = np.zeros(k)
+        self._sy = 0.0
+        self._items: list[int] = []
+        self._y: list[float] = []
+        self._cv_at = 0  # n at the last leave-one-out choice of α
+
+    @property
+    def count(self) -> int:
+        return len(self._items)
+
+    def add(self, item: int, score: float) -> None:
+        """Record the target's ``score`` on ``item``."""
+        x = self.features[item]
+        self._sx += x
+        if self._sxx is not None:
+            self._sxx += np.outer(x, x)
+        self._sxy += score * x
+        self._sy += score
+        self._items.append(int(item))
+        self._y.append(float(score))
+
+    def _choose_alpha(self, xc: np.ndarray, yc: np.ndarray) -> float:
+        """The grid's α with the smallest leave-one-out squared error of the centred fit (with its intercept)."""
+        n, k = xc.shape
+        scale = float(np.einsum("ij,ij->", xc, xc)) / k
+        if scale <= 0.0:
+            return self.alpha_
+        if n <= k:  # the Gram matrix of the items: X_c X_cᵀ = U diag(e) Uᵀ
+            e, u = np.linalg.eigh(xc @ xc.T)
+            proj, u2 = u.T @ yc, u * u
+        else:  # the references': X_cᵀ X_c = V diag(d) Vᵀ, Z = X_c V; the same hat matrix in its terms
+            d, v = np.linalg.eigh(xc.T @ xc)
+            z = xc @ v
+            zy, z2 = z.T @ yc, z * z
+        best, best_err = self.alpha_, np.inf
+        for rel in RIDGE_ALPHAS:
+            a = rel * scale
+            if n <= k:
+                e_pos = np.maximum(e, 0.0)
+                shrink = e_pos / (e_pos + a)
+                fitted, lever = u @ (shrink * proj), u2 @ shrink
+            else:
+                inv = 1.0 / (np.maximum(d, 0.0) + a)
+                fitted, lever = z @ (inv * zy), z2 @ inv
+            h = 1.0 / n + lever
+            loo = (yc - fitted) / np.maximum(1.0 - h, 1e-12)
+            err = float(loo @ loo)
+            if err < best_err:
+                best, best_err = a, err
+        return best
+
+    def coefficients(self) -> tuple[float, np.ndarray, np.ndarray]:
+        """(ȳ, x̄, β) of the current fit; β = 0 before two items."""
+        n, k = self.count, self.features.shape[1]
+        if n == 0:
+            return 0.0, np.zeros(k), np.zeros(k)
+        xbar, ybar = self._sx / n, self._sy / n
+        if n < 2:
+            return ybar, xbar, np.zeros(k)
+        xc = yc = None
+        if n >= RIDGE_CV_FROM and n >= 1.25 * self._cv_at:
+            xc, yc = self.features[self._items] - xbar, np.asarray(self._y) - ybar
+            self.alpha_ = self._choose_alpha(xc, yc)
+            self._cv_at = n
+        if self._sxx is not None:
+            gram = self._sxx - n * np.outer(xbar, xbar)
+            rhs = self._sxy - n * ybar * xbar
+            beta = np.linalg.solve(gram + self.alpha_ * np.eye(k), rhs)
+        else:  # the dual: β = X_cᵀ (X_c X_cᵀ + α I)⁻¹ y_c
+            if xc is None:
+                xc, yc = self.features[self._items] - xbar, np.asarray(self._y) - ybar
+            beta = xc.T @ np.linalg.solve(xc @ xc.T + self.alpha_ * np.eye(n), yc)
+        return ybar, xbar, beta
+
+    def predict(self) -> np.ndarray:
+        """ŝ for every item (N,), clipped to the score range; the plain mean before two items."""
+        ybar, xbar, beta = self.coefficients()
+        pred = ybar + (self.features - xbar) @ beta
+        if self.score_range is not None:
+            pred = np.clip(pred, *self.score_range)
+        return pred

@@ -110,10 +110,11 @@ class Forecast:
 
 
 def supported(method: Any) -> bool:
-    """Whether :func:`forecast_items` can forecast ``method`` (a BayesAME method)."""
+    """Whether :func:`forecast_items` can forecast ``method`` (a BayesAME method; not ``selection="sampled"``,
+    whose estimate is never the model's that the forecast plays)."""
     from activeeval.methods.bayesame import BayesAME
 
-    return isinstance(method, BayesAME)
+    return isinstance(method, BayesAME) and method.selection != "sampled"
 
 
 def break_even(n_models: int, n_items: int, adaptive: float) -> int | None:
@@ -159,7 +160,7 @@ def forecast_items(
     """
     if not supported(method):
         raise ConfigurationError(f"no cost forecast for method {getattr(method, 'name', method)!r}; forecasts are "
-                                 "made for bayesame (and bayesame-rs)")
+                                 "made for bayesame (and bayesame-rs), except with selection='sampled'")
     ref = method.reference
     k_refs = ref.n_models
     groups = [g for g in _folds(k_refs, method.seed_) if g.size and k_refs - g.size >= 2]

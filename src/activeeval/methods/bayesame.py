@@ -39,7 +39,7 @@ import numpy as np
 
 from activeeval._cache import ReferenceCache
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.design import Prequential, sampling_var_floor
+from activeeval.design import Prequential, RidgeControl, sampling_var_floor
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import BucketPosterior, LeaveOneOutNLML, LevelKernel, bucketize, sq_dists
 from activeeval.methods._batch import BatchSelection
@@ -62,6 +62,11 @@ WARMUP = 0
 #: Above this interval scale (the target's scores vary that much more than the model expects) the
 #: model is taken not to describe the target: switch to the design-based estimate (see ``extrapolation``).
 SCALE_SWITCH = 4.0
+#: Share of the uniform draw in ``selection="sampled"``'s probabilities (the rest follows the predictive sd):
+#: no item's weight 1/(N q) exceeds U/(N λ), however confident the model.
+SAMPLED_UNIFORM = 0.5
+#: Largest variance reduction by which ``floor="effective"`` lowers the design-based interval's floor.
+FLOOR_GAIN_MAX = 4.0
 
 
 @dataclass(frozen=True)
@@ -233,13 +238,20 @@ class BayesAME(BatchSelection, BaseMethod):
         Reference models' per-item scores (models x items).
     seed, missing
         See :class:`~activeeval.methods.base.BaseMethod`.
-    selection : {"auto", "active", "random"}
+    selection : {"auto", "active", "random", "sampled"}
         "auto": information gain (Eq. 6) while the model describes the target,
         uniform random once the target is found outside the references' range
         (see ``extrapolation``). "active": information gain always (no
         design-based switch). "random": uniform random throughout
         (``bayesame-rs``); every item then enters the design-based estimate
-        should the target be found outside the range.
+        should the target be found outside the range. "sampled" (validity by
+        design, issue 25): every item drawn at random with a known probability
+        that follows the model's predictive sd of its score (half of it
+        uniform, ``SAMPLED_UNIFORM``), and the estimate is always the
+        design-based one with inverse-probability weights around the controls'
+        prediction — unbiased whatever the model, with the martingale CLT's
+        interval; no calibration and no switch. One item at a time: it refuses
+        to hand out an item while another is pending.
     extrapolation : {"auto", "off"}
         "auto": switch to random items and the design-based estimate when the
         references do not describe the target, at any n up to ``switch_until``:
@@ -276,13 +288,32 @@ class BayesAME(BatchSelection, BaseMethod):
     controls : str
         Control variates of the design-based estimate, joined by "+":
         "model" (the posterior mean of each item, clipped to the score range)
-        and "near" (each item's mean score over the 10 % of references whose
-        full score is nearest the current estimate); "none" (or None) for the plain mean.
+        "near" (each item's mean score over the 10 % of references whose
+        full score is nearest the current estimate) and "ridge" (AIPW's ridge
+        regression of the target's scores on the references' scores of the same
+        items, fitted on every item scored so far, those chosen before a switch
+        included; :class:`~activeeval.design.RidgeControl`); "none" (or None) for the plain mean.
+        With "ridge", each control taken as it is is also a candidate coefficient
+        (:class:`~activeeval.design.Prequential`'s ``b_prior``).
     warmup : int
         Draw the first ``warmup`` items at random (default 0): they enter the
         design-based estimate if the target is found outside the references
         (most such targets are found within 10 items, and their first items
         then count instead of being set aside); docs/MATHS.md.
+    floor : {"wilson", "effective"}
+        The design-based interval's floor: "wilson" (default) that of the plain
+        mean of the random items (:func:`~activeeval.design.sampling_var_floor`);
+        "effective" that floor divided by the variance reduction the control
+        variates achieved on the random items, out of sample
+        (:attr:`~activeeval.design.Prequential.variance_reduction`, at most
+        ``FLOOR_GAIN_MAX``): a floor a plain mean needs does not cap what the
+        controls buy.
+    design_variance : {"residuals", "increments"}
+        How the design-based estimate's residual variance is estimated
+        (:meth:`~activeeval.design.Prequential.estimate`): "residuals"
+        (default), the mean squared prediction error; "increments", the spread
+        of the prequential steps (the martingale CLT's), which leaves out the
+        early predictions' bias that the estimate itself cancels.
     tolerance : float, optional
         Rounding tolerance for bucketing continuous scores (default 1e-3 of the range).
     cache_mb : float
@@ -306,7 +337,7 @@ class BayesAME(BatchSelection, BaseMethod):
         *,
         seed: SeedLike = None,
         missing: str = "models",
-        selection: Literal["auto", "active", "random"] = "auto",
+        selection: Literal["auto", "active", "random", "sampled"] = "auto",
         extrapolation: Literal["auto", "off"] = "auto",
         switch_until: int | None = None,
         hyperparameters: ReferenceFit | Mapping[str, Any] | None = None,
@@ -320,6 +351,8 @@ class BayesAME(BatchSelection, BaseMethod):
         scale_prior: float = SCALE_PRIOR,
         controls: str | None = "model+near",
         warmup: int = WARMUP,
+        floor: Literal["wilson", "effective"] = "wilson",
+        design_variance: Literal["residuals", "increments"] = "residuals",
         tolerance: float | None = None,
         cache_mb: float = 256.0,
         batch_strategy: str = "greedy",
@@ -332,6 +365,10 @@ class BayesAME(BatchSelection, BaseMethod):
         self.switch_until, self.tolerance, self.controls = switch_until, tolerance, controls
         _check_options(selection, extrapolation, n_pseudo, fit_items, fit_seed, warmup, switch_until, scale_prior,
                        tolerance)
+        if floor not in ("wilson", "effective"):
+            raise ConfigurationError(f"floor must be 'wilson' or 'effective', got {floor!r}")
+        if design_variance not in ("residuals", "increments"):
+            raise ConfigurationError(f"design_variance must be 'residuals' or 'increments', got {design_variance!r}")
         self.warmup = int(warmup)
         ref = self.reference
         width = _range_width(ref)
@@ -345,6 +382,7 @@ class BayesAME(BatchSelection, BaseMethod):
         self.extrapolation = extrapolation
         self.switch_until_ = int(switch_until) if switch_until is not None else max(50, self.n_items // 10)
         self.scale_prior = float(scale_prior)
+        self.floor, self.design_variance = floor, design_variance
         if tolerance is None:
             tolerance = 0.0 if ref.kind == "binary" else 1e-3 * width
         self.tolerance_ = float(tolerance)
@@ -378,8 +416,14 @@ class BayesAME(BatchSelection, BaseMethod):
         self.mode = "model"
         self.switched_at: int | None = None
         self.switch_reason: str | None = None
+        if selection == "sampled":  # design-based from the first item
+            self.mode, self.switched_at, self.switch_reason = "design", 0, "sampled"
         self.controls_ = _parse_controls(controls)
-        self._design = Prequential(self.n_items, n_controls=len(self.controls_))
+        # with the ridge (issue 25), each control taken as it is (AIPW's b = 1) is a candidate from the first
+        # random item on; without it, the plain mean and the least-squares fit only, as before
+        b_prior = np.eye(len(self.controls_)) if "ridge" in self.controls_ else None
+        self._design = Prequential(self.n_items, n_controls=len(self.controls_), b_prior=b_prior)
+        self._ridge: RidgeControl | None = None
         self._order: np.ndarray | None = None
         self._ref_full = full
         self._n_near = max(3, int(round(0.1 * ref.n_models)))
@@ -482,9 +526,39 @@ class BayesAME(BatchSelection, BaseMethod):
         return [int(i) for i in free[:k]]
 
     def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
+        if self.selection == "sampled":
+            pending = sum(1 for i in exclude if not self._observed[i])
+            if k > 1 or pending:
+                raise ConfigurationError(
+                    f"selection='sampled' draws one item at a time with a probability it must know when the score "
+                    f"comes back; {pending} item(s) are pending and {k} were asked for: record the pending score "
+                    "first and ask for one item, or use selection='auto'"
+                )
+            return [int(rng.choice(self.n_items, p=self._sampling_probabilities()))]
         if self.random_items:
             return self._random_items(k, exclude)
         return self._batch_select(rng, k, exclude, self._greedy)
+
+    def _sampling_probabilities(self) -> np.ndarray:
+        """Each item's probability of being drawn next (N,): 0 if observed, else
+        λ/U + (1 − λ) sd_i / Σ_U sd, sd_i the model's predictive sd of item i's score, λ = ``SAMPLED_UNIFORM``.
+
+        A function of the observed items alone (the posterior's covariance does
+        not depend on the scores), so the probability of an item is known again
+        when its score is recorded, and when a session replays its journal.
+        """
+        post = self.posterior
+        sd = np.sqrt(np.maximum(post.diag, 0.0) + post.noise)[self.buckets.of_item]
+        free = ~self._observed
+        sd[~free] = 0.0
+        n_free = int(free.sum())
+        total = float(sd.sum())
+        q = np.where(free, SAMPLED_UNIFORM / n_free, 0.0)
+        if total > 0.0:
+            q += (1.0 - SAMPLED_UNIFORM) * sd / total
+        else:
+            q = np.where(free, 1.0 / n_free, 0.0)
+        return q / q.sum()
 
     def _greedy(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> list[int]:
         """k items greedily: condition on each chosen (and pending) item, take the next argmax of Eq. 6."""
@@ -523,15 +597,18 @@ class BayesAME(BatchSelection, BaseMethod):
     def _update(self, item: int, score: float) -> None:
         b = int(self.buckets.of_item[item])
         post = self.posterior
-        if self.random_items:  # a uniform draw: it enters the design-based estimate
+        if self.random_items or self.selection == "sampled":  # a random draw: it enters the design-based estimate
+            prob = float(self._sampling_probabilities()[item]) if self.selection == "sampled" else None
             n = self.n_observed
             ybar = self._sum_obs / n if n else float(self._ref_full.mean())
             preds = self._control_predictions()
             unobserved = ~self._observed
             self._design.add(
                 score, self._sum_obs, self.n_items - n, ybar,
-                np.array([p[item] for p in preds]), np.array([float(p[unobserved].sum()) for p in preds]),
+                np.array([p[item] for p in preds]), np.array([float(p[unobserved].sum()) for p in preds]), prob,
             )
+        if self._ridge is not None:
+            self._ridge.add(item, score)
         col = self.reference.scores[:, item]
         self._ref_sum += col
         self._ref_cross += score * col
@@ -551,9 +628,19 @@ class BayesAME(BatchSelection, BaseMethod):
                 if self.reference.score_range is not None:
                     pred = np.clip(pred, *self.reference.score_range)
                 out.append(pred)
+            elif name == "ridge":
+                out.append(self._ridge_control().predict())
             else:
                 out.append(self._near_reference_mean())
         return out
+
+    def _ridge_control(self) -> RidgeControl:
+        """The AIPW ridge control, made when first needed from every item scored so far (chosen or random)."""
+        if self._ridge is None:
+            self._ridge = RidgeControl(self.reference.scores.T, score_range=self.reference.score_range)
+            for item, score in zip(self.observed_items, self.observed_scores):
+                self._ridge.add(item, score)
+        return self._ridge
 
     def _near_reference_mean(self) -> np.ndarray:
         """Per item, the mean score of the references whose full score is nearest the current estimate (N,).
@@ -566,7 +653,7 @@ class BayesAME(BatchSelection, BaseMethod):
         return self.reference.scores[nearest].mean(0)
 
     def _after_observe(self) -> None:
-        if self.mode != "model" or self.extrapolation == "off" or self.selection == "active":
+        if self.mode != "model" or self.extrapolation == "off" or self.selection in ("active", "sampled"):
             return
         if self.n_observed > self.switch_until_ or self.n_observed >= self.n_items:
             return
@@ -617,13 +704,16 @@ class BayesAME(BatchSelection, BaseMethod):
         floored = False
         if self.mode == "design" and self._design.count > 0:
             u_frac = (n_items - self.n_observed) / n_items
-            mean, var = self._design.estimate(fallback_var=self._worst_var)
+            variance = "increments" if self.selection == "sampled" else self.design_variance  # unequal weights
+            mean, var = self._design.estimate(fallback_var=self._worst_var, variance=variance)
             floor = float(
                 sampling_var_floor(
                     self._design.mean_score, self._design.low_seen, self._design.high_seen, self._design.count,
                     n_items, self.reference.score_range, self.reference.kind == "binary",
                 )
             ) * u_frac * u_frac
+            if self.floor == "effective":
+                floor /= min(max(self._design.variance_reduction, 1.0), FLOOR_GAIN_MAX)
             floored = floor > var
             var = max(var, floor)
         elif self.mode == "design":
@@ -632,7 +722,13 @@ class BayesAME(BatchSelection, BaseMethod):
             var = max(var, self._worst_var * u_frac * u_frac)  # no random item yet
         else:
             mean, var = self._model_estimate()
-        if self.mode == "design":
+        if self.switch_reason == "sampled":
+            notes.append(
+                f"design-based by design: items are drawn at random with known probabilities (following the "
+                f"model's predictive spread), and the interval rests on those {self._design.count} item(s), "
+                "weighted by the inverse of their probabilities, not on the references' calibration"
+            )
+        elif self.mode == "design":
             lo, hi = self.reference_range
             why = (
                 f"the target is outside the references' score range [{lo:.3g}, {hi:.3g}]"
@@ -690,8 +786,8 @@ class BayesAME(BatchSelection, BaseMethod):
 def _check_options(selection: str, extrapolation: str, n_pseudo: int, fit_items: int, fit_seed: int, warmup: int,
                    switch_until: int | None, scale_prior: float, tolerance: float | None) -> None:
     """BayesAME's option values, each refused with what it must be."""
-    if selection not in ("auto", "active", "random"):
-        raise ConfigurationError(f"selection must be 'auto', 'active' or 'random', got {selection!r}")
+    if selection not in ("auto", "active", "random", "sampled"):
+        raise ConfigurationError(f"selection must be 'auto', 'active', 'random' or 'sampled', got {selection!r}")
     if extrapolation not in ("auto", "off"):
         raise ConfigurationError(f"extrapolation must be 'auto' or 'off', got {extrapolation!r}")
     for label, value, low in (("n_pseudo", n_pseudo, 1), ("fit_items", fit_items, 2), ("fit_seed", fit_seed, 0)):
@@ -748,7 +844,7 @@ def _resolve_calibration(ref: ScoreMatrix, fit: ReferenceFit,
 
 def _parse_controls(controls: str | None) -> tuple[str, ...]:
     """``"model+near"`` → ("model", "near"); "none" or None → ()."""
-    known = ("model", "near")
+    known = ("model", "near", "ridge")
     parts = ["none"] if controls is None else [c.strip() for c in str(controls).split("+")]
     out = () if parts == ["none"] else tuple(parts)
     if any(c not in known for c in out) or len(set(out)) != len(out):
