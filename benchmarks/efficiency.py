@@ -113,11 +113,28 @@ def shape_of(dataset: str, targets: int | None, seeds: int | None) -> tuple[int,
     return targets or t, seeds or s
 
 
+def code_fingerprint() -> str:
+    """A hash of the installed activeeval's source: a cached cell records the code that computed it."""
+    import activeeval
+
+    root = Path(activeeval.__file__).parent
+    digest = hashlib.sha256()
+    for f in sorted(root.rglob("*.py")):
+        digest.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def run_cell(dataset: str, regime: str, draw: int, method: str, targets: int, seeds: int, workers: int,
-             out: Path) -> dict:
+             out: Path, recompute: bool = False) -> dict:
     path = out / f"{dataset}_{regime}_d{draw}_{targets}x{seeds}_{key_of(method)}.json"
-    if path.exists():
-        return json.loads(path.read_text())
+    if path.exists() and not recompute:
+        record = json.loads(path.read_text())
+        if record.get("code") != code_fingerprint():
+            # the key is the method's spec alone, so a cell computed before a code change is found too: say so
+            print(f"efficiency: {path.name} was computed by other activeeval code (code "
+                  f"{record.get('code', 'not recorded')}); shown as cached — pass --recompute to run it again",
+                  file=sys.stderr)
+        return record
     matrix = datasets.load(dataset)
     config = BacktestConfig(methods=(method,), regime=regime, n_targets=targets, n_seeds=seeds, split_seed=draw,
                             root_seed=draw)
@@ -129,7 +146,7 @@ def run_cell(dataset: str, regime: str, draw: int, method: str, targets: int, se
     record = {
         "dataset": dataset, "regime": regime, "draw": draw, "method": method, "targets": targets, "seeds": seeds,
         "n_items": result.n_items, "n_refs": int(np.median(result.reference_sizes)) if result.reference_sizes else 0,
-        "wall_s": time.perf_counter() - start, "cells": run_records(result, method),
+        "wall_s": time.perf_counter() - start, "cells": run_records(result, method), "code": code_fingerprint(),
     }
     out.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -141,6 +158,7 @@ def run_cell(dataset: str, regime: str, draw: int, method: str, targets: int, se
 def summarise(cell: dict) -> dict:
     cov = np.asarray(cell["covered"], float)
     ess = np.asarray(cell["ess"], float)
+    ess[ess >= 1e300] = np.inf  # stored as 1e300 (JSON has no infinity): a reported variance of 0
     return {"cov": float(cov.mean()), "ess": float(np.median(ess)), "below1": float((ess < 1).mean()),
             "mae": float(np.mean(cell["abs_err"]) * 100), "n": float(np.mean(cell["n"])), "runs": int(cov.size)}
 
@@ -225,6 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", default="benchmarks/results/efficiency")
     parser.add_argument("--report-only", action="store_true", help="print the table of what --out holds")
+    parser.add_argument("--recompute", action="store_true",
+                        help="run the cells again even where --out holds them (after a code change)")
     parser.add_argument("--smoke", action="store_true", help="a few seconds: mmlu, 2 targets, 1 seed, a temp --out")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -246,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
                     if path.exists():
                         records.append(json.loads(path.read_text()))
                     continue
-                rec = run_cell(dataset, regime, args.draw, method, targets, seeds, args.workers, out)
+                rec = run_cell(dataset, regime, args.draw, method, targets, seeds, args.workers, out, args.recompute)
                 records.append(rec)
                 print(f"# {dataset} {regime} {method}: {rec['wall_s']:.0f} s", file=sys.stderr, flush=True)
     print(f"efficiency: 50 % references, draw {args.draw}; wall {time.perf_counter() - start:.0f} s")
