@@ -114,14 +114,10 @@ def shape_of(dataset: str, targets: int | None, seeds: int | None) -> tuple[int,
 
 
 def code_fingerprint() -> str:
-    """A hash of the installed activeeval's source: a cached cell records the code that computed it."""
-    import activeeval
+    """The installed activeeval's source hash (the user cache's): a cached cell records the code that computed it."""
+    from activeeval.user_cache import code_fingerprint as package_hash
 
-    root = Path(activeeval.__file__).parent
-    digest = hashlib.sha256()
-    for f in sorted(root.rglob("*.py")):
-        digest.update(str(f.relative_to(root)).encode() + b"\0" + f.read_bytes())
-    return digest.hexdigest()[:12]
+    return package_hash()[:12]
 
 
 def run_cell(dataset: str, regime: str, draw: int, method: str, targets: int, seeds: int, workers: int,
