@@ -28,7 +28,7 @@ import numpy as np
 
 from activeeval.batch import check_strategy
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError, InvalidScoresError
+from activeeval.exceptions import ConfigurationError
 
 __all__ = [
     "REGIMES",
@@ -211,12 +211,3 @@ def method_seed(root_seed: int, seed_index: int, target_index: int) -> int:
     """The ``seed`` given to every method for (seed, target): common random numbers across methods."""
     seq = np.random.SeedSequence([root_seed, seed_index, target_index, 0x7A6])
     return int(seq.generate_state(1, np.uint64)[0] >> 1)  # a non-negative int64
-
-
-def check_matrix(matrix: ScoreMatrix) -> None:
-    """A backtest needs scores for every (model, item) of the targets; raise if none are complete."""
-    if (~np.isnan(matrix.scores).any(axis=1)).sum() < 3:
-        raise InvalidScoresError(
-            f"{matrix.name or 'the dataset'} has fewer than 3 models with complete scores; a backtest needs "
-            "complete targets and at least 2 references"
-        )

@@ -322,7 +322,7 @@ def log_likelihood(
     if likelihood == "normal":
         mu = response_mean(theta, b)
         # The floor keeps the log finite where μ(1−μ) underflows at the grid's edge.
-        var = np.maximum(k * mu * (1.0 - mu), 1e-300)
+        var = np.maximum(response_var(mu, k), 1e-300)
         return -0.5 * (np.log(2.0 * np.pi * var) + (x - mu) ** 2 / var)
     raise ConfigurationError(f"likelihood must be 'quasi' or 'normal', got {likelihood!r}")
 
@@ -755,7 +755,7 @@ class Calibration:
     def item_var(self, mu: np.ndarray, items: np.ndarray | slice | int = slice(None)) -> np.ndarray:
         """Variance of the scaled score of ``items`` around their mean μ: k·μ(1−μ) or s_i²."""
         if self.noise is None:
-            return self.k * mu * (1.0 - mu)
+            return response_var(mu, self.k)
         return np.broadcast_to(self.noise[items], np.shape(mu))
 
     @property
