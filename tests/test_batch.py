@@ -37,7 +37,7 @@ from activeeval.batch import (
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.bayesame import BayesAME
 from activeeval.methods.bayesame_paper import BayesAMEPaper
-from activeeval.testing import batch_beta_dense, item_covariance
+from dense_formulas import batch_beta_dense, item_covariance
 
 # Relative tolerance of β against the dense formulas: the incremental posterior (rank-one updates) and a
 # dense solve differ by round-off, ~1e-12 relative on these well-conditioned problems; 1e-8 leaves room

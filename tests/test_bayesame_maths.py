@@ -22,7 +22,7 @@ from activeeval.gaussian import (
     se_kernel,
     sq_dists,
 )
-from activeeval.testing import posterior_bucket_form, posterior_item_form
+from dense_formulas import posterior_bucket_form, posterior_item_form
 
 # Round-off tolerance: the incremental (Kalman) updates and the batch Cholesky
 # solves accumulate different rounding; 1e-8 absolute is far below any

@@ -22,7 +22,7 @@ from activeeval.logit import (
     moderated_slope,
 )
 from activeeval.methods.bayesame_paper import BayesAMEPaper, weights_from_mapping
-from activeeval.testing import posterior_item_form
+from dense_formulas import posterior_item_form
 
 
 def continuous_reference(center: float, spread: float, n_models: int = 6, n_items: int = 40,

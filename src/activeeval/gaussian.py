@@ -9,7 +9,7 @@ What the methods run: the posterior state :class:`BucketPosterior` (one
 rank-one update, :func:`condition_covariance`, for observed and pending
 items alike), the kernels (:mod:`activeeval.kernels`) and the NLML
 objectives. The dense batch formulas the incremental updates are tested
-against (Eq. 7, Eq. 8) are in :mod:`activeeval.testing`.
+against (Eq. 7, Eq. 8) are in the tests (``tests/dense_formulas.py``).
 """
 
 from __future__ import annotations
