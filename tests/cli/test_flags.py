@@ -8,6 +8,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -309,13 +310,12 @@ def test_version_and_short_help() -> None:
 
 
 def _all_help() -> dict[str, str]:
-    import click
     import typer.main
 
     out = {}
     root = typer.main.get_command(app)
 
-    def walk(cmd: click.Command, path: list[str]) -> None:
+    def walk(cmd: Any, path: list[str]) -> None:  # a click command (click comes with Typer; we do not import it)
         out[" ".join(path) or "activeeval"] = invoke(*path, "--help").stdout
         for name, sub in getattr(cmd, "commands", {}).items():
             walk(sub, [*path, name])
