@@ -22,7 +22,7 @@ from activeeval.session import Session
 runner = CliRunner()
 
 
-def invoke(*args: object):  # noqa: ANN201
+def invoke(*args: object):
     return runner.invoke(app, [str(a) for a in args])
 
 
@@ -231,7 +231,7 @@ def test_without_matplotlib_the_report_has_its_chart_and_a_backtest_its_results(
     invoke("session", "new", f, "--reference", chrf_file, "--score-range", 0, 100, "--seed", 0, "--label", "my/model")
     real_import = builtins.__import__
 
-    def no_matplotlib(name, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def no_matplotlib(name, *args, **kwargs):
         if name == "matplotlib" or name.startswith("matplotlib."):
             raise ImportError("No module named 'matplotlib'")
         return real_import(name, *args, **kwargs)

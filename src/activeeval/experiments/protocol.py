@@ -31,14 +31,14 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 
 __all__ = [
-    "REGIMES",
     "EPSILON2_SWEEP",
-    "Split",
+    "REGIMES",
     "BacktestConfig",
+    "Split",
     "drop_twins",
     "make_split",
-    "sample_references",
     "method_seed",
+    "sample_references",
 ]
 
 REGIMES = ("interpolation", "extrapolation")
@@ -188,7 +188,7 @@ def make_split(
     return Split(regime, tuple(targets), tuple(pool), tuple(discarded), tuple(twins))
 
 
-def drop_twins(matrix: ScoreMatrix, targets, pool) -> tuple[list[str], list[str]]:  # noqa: ANN001
+def drop_twins(matrix: ScoreMatrix, targets, pool) -> tuple[list[str], list[str]]:
     """The pool without the exact twins of a target (models whose score row equals a target's), and the twins."""
     target_rows = {matrix.model_scores(t).tobytes() for t in targets}
     twins = [m for m in pool if matrix.model_scores(m).tobytes() in target_rows]

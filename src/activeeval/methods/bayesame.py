@@ -822,7 +822,8 @@ def _resolve_fit(ref: ScoreMatrix, hyperparameters: ReferenceFit | Mapping[str, 
 
 
 def _resolve_calibration(ref: ScoreMatrix, fit: ReferenceFit,
-                         calibration: Calibration | Mapping[str, Any] | str | None, warmup: int = WARMUP) -> Calibration:
+                         calibration: Calibration | Mapping[str, Any] | str | None,
+                         warmup: int = WARMUP) -> Calibration:
     """"auto": measured on ``ref``'s pseudo-targets (cached; they start with ``warmup`` random items, as the method
     does); None: factor 1; else the given one (or its dict)."""
     if isinstance(calibration, str) and calibration == "auto":
@@ -1070,7 +1071,8 @@ def _model_based_errors(
         # as a single run selects: its random start, then Eq. 6 (the shared pass observes nothing through the
         # method, whose own count, and so its `random_items`, stays at 0)
         rng = np.random.default_rng([method.seed_, n - 1])
-        (item,) = method._random_items(1, ()) if n <= method.warmup else method._batch_select(rng, 1, (), method._greedy)
+        (item,) = (method._random_items(1, ()) if n <= method.warmup
+                   else method._batch_select(rng, 1, (), method._greedy))
         b = int(method.buckets.of_item[item])
         innovation, d = post.observe(b, truths[:, item])
         if n - 1 >= SCALE_SKIP:
@@ -1112,7 +1114,7 @@ STORE_FORMAT = 1
 _JSON_TYPES = {"float": (int, float), "int": (int,), "bool": (bool,), "tuple[float, ...]": (list,)}
 
 
-def _stored(kind: str, cls: type, parts: tuple, compute):  # noqa: ANN001, ANN202 - a ReferenceFit or Calibration
+def _stored(kind: str, cls: type, parts: tuple, compute):
     """``compute()``, kept in the user cache (:func:`activeeval.user_cache.derived`) as the dataclass's JSON.
 
     Keyed by the reference's content hash (``parts[0]``), every setting that
@@ -1129,7 +1131,7 @@ def _stored(kind: str, cls: type, parts: tuple, compute):  # noqa: ANN001, ANN20
                               lambda entry: _from_stored(cls, entry.meta))
 
 
-def _from_stored(cls: type, data: Mapping[str, Any]):  # noqa: ANN202
+def _from_stored(cls: type, data: Mapping[str, Any]):
     """A ReferenceFit or Calibration from its stored dict, refusing any field that is not a number (or flag)."""
     for field in cls.__dataclass_fields__.values():  # type: ignore[attr-defined]
         value = data[field.name]
@@ -1142,8 +1144,8 @@ def _from_stored(cls: type, data: Mapping[str, Any]):  # noqa: ANN202
 
 
 def beyond_every_reference(
-    n: int, total, total_sq, ref_sum: np.ndarray, ref_sq: np.ndarray, cross: np.ndarray,  # noqa: ANN001
-):  # noqa: ANN201 - bool array, or a NumPy bool
+    n: int, total, total_sq, ref_sum: np.ndarray, ref_sq: np.ndarray, cross: np.ndarray,
+):
     """Whether a target scores significantly above (or below) every reference on the n items scored so far.
 
     A paired comparison, free of the model: with the target's sum and sum of
