@@ -222,7 +222,7 @@ def read_file(path: Path, *, cache: bool = True, **read_kwargs: Any) -> ScoreMat
     if not cache or user_cache.root() is None:
         return _parse(path, read_kwargs)
     try:
-        key = user_cache.key("reference", user_cache.file_digest(path), path.name, read_kwargs,
+        key = user_cache.key("reference", user_cache.known_digest(path), path.name, read_kwargs,
                              user_cache.code_fingerprint(), _reader_versions())
     except OSError:
         return _parse(path, read_kwargs)  # read_scores names the problem
