@@ -33,8 +33,9 @@ modification and change times in ns, inode and device, when it was checked, and 
 SHA-256): while the file's status is exactly the one it had when it was last checked in full, and that check
 is less than a day old, it is not checked again. Any write to a file changes its change time (which no
 program can set back), so a file changed in any way is checked again; damage that leaves the status
-alone (a disk error) is found by the next full check, within a day. A file changed within a second
-of its check is never trusted by its status (the clock's resolution: "racy" in git's words). An
+alone (a disk error) is found by the next full check, within a day. A file changed less than 2 s
+before its check is never trusted by its status (a change in the same tick of the file system's clock
+would keep the status; FAT's times step by 2 s: "racy" in git's words). An
 entry that fails its check is never used, and its record is dropped.
 
 It is written to a temporary file and renamed into place (a reader sees the
@@ -86,8 +87,9 @@ _ALIGN = 64
 _SUFFIX = ".aec"
 # A file's status recorded at its last full check stands for the check this long (then it is checked again) ...
 VERIFY_EVERY_NS = 24 * 3600 * 10**9
-# ... unless the file changed less than this before the check (a change in the same clock tick keeps the status)
-_RACY_NS = 10**9
+# ... unless the file changed less than this before the check (a change in the same tick of the file system's
+# clock keeps the status; FAT's times step by 2 s)
+_RACY_NS = 2 * 10**9
 # A read marks an entry as read (its modification time) when the mark is older than this.
 _MARK_AFTER_S = 3600.0
 _VERIFIED = "verified"

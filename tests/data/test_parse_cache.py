@@ -184,7 +184,7 @@ def test_a_session_on_a_cached_reference_and_the_no_cache_flag(tmp_path, cache, 
 @pytest.fixture()
 def checks(monkeypatch) -> dict[str, int]:
     """Full checks made from here on: SHA-256 of a file, CRC-32 of an entry. A change less than 50 ms before a
-    check is too recent to be trusted by its status (in use: 1 s; here shorter, so the test need not wait)."""
+    check is too recent to be trusted by its status (in use: 2 s; here shorter, so the test need not wait)."""
     counts = {"sha256": 0, "crc32": 0}
     for name in counts:
         real = getattr(user_cache, f"_{name}")
