@@ -46,7 +46,8 @@ every use checks its key), of another format, or stored under another kind or ke
 ignored: the caller derives the data again and stores them anew. Writing
 never fails a command (a read-only or full disk just means no cache). The
 folder is kept under :data:`MAX_BYTES`, dropping the entries read least
-recently (a read marks an entry at most once an hour, so that its status stays as it was checked); deleting it at any time is safe (a running command keeps the
+recently (a read marks an entry at most once an hour, so that its status
+stays as it was checked); deleting it at any time is safe (a running command keeps the
 entries it has mapped; only cutting a file short in place, which activeeval
 never does, would break one).
 """

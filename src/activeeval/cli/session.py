@@ -10,7 +10,6 @@ change a file.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
@@ -18,6 +17,7 @@ from typing import Any, Optional
 import typer
 
 from activeeval.cli import harness as h
+from activeeval.cli import session_core as core
 from activeeval.cli.common import (
     DUPLICATE_MODELS,
     EXCLUDE_MODELS,
@@ -31,7 +31,6 @@ from activeeval.cli.common import (
     cli_errors,
     cli_message,
     command_from,
-    fail,
     interrupted,
     make_app,
     phases,
@@ -39,7 +38,6 @@ from activeeval.cli.common import (
     read_options,
     show_progress,
 )
-from activeeval.cli import session_core as core
 from activeeval.cli.forecast import FORECAST, no_forecast_note, session_forecast
 from activeeval.cli.session_core import (  # noqa: F401 - the helpers other commands print with
     _echo_written,
