@@ -26,6 +26,18 @@ An entry is one file, ``<folder>/<kind>/<key>.aec``::
     header                           JSON: kind, key, meta, and each array's dtype, shape, offset
     the arrays' bytes                each at a 64-byte aligned offset
 
+Checking an entry's CRC-32, and hashing the reference file its key is derived from, costs as much as a later
+session command's own work when the reference is large (192 MB of float64 and the 48 MB file they were parsed
+from: 0.14 s). So each full check is remembered beside the entries (``<folder>/verified/``: the file's size,
+modification and change times in ns, inode and device, when it was checked, and for a reference file its
+SHA-256): while the file's status is exactly the one it had when it was last checked in full, and that check
+is less than a day old, it is not checked again. Any write to a file changes its change time (which no
+program can set back), so a file changed in any way is checked again; damage that leaves the status
+alone (a disk error) is found by the next full check, within a day. A file changed less than 2 s
+before its check is never trusted by its status (a change in the same tick of the file system's clock
+would keep the status; FAT's times step by 2 s: "racy" in git's words). An
+entry that fails its check is never used, and its record is dropped.
+
 It is written to a temporary file and renamed into place (a reader sees the
 old entry or the new one, never half of one). An entry that is damaged
 (its CRC-32: the check is for damage, such as a disk error or a file cut
@@ -34,7 +46,8 @@ every use checks its key), of another format, or stored under another kind or ke
 ignored: the caller derives the data again and stores them anew. Writing
 never fails a command (a read-only or full disk just means no cache). The
 folder is kept under :data:`MAX_BYTES`, dropping the entries read least
-recently; deleting it at any time is safe (a running command keeps the
+recently (a read marks an entry at most once an hour, so that its status
+stays as it was checked); deleting it at any time is safe (a running command keeps the
 entries it has mapped; only cutting a file short in place, which activeeval
 never does, would break one).
 """
@@ -50,6 +63,7 @@ import mmap
 import os
 import secrets
 import sys
+import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -67,6 +81,7 @@ __all__ = [
     "disabled",
     "file_digest",
     "key",
+    "known_digest",
     "load",
     "root",
     "store",
@@ -83,6 +98,15 @@ _HEAD = 24  # magic, checksum, header length
 _FORMAT = 1
 _ALIGN = 64
 _SUFFIX = ".aec"
+# A file's status recorded at its last full check stands for the check this long (then it is checked again) ...
+VERIFY_EVERY_NS = 24 * 3600 * 10**9
+# ... unless the file changed less than this before the check (a change in the same tick of the file system's
+# clock keeps the status; FAT's times step by 2 s)
+_RACY_NS = 2 * 10**9
+# A read marks an entry as read (its modification time) when the mark is older than this.
+_MARK_AFTER_S = 3600.0
+_VERIFIED = "verified"
+_FILES = "file-digests"  # (not an identifier: no entry kind has this name)
 # Array element kinds an entry may hold: numbers and booleans (no objects, no structured records).
 _KINDS = frozenset("biufc")
 # False inside `disabled()` (a session made with cache=False): root() is None there, whatever the environment says
@@ -142,11 +166,80 @@ def key(*parts: Any) -> str:
 
 def file_digest(path: str | os.PathLike[str]) -> str:
     """SHA-256 of a file's bytes (what an entry derived from the file is keyed by)."""
-    h = hashlib.sha256()
     with open(path, "rb") as fh:
-        for block in iter(functools.partial(fh.read, 1 << 22), b""):
-            h.update(block)
+        return _sha256(fh)
+
+
+def _sha256(fh: Any) -> str:
+    """SHA-256 of what is left to read of an open file."""
+    h = hashlib.sha256()
+    for block in iter(functools.partial(fh.read, 1 << 22), b""):
+        h.update(block)
     return h.hexdigest()
+
+
+def known_digest(path: str | os.PathLike[str]) -> str:
+    """SHA-256 of a file's bytes, as :func:`file_digest`, without reading the file again when its status is the
+    one recorded at its last full hash (less than a day ago; see the module's notes). Without a cache folder,
+    :func:`file_digest`."""
+    folder = root()
+    if folder is None:
+        return file_digest(path)
+    where = os.path.abspath(path)
+    record = folder / _VERIFIED / _FILES / f"{hashlib.sha256(where.encode('utf-8', 'surrogatepass')).hexdigest()}.json"
+    with open(path, "rb") as fh:
+        now = time.time_ns()
+        st = os.fstat(fh.fileno())
+        known = _recall(record, st, now)
+        if known is not None and known.get("path") == where and _is_digest(known.get("digest")):
+            return known["digest"]
+        digest = _sha256(fh)
+    _remember(record, st, now, path=where, digest=digest)
+    return digest
+
+
+def _is_digest(text: object) -> bool:
+    return isinstance(text, str) and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
+
+
+def _status(st: os.stat_result) -> list[int]:
+    """What a file's status must keep for its last full check to stand: size, times of change (ns), identity."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+def _recall(record: Path, st: os.stat_result, now_ns: int) -> dict[str, Any] | None:
+    """The record of the file's last full check, if it stands for a check now (else None: check it in full)."""
+    try:
+        known = json.loads(record.read_bytes())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(known, dict) or known.get("status") != _status(st):
+        return None
+    at = known.get("checked_ns")
+    if type(at) is not int or not 0 <= now_ns - at < VERIFY_EVERY_NS:
+        return None  # a day old (or a clock set back): check in full
+    if at - max(st.st_mtime_ns, st.st_ctime_ns) < _RACY_NS:
+        return None
+    return known
+
+
+def _remember(record: Path, st: os.stat_result, at_ns: int, **data: Any) -> None:
+    """Record a full check of a file whose status was ``st`` at ``at_ns`` (not when it could not be trusted)."""
+    if at_ns - max(st.st_mtime_ns, st.st_ctime_ns) < _RACY_NS:
+        return
+    tmp = record.with_name(f".{record.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"status": _status(st), "checked_ns": at_ns, **data}))
+        os.replace(tmp, record)
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _record_of(path: Path) -> Path:
+    """Where the last full check of the entry at ``path`` (``<folder>/<kind>/<key>.aec``) is recorded."""
+    return path.parent.parent / _VERIFIED / path.parent.name / f"{path.stem}.json"
 
 
 @functools.lru_cache(maxsize=1)
@@ -174,35 +267,48 @@ def load(kind: str, entry_key: str) -> Entry | None:
 
     The file is mapped, not read: its arrays are private copy-on-write views
     of it (writable; a change never reaches the file), paged in as they are
-    used after the checksum has been verified.
+    used after the checksum has been verified (or its last full check stands:
+    the module's notes).
     """
     path = _path(kind, entry_key)
     if path is None:
         return None
     try:
         with open(path, "rb") as fh:
-            if os.fstat(fh.fileno()).st_size < _HEAD:
+            st = os.fstat(fh.fileno())
+            if st.st_size < _HEAD:
                 return None
+            if time.time() - st.st_mtime > _MARK_AFTER_S:
+                with contextlib.suppress(OSError):
+                    os.utime(path)  # read recently: kept longest when the folder is trimmed
+                st = os.fstat(fh.fileno())
+            now = time.time_ns()
             buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
     except (OSError, ValueError):
         return None
+    record = _record_of(path)
+    checked = _recall(record, st, now) is not None
     try:
-        entry = _decode(buf, kind, entry_key)
+        entry = _decode(buf, kind, entry_key, verify=not checked)
     except Exception:
         entry = None
     if entry is None:
+        with contextlib.suppress(OSError):
+            record.unlink()
         with contextlib.suppress(BufferError):  # (arrays made before the problem showed keep it open until freed)
             buf.close()
         return None
-    with contextlib.suppress(OSError):
-        os.utime(path)  # read recently: kept longest when the folder is trimmed
+    if not checked:
+        _remember(record, st, now)
     return entry
 
 
-def _decode(buf: mmap.mmap, kind: str, entry_key: str) -> Entry | None:
+def _decode(buf: mmap.mmap, kind: str, entry_key: str, verify: bool = True) -> Entry | None:
     view = memoryview(buf)
     try:
-        if bytes(view[:8]) != _MAGIC or zlib.crc32(view[16:]) != int.from_bytes(view[8:16], "little"):
+        if bytes(view[:8]) != _MAGIC:
+            return None
+        if verify and _crc32(view[16:]) != int.from_bytes(view[8:16], "little"):
             return None
     finally:
         view.release()  # (an exported view would keep the map from being closed)
@@ -298,6 +404,10 @@ def derived(
     return value
 
 
+def _crc32(data: Any) -> int:
+    return zlib.crc32(data)
+
+
 def _aligned(n: int) -> int:
     return -(-n // _ALIGN) * _ALIGN
 
@@ -321,3 +431,4 @@ def _trim(folder: Path, keep: Path) -> None:
         with contextlib.suppress(OSError):
             path.unlink()
             total -= size
+            _record_of(path).unlink()

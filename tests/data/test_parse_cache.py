@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 import numpy as np
@@ -178,3 +179,107 @@ def test_a_session_on_a_cached_reference_and_the_no_cache_flag(tmp_path, cache, 
     r = runner.invoke(app, ["--no-cache", "session", "status", str(s)])
     assert r.exit_code == 0 and len(parses) == 2, r.output
     assert sorted(cache.rglob("*")) == before
+
+
+@pytest.fixture()
+def checks(monkeypatch) -> dict[str, int]:
+    """Full checks made from here on: SHA-256 of a file, CRC-32 of an entry. A change less than 50 ms before a
+    check is too recent to be trusted by its status (in use: 2 s; here shorter, so the test need not wait)."""
+    counts = {"sha256": 0, "crc32": 0}
+    for name in counts:
+        real = getattr(user_cache, f"_{name}")
+        monkeypatch.setattr(user_cache, f"_{name}",
+                            lambda data, real=real, name=name: counts.__setitem__(name, counts[name] + 1) or real(data))
+    monkeypatch.setattr(user_cache, "_RACY_NS", 50_000_000)
+    return counts
+
+
+def _records(cache: Path, what: str) -> list[Path]:
+    return sorted((cache / "verified" / what).glob("*.json"))
+
+
+def _a_day_later(monkeypatch, record: Path) -> None:
+    """As if the check recorded were a day old: the day shortened to its age so far."""
+    age = time.time_ns() - json.loads(record.read_text())["checked_ns"]
+    monkeypatch.setattr(user_cache, "VERIFY_EVERY_NS", age)
+
+
+def test_a_reference_whose_status_is_unchanged_is_not_hashed_again_and_a_changed_one_is(tmp_path, cache, parses,
+                                                                                         checks, monkeypatch) -> None:
+    f = write_scores(_matrix(0), tmp_path / "x.csv")
+    time.sleep(0.1)
+    datasets.read_file(f)
+    assert checks == {"sha256": 1, "crc32": 0} and parses == [f]
+    time.sleep(0.1)  # (the parsed copy, just written, is not trusted by its status yet)
+    assert _same(datasets.read_file(f), _matrix(0))  # the status as at the last hash: neither hashed nor parsed
+    assert checks == {"sha256": 1, "crc32": 1} and parses == [f]  # (the parsed copy's first full check)
+    datasets.read_file(f)
+    assert checks == {"sha256": 1, "crc32": 1}
+    # new content of the same size, written in place (same inode), the modification time set back: the change
+    # time still moved
+    st = f.stat()
+    new = write_scores(_matrix(1), tmp_path / "y.csv").read_bytes()
+    assert len(new) == st.st_size
+    with open(f, "r+b") as fh:
+        fh.write(new)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (f.stat().st_size, f.stat().st_mtime_ns, f.stat().st_ino) == (st.st_size, st.st_mtime_ns, st.st_ino)
+    assert _same(datasets.read_file(f), _matrix(1)) and checks["sha256"] == 2 and len(parses) == 2
+    # a check a day old is made again in full, whatever the status says
+    time.sleep(0.1)
+    datasets.read_file(f)
+    assert checks["sha256"] == 3
+    datasets.read_file(f)
+    assert checks["sha256"] == 3
+    (record,) = _records(cache, "file-digests")
+    _a_day_later(monkeypatch, record)
+    datasets.read_file(f)
+    assert checks["sha256"] == 4 and len(parses) == 2
+    assert json.loads(record.read_text())["path"] == os.path.abspath(f)
+
+
+def test_a_cached_copy_damaged_unseen_is_found_at_the_next_full_check_and_never_used_after(cache, checks,
+                                                                                             monkeypatch) -> None:
+    key = user_cache.key("damage")
+    data = np.arange(1000.0)
+    assert user_cache.store("test", key, {"n": 1}, [data])
+    entry = cache / "test" / f"{key}.aec"
+    time.sleep(0.1)
+    assert user_cache.load("test", key) is not None and checks["crc32"] == 1
+    assert user_cache.load("test", key) is not None and checks["crc32"] == 1  # the status as checked: trusted
+    # damage through a write: the status changes, the entry is checked at once and refused
+    good = entry.read_bytes()
+    entry.write_bytes(good[:-8] + b"\xff" * 8)
+    assert user_cache.load("test", key) is None and checks["crc32"] == 2
+    assert _records(cache, "test") == []  # its record dropped with it
+    # damage the status cannot show (a disk error): forge the record to the damaged file's status
+    entry.write_bytes(good)
+    time.sleep(0.1)
+    assert user_cache.load("test", key) is not None and checks["crc32"] == 3
+    (record,) = _records(cache, "test")
+    entry.write_bytes(good[:-8] + b"\xff" * 8)
+    time.sleep(0.1)
+    known = json.loads(record.read_text())
+    known["status"] = user_cache._status(entry.stat())
+    known["checked_ns"] = time.time_ns()
+    record.write_text(json.dumps(known))
+    assert user_cache.load("test", key) is not None and checks["crc32"] == 3  # unseen until the next full check
+    _a_day_later(monkeypatch, record)
+    assert user_cache.load("test", key) is None and checks["crc32"] == 4  # found: refused, and the record dropped
+    assert not record.exists()
+    for _ in range(2):  # and never read from again: every load checks it in full and refuses it
+        assert user_cache.load("test", key) is None
+    assert checks["crc32"] == 6
+    # what derived() does with it: computes the value again and stores a sound entry in its place
+    value = user_cache.derived("test", key, lambda: data, lambda a: ({"n": 1}, [a]), lambda e: e.arrays[0].copy())
+    assert np.array_equal(value, data) and entry.read_bytes() == good
+
+
+def test_a_file_changed_within_the_clock_resolution_of_its_check_is_checked_again(tmp_path, cache, checks,
+                                                                                   monkeypatch) -> None:
+    monkeypatch.setattr(user_cache, "_RACY_NS", 3600 * 10**9)  # every change "just now": never trusted by status
+    f = write_scores(_matrix(0), tmp_path / "x.csv")
+    for n in range(1, 4):
+        datasets.read_file(f)
+        assert checks["sha256"] == n
+    assert _records(cache, "file-digests") == []

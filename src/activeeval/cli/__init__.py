@@ -7,7 +7,8 @@ message on stderr and exit code 2, never a traceback.
 A command run from the shell imports its own module alone (:func:`main`):
 ``activeeval session record ...`` pays neither the other modules' imports
 (Rich's tables, the backtest's options) nor Typer's building of their
-commands. ``app`` read from this package (``from activeeval.cli import app``:
+commands; ``session next``, ``record`` and ``status`` with ordinary options do not
+even import Typer (:mod:`activeeval.cli.light`). ``app`` read from this package (``from activeeval.cli import app``:
 tests, notebooks) has every command.
 """
 
@@ -65,6 +66,12 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    """Console-script entry point: the command's module alone (every module when no known command is named)."""
+    """Console-script entry point: ``session next/record/status`` on the light path (:mod:`activeeval.cli.light`,
+    no Typer); otherwise the command's module alone (every module when no known command is named)."""
+    from activeeval.cli import light
+
+    code = light.run(sys.argv[1:])
+    if code is not None:
+        sys.exit(code)
     module = command_module(sys.argv[1:])
     _load([module] if module is not None else COMMANDS)()

@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
-import math
-import re
 import sys
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
 
-from activeeval.exceptions import ActiveEvalError, ConfigurationError, MissingScoresWarning
+from activeeval.cli.light import GLOBAL_OPTIONS, Opt, global_options
+from activeeval.cli.plain import (  # noqa: F401 - re-exported: every command prints through these
+    CLI_FIXES,
+    CLI_PATTERNS,
+    CommandExit,
+    cli_message,
+    json_text,
+    one_line,
+    print_json,
+    reported,
+)
+from activeeval.exceptions import ConfigurationError
 
 # Plain help (no Rich markup): a method spec such as 'bayesame-paper[noise=learned]' is shown as written.
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -40,50 +47,29 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
-def _main(
-    ctx: typer.Context,
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
-    data_dir: str | None = typer.Option(
-        None, "--data-dir", metavar="DIR",
-        help="Shared data folder (with catalog.json) for datasets not bundled, e.g. WMT21; as "
-             "ACTIVEEVAL_SHARED_DATA. [default: beside the installed package, if any]"),
-    no_cache: bool = typer.Option(
-        False, "--no-cache",
-        help="Use no user cache for this command: parse reference files and rebuild session states anew "
-             "(as ACTIVEEVAL_CACHE=off). [default: the cache in ACTIVEEVAL_CACHE, else ~/.cache/activeeval]"),
-    threads: int | None = typer.Option(
-        None, "--threads", metavar="N",
-        help="BLAS threads of activeeval's own numeric work (per backtest worker); your scorer, lm-eval and "
-             "Inspect keep their own; as ACTIVEEVAL_THREADS. [default: 1]"),
-) -> None:
+def _main(ctx: typer.Context, version: bool, **options: Any) -> None:
     """Efficient, trustworthy LLM evaluation on a few actively chosen items."""
-    from activeeval._threads import limit_threads
+    try:  # the command runs with them in force (left when it ends, even in-process)
+        ctx.with_resource(global_options(**options))
+    except CommandExit as exc:
+        raise typer.Exit(exc.code) from None
 
-    if threads is not None and threads < 1:
-        typer.echo(f"error: --threads must be a positive integer (BLAS threads), got {threads}; e.g. --threads 1",
-                   err=True)
-        raise typer.Exit(2)
-    try:  # the command's numeric work runs under the limit, applied once it starts (none: SciPy is not loaded for it)
-        ctx.with_resource(limit_threads(threads, defer=True))  # left when the command ends, even in-process
-    except ActiveEvalError as exc:  # a bad ACTIVEEVAL_THREADS
-        raise fail(exc) from None
-    if no_cache:
-        import os
 
-        from activeeval.user_cache import CACHE_ENV, OFF
+def _callback_signature() -> Any:
+    """``_main``'s parameters: --version, then the top-level options as declared once (activeeval.cli.light)."""
+    import inspect
 
-        os.environ[CACHE_ENV] = OFF  # what every reader and session of this command consults
-    if data_dir is not None:
-        import os
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    version = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version.")
+    return inspect.Signature([inspect.Parameter("ctx", kind, annotation=typer.Context),
+                              inspect.Parameter("version", kind, default=version, annotation=bool),
+                              *(inspect.Parameter(p.dest, kind, default=p.typer(), annotation=p.annotation)
+                                for p in GLOBAL_OPTIONS)])
 
-        from activeeval.data.datasets import SHARED_DATA_ENV, shared_data_dir
 
-        try:
-            shared_data_dir(data_dir)
-        except ActiveEvalError as exc:
-            raise fail(cli_message(exc)) from exc
-        os.environ[SHARED_DATA_ENV] = data_dir  # what every command's dataset lookup reads
+_main.__signature__ = _callback_signature()  # type: ignore[attr-defined]
+_main.__annotations__ = {p.name: p.annotation for p in _main.__signature__.parameters.values()}  # type: ignore
+app.callback()(_main)
 
 
 def show_progress(flag: bool | None) -> bool:
@@ -272,62 +258,6 @@ def interrupted(n_recorded: int) -> typer.Exit:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def one_line(message: object) -> str:
-    return " ".join(str(message).split())
-
-
-# The fixes library messages spell as Python keywords, and what a command-line user types instead. One pass,
-# longest phrase first, so a replacement is never replaced again (tests check that each phrase is still in the
-# library's messages, and that commands print the flags).
-CLI_FIXES = {
-    "score_range=(low, high) (None for unbounded scores)": "--score-range LOW HIGH",
-    "score_range=(low, high)": "--score-range LOW HIGH",
-    "a wider score_range": "a wider --score-range LOW HIGH",
-    "kind='continuous'": "--kind continuous",
-    "kind='binary'": "--kind binary",
-    "duplicate_models='drop_identical'": "--duplicate-models drop-identical",
-    "use dropna(axis='items')": "pass --missing items",
-    "use dropna(axis='models')": "pass --missing models",
-    "call .dropna() to drop incomplete models or items": "pass --missing models or --missing items to drop them",
-    "item_column=NAME": "--item-column NAME",
-    "score_column=NAME": "--score-column NAME",
-    "overwrite=True": "--force",
-    "data_dir=": "--data-dir ",
-    " (see .model_ids)": " (`activeeval datasets --models NAME` lists a dataset's models)",
-    " (see .item_ids)": "",
-}
-# Fixes whose wording varies (a class name, a value): pattern -> what the command line prints instead.
-CLI_PATTERNS = [
-    # "choose one with metric=... (--metric on the command line)", "(choose one with metric=... / --metric)"
-    (re.compile(r"\w+='([^']*)' \((--[\w-]+) \1 on the command line\)"), r"\2 \1"),
-    (re.compile(r"\w+=\.\.\. \((--[\w-]+) on the command line\)"), r"\1"),
-    (re.compile(r"\w+=\.\.\. / (--[\w-]+)"), r"\1"),
-    # how to give a session its reference again, and how to create one
-    (re.compile(r"\w+\.open\(path, reference=\.\.\.\) or `--reference` on the command line"), "--reference FILE"),
-    (re.compile(r"open it with \w+\.open\(path, reference=<that matrix>\)"),
-     "give its data as a score file with --reference FILE"),
-    (re.compile(r"\w+\.create\(\.\.\.\) or (`activeeval session new`)"), r"\1"),
-    # CAT's calibration: a CLI user chooses one of the two by name
-    (re.compile(r"'paper' or an irt\.Calibration for the reference's \d+ items"), "'paper'"),
-    (re.compile(r"; fit it with methods\.cat\.fit_calibration\(reference\.scores\) on the same \(complete\) matrix"),
-     ""),
-]
-_FIX_RE = re.compile("|".join(re.escape(k) for k in sorted(CLI_FIXES, key=len, reverse=True)))
-# "--missing (missing=)", "--correlation low or high (correlation='low' or 'high')": a message naming both
-# spellings; the flag is enough here.
-_BOTH_RE = re.compile(r"(--[a-z][\w-]*(?: [\w/]+| or)*) \(\w+=[^()]*\)")
-# "--score-range LOW HIGH (--score-range LOW HIGH)": a message that gave both, once translated.
-_TWICE_RE = re.compile(r"(--[a-z][\w-]*(?: [A-Z]+)*) \(\1\)")
-
-
-def cli_message(exc: BaseException) -> str:
-    """A library error's message with its fixes as command-line flags (see :data:`CLI_FIXES`)."""
-    text = _FIX_RE.sub(lambda m: CLI_FIXES[m.group()], str(exc))
-    for pattern, replacement in CLI_PATTERNS:
-        text = pattern.sub(replacement, text)
-    return _TWICE_RE.sub(r"\1", _BOTH_RE.sub(r"\1", text))
-
-
 def fail(message: object) -> typer.Exit:
     """Print ``error: message`` as one line on stderr; return Exit(2) for the caller to raise."""
     typer.echo(f"error: {one_line(message)}", err=True)
@@ -335,55 +265,34 @@ def fail(message: object) -> typer.Exit:
 
 
 def cli_errors(func: F) -> F:
-    """Turn library errors into a one-line message and exit code 2.
-
-    Warnings are printed on stderr once each, after the command: missing-score
-    drops as ``note:`` lines, anything else as ``warning:`` lines.
-    """
+    """Turn library errors into a one-line message and exit code 2 (:func:`activeeval.cli.plain.reported`);
+    a body's :class:`~activeeval.cli.plain.CommandExit` becomes Typer's Exit."""
+    inner = reported(func)
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", MissingScoresWarning)
-                try:
-                    return func(*args, **kwargs)
-                except ActiveEvalError as exc:
-                    raise fail(cli_message(exc)) from None
-        finally:
-            # Re-emit outside the recording context: showing a warning inside
-            # it would append to `caught` while we iterate over it.
-            # Each distinct warning once (a backtest repeats the same ones per run).
-            shown: set[str] = set()
-            for w in caught:
-                if issubclass(w.category, MissingScoresWarning):
-                    text = f"note: {one_line(w.message)}"
-                else:
-                    text = f"warning: {w.category.__name__}: {one_line(w.message)}"
-                if text not in shown:
-                    shown.add(text)
-                    typer.echo(text, err=True)
+            return inner(*args, **kwargs)
+        except CommandExit as exc:
+            raise typer.Exit(exc.code) from None
 
     return wrapper  # type: ignore[return-value]
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        return _jsonable(value.item())
-    return value
+def command_from(group: typer.Typer, name: str, params: Sequence[Opt], body: Callable[..., Any]) -> Callable[..., Any]:
+    """Register ``body`` as command ``name`` of ``group``, its parameters declared by ``params`` alone (the light
+    path parses the same declarations: :mod:`activeeval.cli.light`)."""
+    import inspect
 
+    def command(**kwargs: Any) -> Any:
+        return body(**kwargs)
 
-def json_text(obj: Any) -> str:
-    """``obj`` as indented JSON text (NaN/inf become null, numpy scalars become numbers), with a final newline."""
-    return json.dumps(_jsonable(obj), indent=2) + "\n"
-
-
-def print_json(obj: Any) -> None:
-    """One JSON object on stdout (as :func:`json_text`)."""
-    sys.stdout.write(json_text(obj))
+    command.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+        inspect.Parameter(p.dest, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=p.typer(), annotation=p.annotation)
+        for p in params])
+    command.__annotations__ = {p.dest: p.annotation for p in params}
+    command.__name__ = command.__qualname__ = body.__name__
+    command.__doc__ = body.__doc__
+    command.__module__ = body.__module__
+    group.command(name)(cli_errors(command))
+    return command

@@ -6,6 +6,7 @@ from typing import Any
 
 import typer
 
+from activeeval.cli.session_core import SCORE_NAME, VALUE_MAP
 from activeeval.exceptions import ConfigurationError
 
 SCORER = typer.Option(
@@ -55,11 +56,9 @@ LOG_SAMPLES = typer.Option(
     "lm-eval).")
 IN_MODEL_ARG = typer.Option(None, "--model-arg", help="Inspect model argument KEY=VALUE (repeatable; Inspect's -M).")
 IN_TASK_ARG = typer.Option(None, "--task-arg", help="Inspect task argument KEY=VALUE (repeatable; Inspect's -T).")
-IN_SCORE_NAME = typer.Option(
-    None, "--score-name", help="Inspect scorer whose score to record, or SCORER/KEY for a scorer with several "
-    "values. [default: the task's only scorer]")
-IN_VALUE_MAP = typer.Option(
-    None, "--value-map", help="Numbers for Inspect's string score values, over C=1,P=0.5,I=0,N=0; e.g. 'P=0'.")
+# (declared with `session record`'s options: activeeval.cli.session_core)
+IN_SCORE_NAME = SCORE_NAME.typer()
+IN_VALUE_MAP = VALUE_MAP.typer()
 IN_EPOCHS = typer.Option(None, "--epochs", help="Inspect runs per sample, averaged. [default: the task's]")
 IN_LOG_DIR = typer.Option(
     None, "--log-dir", help="Folder for Inspect's logs. [default: Inspect's: $INSPECT_LOG_DIR, else ./logs]")

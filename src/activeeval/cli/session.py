@@ -10,7 +10,6 @@ change a file.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import typer
 
 from activeeval.cli import harness as h
+from activeeval.cli import session_core as core
 from activeeval.cli.common import (
     DUPLICATE_MODELS,
     EXCLUDE_MODELS,
@@ -30,7 +30,7 @@ from activeeval.cli.common import (
     app,
     cli_errors,
     cli_message,
-    fail,
+    command_from,
     interrupted,
     make_app,
     phases,
@@ -39,41 +39,32 @@ from activeeval.cli.common import (
     show_progress,
 )
 from activeeval.cli.forecast import FORECAST, no_forecast_note, session_forecast
+from activeeval.cli.session_core import (  # noqa: F401 - the helpers other commands print with
+    _echo_written,
+    _open,
+    _open_evaluation,
+    _results_once_stopped,
+    _status_line,
+    _target_of,
+    condition_lines,
+    multi_lines,
+    rank_lines,
+)
 from activeeval.exceptions import ConfigurationError
 
 session_app = make_app("session", "Ask/tell sessions: which items to score next, record scores, status, report.")
 app.add_typer(session_app, name="session")
 
-FILE = typer.Argument(..., help="The session file (SQLite).", dir_okay=False)
-REFERENCE_OVERRIDE = typer.Option(
-    None, "--reference", help="Load the reference data from here instead of where the session recorded it."
-)
+FILE = core.FILE.typer()
+REFERENCE_OVERRIDE = core.REFERENCE_OVERRIDE.typer()
 LABEL = typer.Option(None, "--label", help="Name of the model being evaluated (shown in status and the report).")
 TARGETS_HELP = ("Evaluate several target models together: their names, comma-separated (a,b,c); ask hands out "
                 "(target, item) pairs and each target stops on its own.")
-TARGET = typer.Option(None, "--target", help="The target model these scores are of (sessions created with --targets).")
+TARGET = core.TARGET.typer()
 SET_EPSILON1 = "Tolerated range of the estimate over the window."
 SET_EPSILON2 = "Tolerated width of the 95% interval."
 SET_WINDOW = "Window of the stopping rule (items)."
 SET_MAX_ITEMS = "Budget: stop after this many items at most."
-
-
-def _open(file: Path, reference: str | None, readonly: bool = False):
-    from activeeval.session.base import open_session
-
-    return open_session(file, reference=reference, readonly=readonly)
-
-
-def _open_evaluation(file: Path, reference: str | None, what: str):
-    """Open a session that ``what`` works on: an evaluation of one target or of several (not a ranking)."""
-    s = _open(file, reference)
-    if s.KIND == "rank":
-        s.close()
-        raise ConfigurationError(
-            f"{str(file)!r} is a ranking session; `{what}` is for evaluation sessions (ranking sessions are "
-            "driven by `activeeval rank --session FILE`)"
-        )
-    return s
 
 
 def parse_targets(targets: str | None) -> list[str] | None:
@@ -81,104 +72,6 @@ def parse_targets(targets: str | None) -> list[str] | None:
     if targets is None:
         return None
     return [t.strip() for t in targets.split(",") if t.strip()]
-
-
-def _target_of(s: Any, file: Path, target: str | None) -> str | None:
-    """The --target of a command on ``s``: required by a multi-target session, refused by a single one."""
-    if s.KIND == "multi" and target is None:
-        raise ConfigurationError(
-            f"{str(file)!r} evaluates several targets ({', '.join(s.targets)}); name the target of these scores with "
-            "--target NAME"
-        )
-    if s.KIND != "multi" and target is not None:
-        raise ConfigurationError(
-            f"{str(file)!r} evaluates one model; drop --target (it names the target in sessions created with "
-            "--targets)"
-        )
-    return target
-
-
-def _fmt(x: float | None, digits: int = 4) -> str:
-    return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}f}"
-
-
-def _status_line(status) -> str:
-    if hasattr(status, "targets"):  # a multi-target session: one line per target, then the overall stop
-        return "\n".join(multi_lines(status, conditions=False))
-    d = status.to_dict()
-    stop = f"stop: yes ({d['stop_reason']})" if d["stop"] else "stop: no"
-    pending = f", {len(d['pending'])} pending" if d["pending"] else ""
-    return (
-        f"estimate {d['estimate']:.4f}  95% interval [{d['ci_low']:.4f}, {d['ci_high']:.4f}]  "
-        f"items used {d['n_used']}/{d['n_items']}{pending}  {stop}"
-    )
-
-
-_CONDITION_TEXT = {
-    "window": ("items scored", ">=", "window"),
-    "stability": ("R-hat range over the window", "<=", "epsilon1"),
-    "width": ("95% interval width", "<=", "epsilon2"),
-    "budget": ("items scored", ">=", "max-items"),
-}
-
-
-def condition_lines(status) -> list[str]:
-    """Each stopping condition against its threshold, and what holds the stop back."""
-    lines = ["stopping rule: stop when window, stability and width all hold, or the budget is reached"]
-    for c in status.conditions:
-        label, op, flag = _CONDITION_TEXT.get(c.name, (c.name, "<=", c.name))
-        value = "not yet" if c.value is None else _fmt(c.value, 0 if c.name in ("window", "budget") else 4)
-        lines.append(f"  {c.name:<9}  {label:<28} {value:>8}  {op} {flag} {c.threshold:g}  "
-                     f"{'met' if c.met else 'not met'}")
-    if not any(c.name == "budget" for c in status.conditions):
-        lines.append("  budget     none (set one with --max-items)")
-    if status.stop:
-        lines.append(f"stopped by: {status.stop_reason}")
-    else:
-        waiting = [c.name for c in status.waiting_for if c.rule == "precision"]
-        lines.append(f"waiting for: {', '.join(waiting) if waiting else 'nothing'}")
-    return lines
-
-
-def multi_lines(status, conditions: bool = True) -> list[str]:
-    """Each target's status line (and, with ``conditions``, its stopping conditions), then the overall stop."""
-    lines: list[str] = []
-    width = max(len(t) for t in status.targets)
-    for target, st in status.targets.items():
-        lines.append(f"{target:<{width}}  {_status_line(st)}")
-        if conditions:
-            lines.extend(f"{'':<{width}}  {line}" for line in condition_lines(st)[1:])
-            lines.extend(f"{'':<{width}}  note: {note}" for note in st.estimate.notes)
-    d = status.to_dict()
-    if d["stop"]:
-        lines.append(f"every target has stopped: stop: yes ({d['stop_reason']})")
-    else:
-        lines.append(f"running: {', '.join(d['running'])} ({len(d['running'])} of {len(d['targets'])} targets); "
-                     "stop: no")
-    return lines
-
-
-def rank_lines(status) -> list[str]:
-    """The ranking, each adjacent pair's confidence, ties and the stop."""
-    d = status.to_dict()
-    lines = [f"{'rank':>4}  {'model':<40} {'score':>8}  {'interval':>19} {'items':>6}"]
-    notes = []
-    for row in d["ranking"]:
-        interval = ("[" + _fmt(row["score_ci_low"]) + ", " + _fmt(row["score_ci_high"]) + "]"
-                    if row["score_ci_low"] is not None else f"{'not shown (note)':>19}")
-        lines.append(f"{row['rank']:>4}  {row['model']:<40} {_fmt(row['score'])}  {interval} {row['items']:>6}")
-        notes.extend(f"note ({row['model']}): {note}" for note in row["notes"])
-    lines.extend(notes)
-    gamma = d["gamma"]
-    for p in d["adjacent_pairs"]:
-        verdict = "decided" if p["decided"] else "tie so far"
-        lines.append(f"P({p['higher']} > {p['lower']}) = {p['confidence']:.3f}  ({verdict} at gamma {gamma:g})")
-    ties = ", ".join(f"{a} ~ {b}" for a, b in d["ties"]) or "none"
-    budget = "none" if d["budget"] is None else f"{d['budget']:g}"
-    lines.append(f"ties: {ties}")
-    lines.append(f"cost spent {d['cost_spent']:g} of budget {budget}; "
-                 + (f"stop: yes ({d['stop_reason']})" if d["stop"] else "stop: no"))
-    return lines
 
 
 @session_app.command("new")
@@ -274,166 +167,10 @@ def _created_line(file: Path, s: Any, reference: str) -> str:
     )
 
 
-@session_app.command("next")
-@cli_errors
-def next_items(
-    file: Path = FILE,
-    k: int = typer.Option(1, "--k", "-k", help="How many items to hand out."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of {item_id, index, ...}."),
-    reference: str | None = REFERENCE_OVERRIDE,
-) -> None:
-    """Print the next K item ids to score (one per line) and mark them pending.
-
-    In a session with several targets: K (target, item) pairs, one per line as TARGET<tab>ITEM_ID, of the targets
-    that have not stopped.
-    """
-    with _open_evaluation(file, reference, "session next") as s:
-        reason = s.stop_reason()
-        if reason is not None:
-            more = "nothing to hand out" if s.KIND == "multi" else "more items are optional"
-            typer.echo(f"note: the stopping rule is already met ({reason}); {more}", err=True)
-        items = s.ask(k)
-    if as_json:
-        print_json([a.to_dict() for a in items])
-    else:
-        for a in items:
-            typer.echo(f"{a.target}\t{a.item_id}" if hasattr(a, "target") else a.item_id)
-
-
-@session_app.command("record")
-@cli_errors
-def record(
-    file: Path = FILE,
-    item_id: str | None = typer.Argument(None, help="Item id (omit with --from)."),
-    score: str | None = typer.Argument(None, help="The target model's score on the item."),
-    from_file: Path | None = typer.Option(
-        None, "--from", help="Record the scores of a results file or folder, for the items handed out by next.",
-    ),
-    record_all: bool = typer.Option(False, "--all", help="With --from: also record items never handed out."),
-    fmt: str | None = typer.Option(
-        None, "--format", help="lm-eval, helm, alpaca-eval, inspect or plain. [default: from the file name]"
-    ),
-    metric: str | None = typer.Option(None, "--metric", help="lm-eval/HELM metric. [default: acc / exact_match]"),
-    task: str | None = typer.Option(None, "--task", help="lm-eval or Inspect task (when --from holds several)."),
-    filter_name: str | None = typer.Option(None, "--filter", help="lm-eval filter (e.g. strict-match)."),
-    split: str | None = typer.Option(None, "--split", help="HELM split."),
-    generator: str | None = typer.Option(None, "--generator", help="AlpacaEval generator_2 to read."),
-    item_column: str | None = typer.Option(None, "--item-column", help="Plain files: item id column."),
-    score_column: str | None = typer.Option(None, "--score-column", help="Plain files: score column."),
-    score_name: str | None = h.IN_SCORE_NAME,
-    value_map: str | None = h.IN_VALUE_MAP,
-    target: str | None = TARGET,
-    reference: str | None = REFERENCE_OVERRIDE,
-) -> None:
-    """Record ITEM_ID SCORE, or the scores of a results file with --from (all or nothing).
-
-    In a session with several targets, --target NAME says whose scores they are.
-    """
-    if from_file is not None:
-        if item_id is not None or score is not None:
-            raise fail("give either ITEM_ID SCORE or --from FILE, not both")
-        from activeeval.data.adapters import detect_format, read_scores_any
-
-        kind = fmt or detect_format(from_file)
-        default_metric = {"lm-eval": "acc", "helm": "exact_match"}.get(kind)
-        scores = read_scores_any(
-            from_file, kind, metric=metric or default_metric, task=task, filter=filter_name, split=split,
-            generator=generator, item_column=item_column, score_column=score_column, score_name=score_name,
-            value_map=value_map,
-        )
-        with _open_evaluation(file, reference, "session record") as s:
-            name = _target_of(s, file, target)
-            was_stopped = s.status().stop
-            done = (s.record(scores, include_unasked=record_all) if name is None
-                    else s.record(name, scores, include_unasked=record_all))
-            status = s.status()
-            written = _results_once_stopped(s, was_stopped, status)
-        text = (f"recorded {done.recorded} score(s) from {from_file} ({done.already} already recorded with the "
-                "same score")
-        if done.skipped:
-            unknown = f", {done.unknown} of them not in the reference" if done.unknown else ""
-            text += f"; skipped {len(done.skipped)} not handed out by `next`{unknown}: record them too with --all"
-        typer.echo(text + ")")
-        typer.echo(_status_line(status))
-        _echo_written(written)
-        return
-    if record_all:
-        raise ConfigurationError("--all goes with --from FILE")
-    if item_id is None or score is None:
-        raise fail("give ITEM_ID and SCORE (e.g. `activeeval session record run.aeval mmlu-00012 1`) or --from FILE")
-    if any(o is not None for o in (fmt, metric, task, filter_name, split, generator, item_column, score_column,
-                                   score_name, value_map)):
-        raise ConfigurationError("--format/--metric/--task/--filter/--split/--generator/--*-column/--score-name/"
-                                 "--value-map need --from FILE")
-    with _open_evaluation(file, reference, "session record") as s:
-        name = _target_of(s, file, target)
-        was_stopped = s.status().stop
-        # the score is validated (and parsed) by the session
-        new_score = s.tell(item_id, score) if name is None else s.tell(name, item_id, score)  # type: ignore[arg-type]
-        status = s.status()
-        written = _results_once_stopped(s, was_stopped, status)
-    of = "" if name is None else f" for target {name}"
-    typer.echo(f"recorded {item_id} = {score}{of}" if new_score
-               else f"{item_id} already has score {score}{of}: nothing changed")
-    typer.echo(_status_line(status))
-    _echo_written(written)
-
-
-def _results_once_stopped(s: Any, was_stopped: bool, status: Any) -> Path | None:
-    """The results file, written beside the session when this record met the stopping rule (else None).
-
-    A file of other content at that path is left alone (the scores are recorded all the same): a note says
-    how to write the results elsewhere.
-    """
-    if was_stopped or not status.stop:
-        return None
-    from activeeval.exceptions import ActiveEvalError
-    from activeeval.session.results import results_path, write_results
-
-    out = results_path(s.path)
-    try:
-        return write_results(s, out)
-    except ActiveEvalError as exc:
-        typer.echo(f"note: the stopping rule is met, but the results file was not written ({cli_message(exc)}); "
-                   f"write it with `activeeval session export {s.path} --out PATH`", err=True)
-        return None
-
-
-def _echo_written(path: Path | None) -> None:
-    if path is not None:
-        typer.echo(f"wrote {path} (the results: settings, estimate, interval and every score)")
-
-
-@session_app.command("status")
-@cli_errors
-def status(
-    file: Path = FILE,
-    as_json: bool = typer.Option(False, "--json", help="Print the status as JSON."),
-    reference: str | None = REFERENCE_OVERRIDE,
-) -> None:
-    """Estimate, interval, items used, pending items, and each stopping condition against its threshold."""
-    from activeeval.session.results import header
-
-    with _open(file, reference, readonly=True) as s:
-        st = s.status()
-        extra = {"label": s.label}
-        if s.KIND != "rank":
-            extra["stopping"] = s.stopping_settings
-        head = header(s) if as_json else {}
-    if as_json:
-        print_json({**head, **st.to_dict(), **extra})  # the results file's header, then where the session stands
-        return
-    if extra["label"]:
-        typer.echo(f"model: {extra['label']}")
-    if s.KIND != "single":
-        for line in rank_lines(st) if s.KIND == "rank" else multi_lines(st):
-            typer.echo(line)
-        return
-    typer.echo(_status_line(st))
-    for line in condition_lines(st):
-        typer.echo(line)
-    for note in st.estimate.notes:
-        typer.echo(f"note: {note}")
+# next, record and status: declared in session_core, whose bodies the light path runs too (activeeval.cli.light)
+command_from(session_app, "next", core.NEXT, core.next_items)
+command_from(session_app, "record", core.RECORD, core.record)
+command_from(session_app, "status", core.STATUS, core.status)
 
 
 @session_app.command("set")

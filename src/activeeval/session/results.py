@@ -23,7 +23,7 @@ import os
 import platform
 import sys
 from datetime import datetime, timezone
-from importlib import metadata, resources
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,8 @@ def session_id(settings: dict[str, Any]) -> str:
 
 
 def _versions() -> dict[str, Any]:
+    from importlib import metadata  # (20-30 ms: imported by the commands that write a header)
+
     from activeeval import __version__
 
     deps: dict[str, str] = {}

@@ -335,15 +335,15 @@ class _Decoder:
                 int(lengths.sum()) != values.size):
             return _bad(x)
         out: list[np.ndarray] = self._remember(x["id"], [])
+        if not x["write"]:
+            values = values.view()
+            values.setflags(write=False)  # (so is every slice of it)
         ends = np.cumsum(lengths).tolist()
-        start, n = 0, x["id"]
-        for end in ends:
-            a = values[start:end]
-            if not x["write"]:
-                a.setflags(write=False)
-            n += 1
-            out.append(self._remember(n, a))
-            start = end
+        out.extend(values[start:end] for start, end in zip([0, *ends[:-1]], ends))
+        ids = range(x["id"] + 1, x["id"] + 1 + len(out))  # each array's own id follows the list's
+        if not self.memo.keys().isdisjoint(ids):
+            raise ValueError(f"bad object ids in {x['id']!r}")
+        self.memo.update(zip(ids, out))
         return out
 
     def _object(self, x: dict[str, Any]) -> Any:
