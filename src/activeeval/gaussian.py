@@ -132,21 +132,6 @@ def _buckets_of(phi_items: np.ndarray, of_item: np.ndarray, counts: np.ndarray,
     return Buckets(of_item=of_item, counts=counts.astype(float), phi=phi, members=members)
 
 
-def _lapack(name: str | None = None):  # noqa: ANN202 - scipy.linalg.lapack, or a function of scipy.linalg
-    """SciPy's LAPACK module (or ``scipy.linalg.<name>``), imported on first use, its BLAS under the thread limit.
-
-    Importing it inside a thread-limit scope loads SciPy's own BLAS library, which the scope's limit, applied
-    before, does not reach: the first fit of a process would then factorise with every core's thread and later
-    ones with one, and their results differ in the last bits (:func:`activeeval._threads.refresh`).
-    """
-    import scipy.linalg
-
-    from activeeval._threads import refresh
-
-    refresh()
-    return scipy.linalg.lapack if name is None else getattr(scipy.linalg, name)
-
-
 def sq_dists(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Squared Euclidean distances between the rows of ``a`` (m, K) and ``b`` (n, K): shape (m, n)."""
     d2 = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * (a @ b.T)
@@ -287,7 +272,7 @@ class BucketNLML:
         self.failures = 0  # points where K was not positive definite (the value there is +inf)
 
     def __call__(self, params: np.ndarray) -> tuple[float, np.ndarray]:
-        lapack = _lapack()
+        from scipy.linalg import lapack
 
         alpha, beta, sigma2 = (float(p) for p in np.asarray(params, dtype=float))
         m, r, scale = self.m, self.resid, self.noise_scale
@@ -612,7 +597,7 @@ class BucketPosterior:
         s_ob = prior_rows if prior_rows is not None else np.vstack([self.prior_col(b) for b in obs])  # Σ_{O,·}
         gram = s_ob[:, obs] + np.diag(self.noise[obs] / self.n_obs[obs])
         factor, _ = chol(gram, "posterior Gram")
-        solve_triangular = _lapack("solve_triangular")
+        from scipy.linalg import solve_triangular
 
         v = solve_triangular(factor, s_ob, lower=True, check_finite=False)
         sbar = self.sum_obs[obs] / (self.n_obs[obs] if self.n_targets is None else self.n_obs[obs, None])
@@ -759,7 +744,7 @@ class LeaveOneOutNLML:
         return 4 if self.linear else 3
 
     def __call__(self, log_params: np.ndarray) -> tuple[float, np.ndarray]:
-        lapack = _lapack()
+        from scipy.linalg import lapack
 
         values = np.exp(np.asarray(log_params, dtype=float))
         alpha, beta, sigma2 = values[:3]

@@ -216,10 +216,6 @@ def _fit_hyperparameters(reference: ScoreMatrix, scores: np.ndarray, n_pseudo: i
     y0 = grid[int(np.argmin(grid_values))]
     from scipy.optimize import minimize  # imported here: sessions that reuse a stored fit never need it
 
-    from activeeval._threads import refresh
-
-    refresh()  # (SciPy's BLAS, should this import have loaded it, under the thread limit: see gaussian._lapack)
-
     result = minimize(objective, y0, jac=True, method="L-BFGS-B", bounds=bounds)
     best = result.x if np.isfinite(result.fun) and result.fun <= min(grid_values) else y0
     values = np.exp(best)
