@@ -6,6 +6,7 @@ Usage::
     python benchmarks/bench_load.py --busy 2 --repeats 3
     python benchmarks/bench_load.py --free-threads 2     # also: no added load, ACTIVEEVAL_THREADS=2 vs the default
     python benchmarks/bench_load.py --smoke              # the smallest run (CI: tests/test_benchmarks.py)
+    python benchmarks/bench_load.py --warm-cache         # commands may reuse the user cache (a second session)
 
 NumPy's and SciPy's OpenBLAS start one thread per core for every matrix
 operation; activeeval's operations are small and many, so when the cores are
@@ -17,7 +18,9 @@ busy those threads mostly wait for each other. activeeval limits them itself
    user would, in the *default environment* (no ``OPENBLAS_NUM_THREADS``,
    ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` or ``ACTIVEEVAL_THREADS``) and
    under ``OPENBLAS_NUM_THREADS=1``, in pairs (the order alternates between
-   pairs). It prints, per command, the median wall time of each, the median
+   pairs), with the user cache off (``ACTIVEEVAL_CACHE=off``: each command
+   fits the default's prior as a first session does; ``--warm-cache`` lets
+   them reuse it, which hides the fit). It prints, per command, the median wall time of each, the median
    of the paired ratios default / one thread (target: ≤ 1.3), and the median
    CPU time (user + system of the process).
 2. **Without added load** (``--free-threads N``): the default against
@@ -50,8 +53,11 @@ THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "AC
 SPIN = "while True:\n    pass\n"
 
 
-def default_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+def default_env(warm_cache: bool = False) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+    if not warm_cache:
+        env["ACTIVEEVAL_CACHE"] = "off"  # every run fits, as a user's first session on a reference does
+    return env
 
 
 def timed(args: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -157,6 +163,8 @@ def main() -> None:
                         help="also compare ACTIVEEVAL_THREADS=N with the default, without added load")
     parser.add_argument("--steps", type=int, default=100, help="steps of the overhead loop")
     parser.add_argument("--method", default="bayesame", help="method of every command and of the overhead loop")
+    parser.add_argument("--warm-cache", action="store_true",
+                        help="let the commands reuse the user cache (default: ACTIVEEVAL_CACHE=off, every run fits)")
     parser.add_argument("--smoke", action="store_true",
                         help="smallest run: no busy process, 1 pair, rs-mean (no fit), a 3-item demo")
     args = parser.parse_args()
@@ -166,9 +174,10 @@ def main() -> None:
         demo = ["demo", "--dataset", "math", "--method", "rs-mean", "--max-items", "3"]
     commands = {"demo": demo, "session new": ["session", "new", "{file}", "--reference", args.dataset, "--method",
                                               args.method, "--seed", "0"]}
-    base = default_env()
+    base = default_env(args.warm_cache)
     one = {**base, "OPENBLAS_NUM_THREADS": "1"}
-    print(f"{os.cpu_count()} cores; {args.busy} busy processes; {args.repeats} paired runs; dataset {args.dataset}")
+    print(f"{os.cpu_count()} cores; {args.busy} busy processes; {args.repeats} paired runs; dataset {args.dataset}; "
+          f"user cache {'on' if args.warm_cache else 'off'}")
     busy = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(args.busy)]
     try:
         loaded = paired(commands, {"default env": base, "OPENBLAS_NUM_THREADS=1": one}, args.repeats)

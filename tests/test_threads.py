@@ -206,20 +206,70 @@ def blas():
 cho_factor = lazy_function("scipy.linalg:cho_factor")
 seen = {"before": "scipy.linalg" in sys.modules, "own": blas()}
 with limit_threads(3):
-    cho_factor(numpy.eye(3))  # imports SciPy's linear algebra (and its own BLAS) inside the scope
+    if sys.argv[1] == "lazy":
+        cho_factor(numpy.eye(3))  # imports SciPy's linear algebra (and its own BLAS) inside the scope
+    elif sys.argv[1] == "optimize":
+        import scipy.optimize  # a plain import inside a scope, as the default's fit does
+    else:
+        import scipy.special
     seen["inside"] = blas()
 seen["after"] = blas()
 print(json.dumps(seen))
 """
 
 
-def test_scipy_imported_inside_a_scope_is_limited_too() -> None:
-    """SciPy's linear algebra is imported where a call needs it (activeeval._lazy.lazy_function), maybe inside a
-    scope that limited NumPy's BLAS alone: its own BLAS is limited before the call runs, and given back after."""
+@pytest.mark.parametrize("how", ["lazy", "optimize", "special"])
+def test_scipy_imported_inside_a_scope_is_limited_too(how: str) -> None:
+    """SciPy's linear algebra is imported where a call needs it, maybe inside a scope that limited NumPy's BLAS
+    alone — through activeeval._lazy.lazy_function or a plain import (scipy.optimize in the default's fit): its
+    own BLAS is limited as soon as it is loaded, and given back after the scope."""
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}  # both libraries start with 1 thread, whatever the machine
     env.pop(THREADS_ENV, None)
-    out = subprocess.run([sys.executable, "-c", LATE_SCIPY], capture_output=True, text=True, env=env, check=True)
+    out = subprocess.run([sys.executable, "-c", LATE_SCIPY, how], capture_output=True, text=True, env=env,
+                         check=True)
     seen = json.loads(out.stdout)
     assert seen["before"] is False and seen["own"] == [1]
     assert seen["inside"] == [3, 3]  # NumPy's and SciPy's, at the scope's limit
     assert seen["after"] == [1, 1]
+
+
+FIT_IN_A_FRESH_PROCESS = """
+import json, sys
+import numpy as np
+from threadpoolctl import threadpool_info
+import activeeval.methods.bayesame as bayesame
+
+def blas():
+    return sorted(d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas")
+
+seen = {}
+
+class Spy(bayesame.ReferenceFit):  # made right after L-BFGS-B returns, inside the fit's scope
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        seen.setdefault("at_fit_end", blas())
+
+bayesame.ReferenceFit = Spy
+from activeeval import ScoreMatrix
+from activeeval.methods.registry import resolve_factory
+rng = np.random.default_rng(0)
+ref = ScoreMatrix((rng.random((30, 80)) < 0.6).astype(float), kind="binary")
+assert "scipy.optimize" not in sys.modules and "scipy.linalg" not in sys.modules
+resolve_factory("bayesame")(ref, seed=0)
+seen["after"] = blas()
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenBLAS runs at most one thread per core: needs two cores")
+def test_the_default_fit_in_a_fresh_process_runs_at_the_limit() -> None:
+    """End to end: a fresh process builds the default, whose fit imports SciPy inside the method's scope; SciPy's
+    BLAS runs at the limit there (the hole this closes cost 8x under load), and has its own setting after."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "2"}  # the user's own setting, not the limit (OpenBLAS caps at cores)
+    env[THREADS_ENV] = "1"
+    env["ACTIVEEVAL_CACHE"] = "off"
+    out = subprocess.run([sys.executable, "-c", FIT_IN_A_FRESH_PROCESS], capture_output=True, text=True, env=env,
+                         check=True)
+    seen = json.loads(out.stdout)
+    assert seen["at_fit_end"] == [1, 1], seen
+    assert seen["after"] == [2, 2], seen

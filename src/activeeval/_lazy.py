@@ -34,9 +34,9 @@ def lazy_function(path: str) -> Callable[..., Any]:
 
     For a function of a library that is slow to import and that only some
     calls need (``scipy.linalg`` costs about 0.4 s: a later session command
-    of most methods never calls it). After the import, the BLAS thread limit
-    in force is extended to any BLAS library the import loaded
-    (:func:`activeeval._threads.refresh`), before the function first runs.
+    of most methods never calls it). The BLAS thread limit in force reaches
+    any BLAS library the import loads (``activeeval._threads`` watches those
+    imports, however they are made).
     """
     module_name, _, name = path.partition(":")
     func: Callable[..., Any] | None = None
@@ -44,11 +44,7 @@ def lazy_function(path: str) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
         nonlocal func
         if func is None:
-            from activeeval._threads import refresh
-
-            found = getattr(importlib.import_module(module_name), name)
-            refresh()
-            func = found
+            func = getattr(importlib.import_module(module_name), name)
         return func(*args, **kwargs)
 
     call.__name__ = call.__qualname__ = name

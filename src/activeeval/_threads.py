@@ -48,15 +48,17 @@ DEFAULT_THREADS = 1
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: a BLAS import seen by _BlasImportWatch may happen under it
 _depth = 0  # scopes entered and not yet left, over all threads
 _limit = DEFAULT_THREADS  # the outermost scope's limit
 _limiter: Any = None  # threadpoolctl's limiter while the limit is applied
 _controller: Any = None  # threadpoolctl's view of the BLAS libraries loaded when it was made
 _controller_saw: tuple[bool, ...] = ()  # which of _SCIPY_BLAS were imported then
 # SciPy links a BLAS library of its own, loaded by the first of these modules imported (NumPy's comes with NumPy).
-# activeeval imports SciPy's linear algebra only where a call needs it (`_lazy.lazy_function`), so a command
-# that needs none does not pay its import (about 0.4 s); the controller is made anew once one is loaded.
+# activeeval imports SciPy's linear algebra only where a call needs it (`_lazy.lazy_function`, or a plain
+# import inside a function, e.g. scipy.optimize in the default's fit), so a command that needs none does not
+# pay its import (about 0.4 s). Whichever way it is imported, `_BlasImportWatch` brings SciPy's BLAS under the
+# limit in force as soon as its module is loaded, and the controller is made anew.
 _SCIPY_BLAS = ("scipy.linalg", "scipy.special")
 
 
@@ -127,12 +129,66 @@ def _apply() -> None:
 def refresh() -> None:
     """Bring a BLAS library loaded inside a scope (SciPy's, imported on first use) under the limit in force.
 
-    Called by :func:`activeeval._lazy.lazy_function` after its import; an
-    inner scope entered later checks the same (a dictionary lookup).
+    Called by :class:`_BlasImportWatch` once a module of :data:`_SCIPY_BLAS`
+    is loaded, however it was imported (a plain ``import scipy.optimize``
+    inside a scope loads SciPy's BLAS with its own thread count: before this
+    watch, the default's fit then ran at one thread per core until the next
+    inner scope, 8x slower on a busy machine: docs/BENCHMARKS.md "BLAS
+    threads under load, again"). An inner scope entered later checks the same.
     """
     with _lock:
         if _limiter is not None:
             _apply()
+
+
+class _BlasImportWatch:
+    """An import hook that calls :func:`refresh` right after a module of :data:`_SCIPY_BLAS` is executed.
+
+    It finds nothing itself: it asks the other finders for the module's spec
+    and wraps the loader's ``exec_module``. Modules imported before activeeval
+    need nothing (the controller sees them when it is made). A finder and a
+    loader by protocol (PEP 451), not by subclassing ``importlib.abc``, whose
+    import costs a later command about 0.1 s.
+    """
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname not in _SCIPY_BLAS:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                loader = spec.loader
+                if loader is not None and hasattr(loader, "exec_module"):
+                    spec.loader = _RefreshingLoader(loader)
+                return spec
+        return None
+
+
+class _RefreshingLoader:
+    """The real loader, then :func:`refresh` (the module's BLAS library is loaded once it is executed)."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._loader.exec_module(module)
+        refresh()
+
+    def __getattr__(self, name: str) -> Any:  # is_package, get_code, get_resource_reader, ...
+        return getattr(self._loader, name)
+
+
+def _install_watch() -> None:
+    if not any(isinstance(finder, _BlasImportWatch) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _BlasImportWatch())
+
+
+_install_watch()
 
 
 def _enter(threads: int | None, defer: bool = False) -> None:
