@@ -161,7 +161,10 @@ def _continuous(seed: int = 0) -> ScoreMatrix:
                        kind="continuous", score_range=(0.0, 1.0))
 
 
-def _method(ref: ScoreMatrix, **options) -> BayesAME:
+def _method(ref: ScoreMatrix, memo: bool = False, **options) -> BayesAME:
+    """The default with a fixed fit; unless ``memo``, with nothing of the process's memo (the disk, or nothing)."""
+    if not memo:
+        clear_caches()
     return BayesAME(ref, seed=5, hyperparameters=FIT, calibration=None, **options)
 
 
@@ -219,6 +222,7 @@ def test_prior_state_not_kept_for_small_references_nor_without_the_cache(cache, 
     monkeypatch.setattr(bayesame, "PRIOR_STATE_MIN_WORK", 0.0)
     with user_cache.disabled():
         _method(_reference())
+    clear_caches()
     Session.create(tmp_path / "a.aeval", reference=_reference(), seed=0, cache=False, hyperparameters=FIT.to_dict(),
                    calibration=None).close()
     assert state == ["buckets", "sums"] * 3 and not any(_state_entries(cache).values())
@@ -287,6 +291,25 @@ def test_a_second_session_derives_no_prior_state(tmp_path, cache, state) -> None
     with Session.create(tmp_path / "a.aeval", **opts) as first:
         asked = [a.item_id for a in first.ask(3)]
     state.clear()
+    clear_caches()  # as another process
     with Session.create(tmp_path / "b.aeval", **opts) as second:
         assert [a.item_id for a in second.ask(3)] == asked
     assert "buckets" not in state and "sums" not in state
+
+
+def test_methods_on_one_reference_share_the_prior_state_in_the_process(cache, state, monkeypatch) -> None:
+    """rank builds one method per model on the same reference: the buckets and Σ·N are derived once (with or without
+    the user cache), shared read-only, and each method's results are those of a method built alone."""
+    ref = _reference()
+    target = 1.0 - ref.scores[2]
+    monkeypatch.setenv(user_cache.CACHE_ENV, "off")
+    alone = _play(_method(ref), target)
+    state.clear()
+    first, second = _method(ref, memo=True), _method(ref, memo=True)
+    assert state == [] and second.buckets is first.buckets
+    assert second.posterior.prior_cov_counts is first.posterior.prior_cov_counts
+    with pytest.raises(ValueError, match="read-only"):
+        first.buckets.phi[0, 0] = 2.0
+    assert _play(first, target) == alone and _play(second, target) == alone
+    BayesAME(ref, seed=5, hyperparameters={**FIT.to_dict(), "beta": 2.0}, calibration=None)  # another kernel
+    assert state == ["sums"]

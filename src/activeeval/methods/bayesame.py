@@ -394,9 +394,12 @@ class BayesAME(BatchSelection, BaseMethod):
         if tolerance is None:
             tolerance = 0.0 if ref.kind == "binary" else 1e-3 * width
         self.tolerance_ = float(tolerance)
-        # the reference-only prior state (buckets, then Σ·N) is kept in the user cache on large references
+        # the reference-only prior state (buckets, then Σ·N): once per process (methods built on one reference,
+        # e.g. rank's, one per model, share it, read-only), and in the user cache on large references
         keep = _keeps_prior_state(ref)
-        self.buckets = _cached_buckets(ref, self.tolerance_) if keep else bucketize(ref.scores.T, self.tolerance_)
+        state_key = (ref.fingerprint(), self.tolerance_)
+        self.buckets = _BUCKETS.get_or_compute(state_key, lambda: _read_only_buckets(
+            _cached_buckets(ref, self.tolerance_) if keep else bucketize(ref.scores.T, self.tolerance_)))
         phi = self.buckets.phi
         counts = self.buckets.counts
         self._n_refs = ref.n_models
@@ -420,8 +423,10 @@ class BayesAME(BatchSelection, BaseMethod):
             mu,
             self._prior_col,
             self.kernel.diag(self._psi, self._m),
-            _cached_prior_sums(ref, self.tolerance_, self.kernel, self._d2_full is not None, counts, prior_sums)
-            if keep else prior_sums(),
+            _PRIOR_SUMS.get_or_compute(
+                (*state_key, (fit.alpha, fit.beta, fit.gamma, fit.tau0, fit.tau1), self._d2_full is not None),
+                lambda: _read_only(_cached_prior_sums(ref, self.tolerance_, self.kernel, self._d2_full is not None,
+                                                      counts, prior_sums) if keep else prior_sums())),
             counts,
             np.full(n_buckets, self.sigma2_),
         )
@@ -1142,6 +1147,21 @@ def _stored(kind: str, cls: type, parts: tuple, compute):  # noqa: ANN001, ANN20
     key = user_cache.key(kind, STORE_FORMAT, user_cache.code_fingerprint(), *parts)
     return user_cache.derived(kind, key, compute, lambda value: (value.to_dict(), ()),
                               lambda entry: _from_stored(cls, entry.meta))
+
+
+_BUCKETS: ReferenceCache[Buckets] = ReferenceCache("BayesAME buckets", 2)  # (phi: B x K floats each)
+_PRIOR_SUMS: ReferenceCache[np.ndarray] = ReferenceCache("BayesAME prior sums", 8)
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False  # shared by every method built on the reference: a write would be a bug
+    return a
+
+
+def _read_only_buckets(b: Buckets) -> Buckets:
+    for a in (b.of_item, b.counts, b.phi, *b.members):
+        _read_only(a)
+    return b
 
 
 #: Smallest N²·K (items² × reference models) whose prior state (:func:`_cached_buckets`, :func:`_cached_prior_sums`)
