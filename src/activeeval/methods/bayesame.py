@@ -1159,7 +1159,7 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 
 
 def _read_only_buckets(b: Buckets) -> Buckets:
-    for a in (b.of_item, b.counts, b.phi, *b.members):
+    for a in (b.of_item, b.counts, b.phi):  # (the members are read-only views already: _buckets_of)
         _read_only(a)
     return b
 
