@@ -125,7 +125,7 @@ def digest(path: Path) -> str | None:
 class Case:
     source: str  # "audit" (the table) or "new"
     tried: str
-    run: Callable[[Path, "World"], tuple[str, str]]
+    run: Callable[[Path, World], tuple[str, str]]
     good: set[str]
     smoke: bool = False
 
@@ -354,7 +354,7 @@ def placeholder(d: Path, w: World) -> tuple[str, str]:
                      f"print(1 if sys.argv[2] in {items!r} else 'wrong item')\n")
     r = cli("run", "--session", d / "m.aeval", "--reference", ref, "--method", "rs-mean", "--targets", "ta,tb",
             "--max-items", "20", "--seed", "0", "--scorer", f"{shlex.quote(PY)} {score} {{model}} {{item_id}}", cwd=d)
-    seen = [eval(line) for line in log.read_text().splitlines()] if log.exists() else []  # noqa: S307 - our log
+    seen = [eval(line) for line in log.read_text().splitlines()] if log.exists() else []
     wrong = [a for a in seen if a[1] not in items or a[0] not in ("ta", "tb")]
     if wrong:
         return "silent wrong", f"the scorer got {wrong[0]}"
@@ -605,7 +605,7 @@ def main() -> None:
             ref_before = digest(world.ref)
             try:
                 outcome, detail = case.run(folder, world)
-            except Exception as exc:  # noqa: BLE001 - a case that breaks is reported, the others still run
+            except Exception as exc:
                 outcome, detail = "traceback", f"the case itself failed: {type(exc).__name__}: {exc}"
             if digest(world.ref) != ref_before:
                 outcome, detail = "data lost", "the shared reference file changed; " + detail

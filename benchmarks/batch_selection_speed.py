@@ -31,7 +31,7 @@ from activeeval.gaussian import bucketize
 from activeeval.methods.registry import make_method
 
 
-def _matrix(name: str, seed: int):  # noqa: ANN202
+def _matrix(name: str, seed: int):
     m = datasets.load(name)
     complete = [mid for mid, row in zip(m.model_ids, m.scores) if not np.isnan(row).any()]
     m = m.select_models(complete)

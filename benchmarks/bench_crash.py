@@ -129,7 +129,7 @@ def read_tells(session: Path) -> list[tuple[str, float]]:
         conn.close()
 
 
-def same_trajectory(a, b, rel: float = 1e-6) -> bool:  # noqa: ANN001 - sequences of Estimate
+def same_trajectory(a, b, rel: float = 1e-6) -> bool:
     """Whether two estimate sequences agree: same lengths, counts and notes; means and variances to ``rel``."""
     if len(a) != len(b):
         return False

@@ -13,7 +13,8 @@ operation; activeeval's operations are small and many, so when the cores are
 busy those threads mostly wait for each other. activeeval limits them itself
 (``activeeval._threads``). This script measures that where users meet it:
 
-1. **Under load.** It starts ``--busy`` processes that spin on the CPU (and
+1. **Under load.** For ``demo``, ``session new`` and the Python API's
+   ``make_method`` (the README's loop, in a fresh process), it starts ``--busy`` processes that spin on the CPU (and
    stops them at the end), then runs each command as its own process, as a
    user would, in the *default environment* (no ``OPENBLAS_NUM_THREADS``,
    ``OMP_NUM_THREADS``, ``MKL_NUM_THREADS`` or ``ACTIVEEVAL_THREADS``) and
@@ -51,6 +52,13 @@ from pathlib import Path
 
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "ACTIVEEVAL_THREADS")
 SPIN = "while True:\n    pass\n"
+# The Python API's first step in the README's loop: build the method on a reference (one model held out).
+API_BUILD = """
+from activeeval import datasets
+from activeeval.methods.registry import make_method
+full = datasets.load({dataset!r})
+make_method({method!r}, full.drop_models([full.model_ids[0]]), seed=0)
+"""
 
 
 def default_env(warm_cache: bool = False) -> dict[str, str]:
@@ -61,9 +69,11 @@ def default_env(warm_cache: bool = False) -> dict[str, str]:
 
 
 def timed(args: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """(wall seconds, CPU seconds: user + system) of ``python -m activeeval ARGS`` as its own process."""
+    """(wall seconds, CPU seconds: user + system) of ``python -m activeeval ARGS`` (or ``python -c CODE`` when
+    ARGS is ``["-c", CODE]``) as its own process."""
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "activeeval", *args], stdout=subprocess.DEVNULL,
+    argv = [sys.executable, *args] if args[0] == "-c" else [sys.executable, "-m", "activeeval", *args]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, env=env, text=True)
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -173,7 +183,8 @@ def main() -> None:
         args.busy, args.repeats, args.dataset, args.steps, args.method = 0, 1, "math", 5, "rs-mean"
         demo = ["demo", "--dataset", "math", "--method", "rs-mean", "--max-items", "3"]
     commands = {"demo": demo, "session new": ["session", "new", "{file}", "--reference", args.dataset, "--method",
-                                              args.method, "--seed", "0"]}
+                                              args.method, "--seed", "0"],
+                "api build": ["-c", API_BUILD.format(dataset=args.dataset, method=args.method)]}
     base = default_env(args.warm_cache)
     one = {**base, "OPENBLAS_NUM_THREADS": "1"}
     print(f"{os.cpu_count()} cores; {args.busy} busy processes; {args.repeats} paired runs; dataset {args.dataset}; "

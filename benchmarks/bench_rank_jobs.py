@@ -106,7 +106,7 @@ def main() -> None:
         told = sum(1 for e in logs[0] if e[1] == "tell")
         same = all(log == base[2][0] for log in logs)
         print(f"{j:>6} {statistics.median(walls):>8.2f} {ratio:>12.2f} {statistics.median(calls):>13.0f} "
-              f"{told:>16} {str(same):>20}")
+              f"{told:>16} {same!s:>20}")
 
 
 if __name__ == "__main__":

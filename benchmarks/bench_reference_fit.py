@@ -56,7 +56,7 @@ def main() -> None:
     evals = [0]
     real = gaussian.LeaveOneOutNLML.__call__
 
-    def counted(self, y):  # noqa: ANN001, ANN202
+    def counted(self, y):
         evals[0] += 1
         return real(self, y)
 
@@ -81,7 +81,7 @@ def main() -> None:
                       f"{evals[0]:>5} {cal.factor:>7.4f}", flush=True)
 
 
-def _fold_ftol(ftol: float | None):  # noqa: ANN202 - a context manager
+def _fold_ftol(ftol: float | None):
     """SciPy's minimize with ``ftol`` (the calibration's fold fits are the only fits inside ``calibrate``)."""
     import contextlib
 

@@ -73,7 +73,7 @@ def synthetic(n_buckets: int, n_refs: int, kind: str, seed: int) -> tuple[np.nda
     return kept[1:, :n_buckets], kept[0, :n_buckets]
 
 
-def _floor(method, b: int, scratch: dict[str, np.ndarray]) -> float:  # noqa: ANN001 - BayesAME
+def _floor(method, b: int, scratch: dict[str, np.ndarray]) -> float:
     """Seconds of a step's unavoidable arithmetic in plain numpy, on the method's arrays (not changed)."""
     post, kern = method.posterior, method.kernel
     feat, sq, m, phi_c, cc = method._feat, method._feat_sq, method._m, method._phi_c, method._cc
@@ -109,7 +109,7 @@ def _former_sums(points: np.ndarray, vec: np.ndarray, scale: float, block: int =
     return out
 
 
-def _baseline(method) -> dict[str, float]:  # noqa: ANN001 - BayesAME
+def _baseline(method) -> dict[str, float]:
     """CPU seconds of Σ·N now (:func:`activeeval.kernels.kernel_sums`) and as before, and their largest relative
     difference, on the method's bucket vectors and fitted kernel."""
     from activeeval.kernels import kernel_sums
@@ -152,7 +152,8 @@ def one(size: int, refs: int, kind: str, steps: int, threads: int, baseline: boo
             b = int(method.buckets.of_item[item])
         extra = _baseline(method) if baseline else {}
     step_ms, floor_ms = 1e3 * float(np.median(step_t)), 1e3 * float(np.median(floor_t))
-    return {**extra, "B": method.n_buckets, "K": refs, "n": steps, "fit_s": fit_s, "build_s": build_s, "build_cpu": build_cpu,
+    return {**extra, "B": method.n_buckets, "K": refs, "n": steps, "fit_s": fit_s, "build_s": build_s,
+            "build_cpu": build_cpu,
             "step_ms": step_ms, "floor_ms": floor_ms, "ratio": step_ms / floor_ms,
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 

@@ -55,7 +55,7 @@ def n_targets_for(n_models: int, wanted: int) -> int:
     return wanted if n_models - wanted >= 0.6 * n_models else max(2, min(wanted, n_models // 3))
 
 
-def record(est) -> list:  # noqa: ANN001
+def record(est) -> list:
     """[mean, low, high] of the 95 % interval, low = high = None when the interval is not shown."""
     if not math.isfinite(est.var):
         return [est.mean, None, None]
@@ -63,7 +63,7 @@ def record(est) -> list:  # noqa: ANN001
     return [est.mean, lo, hi]
 
 
-def run_seed(matrix, split, seed: int, items: list[int], group: int, budget: float,  # noqa: ANN001
+def run_seed(matrix, split, seed: int, items: list[int], group: int, budget: float,
              intervals: tuple[str, ...] = INTERVALS) -> dict:
     refs = sample_references(split.pool, 0.5, seed)
     reference, _ = matrix.select_models(refs).dropna("models")
@@ -73,7 +73,7 @@ def run_seed(matrix, split, seed: int, items: list[int], group: int, budget: flo
     rows = {t: matrix.model_scores(t) for t in split.targets}
     truth = {t: float(np.mean(rows[t])) for t in split.targets}
 
-    def make(interval: str):  # noqa: ANN202
+    def make(interval: str):
         return lambda model=None: ContinuousCAT(reference, calibration=cal, interval=interval, seed=0)
 
     # The ranker (its decisions use ability(), not the interval): how many items each model had at its stop.
@@ -108,7 +108,7 @@ def run_seed(matrix, split, seed: int, items: list[int], group: int, budget: flo
     return out
 
 
-def load_or_run(path: Path, fn) -> dict:  # noqa: ANN001
+def load_or_run(path: Path, fn) -> dict:
     if path.exists():
         return json.loads(path.read_text())
     res = fn()
@@ -176,7 +176,7 @@ def main() -> None:
             t0 = time.perf_counter()
             for s in range(args.first_seed, args.first_seed + args.seeds):
                 runs.append(load_or_run(out / f"{tag}_s{s}.json",
-                                        lambda s=s: run_seed(matrix, split, s, items, args.group,
+                                        lambda s=s: run_seed(matrix, split, s, items, args.group,  # noqa: B023 - called within this iteration
                                                              args.budget_per_model, intervals)))
             for interval in intervals:
                 cells = summarise(runs, items, interval)

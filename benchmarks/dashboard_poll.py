@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 
-def reader(path: str, interval: float, stop, out) -> None:  # noqa: ANN001
+def reader(path: str, interval: float, stop, out) -> None:
     from activeeval.dashboard.data import Board, session_id
 
     sid = session_id(Path(path))

@@ -69,7 +69,7 @@ DEFAULT_METHODS = "rs-mean,bayesame,aipw-ridge,rs-learn"
 FEW_MODELS = {"mmlu_pro": (10, 20), "wmt21_en-zh_chrf": (10, 20), "wmt21_zh-en_chrf": (8, 25)}
 
 
-def run_records(result, method: str, budgets: tuple[float, ...] = BUDGETS) -> dict:  # noqa: ANN001 - BacktestResult
+def run_records(result, method: str, budgets: tuple[float, ...] = BUDGETS) -> dict:
     """Per run (target × seed): estimate, reported variance and the random-sampling variance at each cell."""
     cfg, truth, n_items = result.config, result.truth, result.n_items
     mu, var = result.means[method], result.vars[method]

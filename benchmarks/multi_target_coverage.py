@@ -60,7 +60,7 @@ MARKS = (0.05, 0.10, 0.25)
 Z95 = 1.959963984540054
 
 
-def _record(traj, stop_n: int, truth: float, n_items: int) -> dict:  # noqa: ANN001 - a trajectory of Estimates
+def _record(traj, stop_n: int, truth: float, n_items: int) -> dict:
     """Mean and sd at the stop and at each mark reached before it."""
     out = {"truth": truth, "n": stop_n, "mean": traj[stop_n - 1].mean, "sd": traj[stop_n - 1].std, "marks": {}}
     for f in MARKS:

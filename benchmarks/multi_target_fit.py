@@ -35,7 +35,7 @@ def _row(label: str, n: int, means: np.ndarray, sds: np.ndarray, truth: np.ndarr
     return f"{label:<22} {n:>4} {rmse:7.2f} {miss:>5}/10 {extra}"
 
 
-def play_joint(cls, ref, targets, truth, seed, marks=MARKS, **options):  # noqa: ANN001, ANN201
+def play_joint(cls, ref, targets, truth, seed, marks=MARKS, **options):
     method = cls(ref, targets, seed=seed, **options)
     rows = []
     while len(rows) < len(marks):

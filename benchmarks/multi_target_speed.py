@@ -30,7 +30,7 @@ from activeeval.gaussian import bucketize
 from activeeval.methods.bayesame_multi import BayesAMEMulti
 
 
-def _matrix(name: str, seed: int, max_items: int = 0):  # noqa: ANN202
+def _matrix(name: str, seed: int, max_items: int = 0):
     m = datasets.load(name)
     complete = [mid for mid, row in zip(m.model_ids, m.scores) if not np.isnan(row).any()]
     m = m.select_models(complete)  # targets and references with every score

@@ -207,7 +207,8 @@ def irt_variants(ref, truths, seed, info) -> dict[str, np.ndarray]:
     info.setdefault("ref_mean", []).append(float(np.nanmean(ref.scores)))
     out["stale50 (R̂ frozen, prior before n=50)"] = irt_estimates(st, truths, refresh=50, first=50)
     out["stale50 (R̂ frozen, first fit at n=1)"] = irt_estimates(st, truths, refresh=50, first=1)
-    out["stale50 ability only (Eq. 5 with current s_C)"] = irt_estimates(st, truths, refresh=50, first=50, stale="ability")
+    out["stale50 ability only (Eq. 5 with current s_C)"] = irt_estimates(st, truths, refresh=50, first=50,
+                                                                         stale="ability")
     out["all items predicted (not Eq. 5)"] = irt_estimates(st, truths, estimator="all")
     out["all items predicted + stale50"] = irt_estimates(st, truths, estimator="all", refresh=50, first=50)
     out["ability prior N(0, 3^2)"] = irt_estimates(irt_states(params, truths, seed, prior_sd=3.0), truths)
@@ -392,7 +393,8 @@ def proeval_variants(ref, truths, seed, info) -> dict[str, np.ndarray]:
     check = proeval_general(ref, truths, seed, 0.3)
     assert np.allclose(check, ours, atol=1e-9), "ProEval re-implementation differs from the package replay"
     for s2 in (1e-4, 1e-3, 0.01, 0.05, 0.1, 0.3, 0.5, 1.0):
-        label = f"sigma2 = {s2:g}" + {0.3: " (package and ProEval code default)", 0.01: " (our old default)"}.get(s2, "")
+        notes = {0.3: " (package and ProEval code default)", 0.01: " (our old default)"}
+        label = f"sigma2 = {s2:g}" + notes.get(s2, "")
         out[label] = ours if s2 == 0.3 else ProEval.replay(ref, truths, seed, noise_var=s2)[0]
     m = np.nanmean(np.asarray(ref.scores, dtype=float), axis=0)
     out["sigma2_i = m_i(1-m_i) (Bernoulli, floor 1e-3)"] = proeval_general(

@@ -89,7 +89,7 @@ def _trajectory(n_items: int) -> tuple[list[float], list[float], list[float], li
     return [e.mean for e in traj], [c[0] for c in cis], [c[1] for c in cis], [e.width() for e in traj]
 
 
-def _png(means, lows, highs, widths, epsilon2: float) -> str:  # noqa: ANN001
+def _png(means, lows, highs, widths, epsilon2: float) -> str:
     """The chart the report embedded before (matplotlib, Agg): base64 PNG."""
     import matplotlib
 
@@ -112,7 +112,7 @@ def _png(means, lows, highs, widths, epsilon2: float) -> str:  # noqa: ANN001
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
-def _render_seconds(render, repeats: int) -> tuple[float, int]:  # noqa: ANN001
+def _render_seconds(render, repeats: int) -> tuple[float, int]:
     times, size = [], 0
     for _ in range(repeats):
         t0 = time.perf_counter()

@@ -59,7 +59,7 @@ STOPS = (0.01, 0.03)
 Z = NormalDist().inv_cdf(0.975)
 
 
-def draw_metrics(result, methods: list[str]) -> dict:  # noqa: ANN001 - BacktestResult
+def draw_metrics(result, methods: list[str]) -> dict:
     """Per method: the counts this draw contributes to the table."""
     cfg, truth, n_items = result.config, result.truth, result.n_items
     out = {}

@@ -38,7 +38,7 @@ def save(out: str, names: str, method: str) -> None:
 def compare(first: str, second: str) -> None:
     a, b = np.load(first), np.load(second)
     for key in a.files:
-        print(f"{key:<28} {str(a[key].shape):<14} identical: {np.array_equal(a[key], b[key])}")
+        print(f"{key:<28} {a[key].shape!s:<14} identical: {np.array_equal(a[key], b[key])}")
 
 
 def main() -> None:

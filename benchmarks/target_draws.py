@@ -71,14 +71,14 @@ def with_duplicates(name: str) -> ScoreMatrix:
                        name=f"{name}+duplicates")
 
 
-def split_keeping_twins(matrix: ScoreMatrix, *args: object, **kwargs: object):  # noqa: ANN201
+def split_keeping_twins(matrix: ScoreMatrix, *args: object, **kwargs: object):
     """The package's split with the targets' exact twins put back into the pool (in the matrix's order)."""
     split = make_split(matrix, *args, **kwargs)
     keep = set(split.pool) | set(split.dropped_twins)
     return dataclasses.replace(split, pool=tuple(m for m in matrix.model_ids if m in keep), dropped_twins=())
 
 
-def twins_in_pool(split) -> int:  # noqa: ANN001
+def twins_in_pool(split) -> int:
     """Targets that have a copy of themselves (same model, another row) in the reference pool."""
     pool = {p.split("#")[0] for p in split.pool}
     return sum(t.split("#")[0] in pool for t in split.targets)

@@ -65,7 +65,7 @@ class _Page(html.parser.HTMLParser):
         self._row: list[str] = []
         self._in_thead = False
 
-    def handle_starttag(self, tag, attrs):  # noqa: ANN001, ANN201
+    def handle_starttag(self, tag, attrs):
         self._tag.append(tag)
         if tag == "body":
             self.body = {k: v or "" for k, v in attrs}
@@ -76,7 +76,7 @@ class _Page(html.parser.HTMLParser):
         if tag == "tr" and self._in_thead:
             self._row = []
 
-    def handle_endtag(self, tag):  # noqa: ANN001, ANN201
+    def handle_endtag(self, tag):
         if tag == "tr" and self._in_thead and not "".join(self._row).strip():
             self.empty_header_rows += 1
         if tag == "thead":
@@ -84,7 +84,7 @@ class _Page(html.parser.HTMLParser):
         if self._tag:
             self._tag.pop()
 
-    def handle_data(self, data):  # noqa: ANN001, ANN201
+    def handle_data(self, data):
         where = self._tag[-1] if self._tag else ""
         if where == "h1":
             self.h1 += data

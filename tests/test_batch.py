@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
+from dense_formulas import batch_beta_dense, item_covariance
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,7 +38,6 @@ from activeeval.batch import (
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.bayesame import BayesAME
 from activeeval.methods.bayesame_paper import BayesAMEPaper
-from activeeval.testing import batch_beta_dense, item_covariance
 
 # Relative tolerance of β against the dense formulas: the incremental posterior (rank-one updates) and a
 # dense solve differ by round-off, ~1e-12 relative on these well-conditioned problems; 1e-8 leaves room
@@ -54,7 +54,7 @@ def binary_reference(n_models: int = 5, n_items: int = 60, seed: int = 0) -> Sco
     return ScoreMatrix(scores, kind="binary")
 
 
-def problem(seed: int = 0, n_observed: int = 7, pending: int = 0):  # noqa: ANN201
+def problem(seed: int = 0, n_observed: int = 7, pending: int = 0):
     """A paper BayesAME (active selection forced) after some observations; its batch problem and dense truth."""
     ref = binary_reference(seed=seed)
     method = BayesAMEPaper(ref, seed=seed, selection="active", refit_every=None)
@@ -74,7 +74,7 @@ def problem(seed: int = 0, n_observed: int = 7, pending: int = 0):  # noqa: ANN2
     return method, cov, available, exclude
 
 
-def dense_truth(method: BayesAMEPaper, exclude=()):  # noqa: ANN001, ANN201
+def dense_truth(method: BayesAMEPaper, exclude=()):
     """Dense item covariance given C and the pending items, and the unevaluated mask U (pending not in U)."""
     sigma = method.posterior_cov()
     noise = method.sigma2_ * method.buckets.counts
@@ -103,7 +103,7 @@ def test_beta_equals_the_dense_formula(pending) -> None:
 
 
 def test_single_item_beta_is_the_ratio_of_eq6() -> None:
-    method, cov, available, _ = problem()
+    method, cov, _available, _ = problem()
     post = method._post
     c = post.cov_u + method.sigma2_ * method.buckets.counts
     v = np.maximum(post.diag, 0.0) + method.sigma2_ * method.buckets.counts
@@ -216,7 +216,7 @@ def test_smc_is_never_worse_than_its_best_warm_start_and_finds_the_optimum_here(
     rng = np.random.default_rng(11)
     starts = [rng.choice(14, size=3, replace=False) for _ in range(4)]
     start_best = max(v[s] @ np.linalg.solve(gram[np.ix_(s, s)], v[s]) for s in starts)
-    batch, beta = smc_search(gram, v, starts, np.random.default_rng(12))
+    _batch, beta = smc_search(gram, v, starts, np.random.default_rng(12))
     assert beta >= start_best * (1 - 1e-12)
     brute = max(v[list(a)] @ np.linalg.solve(gram[np.ix_(a, a)], v[list(a)])
                 for a in itertools.combinations(range(14), 3))
@@ -269,7 +269,7 @@ def ifeval_split():
     return ref, np.asarray(full.model_scores(target), dtype=float)
 
 
-def _played(cls, ref, truth, n=12, **options):  # noqa: ANN001, ANN202
+def _played(cls, ref, truth, n=12, **options):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         method = cls(ref, seed=4, **options)

@@ -659,7 +659,7 @@ def test_score_interval_calibration_survives_a_json_round_trip_exactly():
     @given(st.lists(st.integers(1, 10_000), min_size=1, max_size=8, unique=True).flatmap(
         lambda cps: st.tuples(st.just(sorted(cps)), *(st.lists(factor, min_size=len(cps), max_size=len(cps))
                                                       for _ in range(3)), st.booleans())))
-    def check(args):  # noqa: ANN001, ANN202
+    def check(args):
         cps, within, above, below, local = args
         cal = irt.ScoreIntervalCalibration(tuple(cps), tuple(within), tuple(above), tuple(below), (3, 2, 1), local)
         assert irt.ScoreIntervalCalibration.from_dict(json.loads(json.dumps(cal.to_dict()))) == cal

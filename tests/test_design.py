@@ -91,7 +91,7 @@ def test_rs_mean_replay_keeps_the_floor() -> None:
     ref = rare()
     truths = np.zeros((2, 400))
     truths[1, :3] = 1.0
-    means, vars_ = RSMean.replay(ref, truths, 0)
+    _means, vars_ = RSMean.replay(ref, truths, 0)
     one = RSMean(ref, seed=0)
     for _ in range(60):
         item = one.select()

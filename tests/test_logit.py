@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from dense_formulas import posterior_item_form
 from scipy.special import expit
 
 from activeeval import ScoreMatrix
@@ -22,7 +23,6 @@ from activeeval.logit import (
     moderated_slope,
 )
 from activeeval.methods.bayesame_paper import BayesAMEPaper, weights_from_mapping
-from activeeval.testing import posterior_item_form
 
 
 def continuous_reference(center: float, spread: float, n_models: int = 6, n_items: int = 40,

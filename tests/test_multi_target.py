@@ -72,7 +72,7 @@ def test_joint_posterior_equals_dense_brute_force(shared):
         w = np.hstack([params.W, np.eye(n_t)])
         params = LMCParams((1.5,) * 3 + (0.7,) * 3, (1.0,) * 6, ("fixed",) * 3 + ("level",) * 3,
                            tuple(tuple(r) for r in w), params.sigma2)
-        fixed, level = (lambda b: kmat[b]), (lambda b: klev[b])  # noqa: E731
+        fixed, level = (lambda b: kmat[b]), (lambda b: klev[b])
     elif shared == "mixed":  # a caller's kernel beside two of the paper's latents
         w = np.hstack([params.W, rng7.normal(size=(n_t, 1))])
         params = LMCParams(params.alpha + (0.9,), params.beta + (1.0,), params.kinds + ("fixed",),
@@ -135,7 +135,7 @@ def test_nlml_value_and_gradient_against_dense_and_finite_differences():
     sigma = _dense_prior(params, d2, phi.shape[1])
     rows = t_obs * phi.shape[0] + b_obs
     gram = sigma[np.ix_(rows, rows)] + np.diag(params.sigma2 * units)
-    sign, logdet = np.linalg.slogdet(gram)
+    _sign, logdet = np.linalg.slogdet(gram)
     dense = 0.5 * resid @ np.linalg.solve(gram, resid) + 0.5 * logdet + 0.5 * resid.size * np.log(2 * np.pi)
     assert value == pytest.approx(dense, rel=1e-10)
     x = params.to_vector()
@@ -318,7 +318,7 @@ def test_warm_start_round_robin_and_active_targets(ifeval):
         after.append(t)
         m.observe(t, i, float(truth[t, i]))
     assert after == [0, 1, 2, 0, 1, 2]
-    t, _ = m.select(active=["%s" % targets[2]])
+    t, _ = m.select(active=[f"{targets[2]}"])
     assert t == 2
     batch = m.select_batch(4, active=[0, 1])
     assert len(set(batch)) == 4 and {t for t, _ in batch} == {0, 1}

@@ -37,7 +37,7 @@ def blas_threads() -> list[int]:
 
 
 @pytest.fixture(autouse=True)
-def own_setting(monkeypatch):  # noqa: ANN001, ANN201
+def own_setting(monkeypatch):
     monkeypatch.delenv(THREADS_ENV, raising=False)
     with threadpool_limits(OWN, user_api="blas"):
         assert set(blas_threads()) == {OWN} and len(blas_threads()) >= 2  # NumPy's and SciPy's
@@ -51,7 +51,7 @@ class Recording(BaseMethod):
         super().__init__(reference, **kw)
         self.seen = {"build": blas_threads()}
 
-    def _select(self, rng, k, exclude):  # noqa: ANN001, ANN202
+    def _select(self, rng, k, exclude):
         self.seen["select"] = blas_threads()
         return super()._select(rng, k, exclude)
 
@@ -156,7 +156,7 @@ def test_scorer_processes_keep_their_own_threads(tmp_path: Path, monkeypatch) ->
     scorer = f"{sys.executable} {tmp_path / 'score.py'} {{item_id}} {log} {truth}"
     ours, real_tell = [], Session.tell
 
-    def tell(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def tell(self, *args, **kwargs):
         ours.append(blas_threads())
         return real_tell(self, *args, **kwargs)
 
@@ -171,14 +171,14 @@ def test_scorer_processes_keep_their_own_threads(tmp_path: Path, monkeypatch) ->
     assert THREADS_ENV not in os.environ and active_limit() == 1  # the flag did not outlive the command
 
 
-def test_kernel_sums_on_threads_hold_one_blas_thread_each_and_give_the_setting_back(monkeypatch) -> None:  # noqa: ANN001
+def test_kernel_sums_on_threads_hold_one_blas_thread_each_and_give_the_setting_back(monkeypatch) -> None:
     """Workers of their own, each calling BLAS: BLAS at one thread meanwhile, then the scope's limit or the user's."""
     from activeeval import kernels
 
     seen: list[list[int]] = []
     real_exp = np.exp
 
-    def noting_exp(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - a tile's kernel, in a worker thread
+    def noting_exp(*args, **kwargs):
         seen.append(blas_threads())
         return real_exp(*args, **kwargs)
 

@@ -47,8 +47,8 @@ __all__ = [*_EXPORTS, "__version__"]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from activeeval import datasets
-    from activeeval.data.io import read_scores, write_scores
     from activeeval._threads import limit_threads
+    from activeeval.data.io import read_scores, write_scores
     from activeeval.data.matrix import DropReport, ScoreMatrix
     from activeeval.exceptions import ActiveEvalError
     from activeeval.methods.base import BaseMethod, Method

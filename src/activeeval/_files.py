@@ -33,7 +33,7 @@ from pathlib import Path
 
 from activeeval.exceptions import ConfigurationError, StorageError
 
-__all__ = ["check_output", "atomic_output", "check_output_folder", "output_folder", "RESULTS_MARKER"]
+__all__ = ["RESULTS_MARKER", "atomic_output", "check_output", "check_output_folder", "output_folder"]
 
 RESULTS_MARKER = ".activeeval-results"
 _SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -13,7 +13,7 @@ import html
 import math
 from collections.abc import Sequence
 
-__all__ = ["trajectory_svg", "nice_ticks", "log_ticks"]
+__all__ = ["log_ticks", "nice_ticks", "trajectory_svg"]
 
 WIDTH, TOP_H, LOW_H = 760, 300, 210
 LEFT, RIGHT, PAD = 64, 16, 30

@@ -214,7 +214,7 @@ def _exit() -> None:
             limiter.restore_original_limits()
 
 
-class limit_threads(contextlib.ContextDecorator):  # noqa: N801 - used as a function: with limit_threads(4)
+class limit_threads(contextlib.ContextDecorator):
     """Run the block with at most ``threads`` BLAS threads (default: ``ACTIVEEVAL_THREADS``, else 1).
 
     Around your own use of the library, e.g. a method driven by hand in a loop

@@ -63,23 +63,23 @@ from activeeval._lazy import lazy_function
 from activeeval.exceptions import ConfigurationError, NumericalError
 
 __all__ = [
-    "STRATEGIES",
     "POOL_SIZE",
+    "STRATEGIES",
     "BucketCovariance",
     "batch_beta",
     "batch_information_gain",
     "best_pair",
-    "pair_batch",
     "candidate_pool",
-    "lars_batch",
-    "sample_kdpp",
-    "kmeans_batches",
-    "woodbury_swap",
-    "swap_betas",
-    "local_search",
-    "smc_search",
-    "select_batch",
     "check_strategy",
+    "kmeans_batches",
+    "lars_batch",
+    "local_search",
+    "pair_batch",
+    "sample_kdpp",
+    "select_batch",
+    "smc_search",
+    "swap_betas",
+    "woodbury_swap",
 ]
 
 # SciPy's linear algebra (about 0.4 s to import) only when a batch needs it: a session's single steps never do.

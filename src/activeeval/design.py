@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["effective_sample_size", "wilson_bounds", "sampling_var_floor", "Prequential", "RidgeControl", "RIDGE_ALPHA"]
+__all__ = ["RIDGE_ALPHA", "Prequential", "RidgeControl", "effective_sample_size", "sampling_var_floor", "wilson_bounds"]
 
 #: :class:`RidgeControl`'s penalty until it chooses one by leave-one-out error: AIPWPred's (``Ridge(alpha=10)``).
 RIDGE_ALPHA = 10.0

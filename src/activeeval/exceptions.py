@@ -10,20 +10,20 @@ from __future__ import annotations
 
 __all__ = [
     "ActiveEvalError",
-    "DataFormatError",
-    "InvalidScoresError",
-    "DuplicateIdError",
-    "MissingScoresError",
-    "UnknownItemError",
-    "UnknownModelError",
-    "UnknownDatasetError",
-    "DuplicateObservationError",
-    "ScoreOutOfRangeError",
     "ConfigurationError",
+    "DataFormatError",
+    "DuplicateIdError",
+    "DuplicateObservationError",
+    "InvalidScoresError",
+    "MissingScoresError",
+    "MissingScoresWarning",
     "NumericalError",
+    "ScoreOutOfRangeError",
     "SessionStateError",
     "StorageError",
-    "MissingScoresWarning",
+    "UnknownDatasetError",
+    "UnknownItemError",
+    "UnknownModelError",
 ]
 
 

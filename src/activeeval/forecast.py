@@ -44,8 +44,17 @@ import numpy as np
 
 from activeeval.exceptions import ConfigurationError
 
-__all__ = ["Forecast", "forecast_items", "forecast_session", "session_method", "supported", "break_even", "WORK",
-           "AUTO_WORK", "MIN_PSEUDO"]
+__all__ = [
+    "AUTO_WORK",
+    "MIN_PSEUDO",
+    "WORK",
+    "Forecast",
+    "break_even",
+    "forecast_items",
+    "forecast_session",
+    "session_method",
+    "supported",
+]
 
 #: Pseudo-targets wanted: folds are played until this many (or every reference model) have run.
 MIN_PSEUDO = 30

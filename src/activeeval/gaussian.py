@@ -9,7 +9,7 @@ What the methods run: the posterior state :class:`BucketPosterior` (one
 rank-one update, :func:`condition_covariance`, for observed and pending
 items alike), the kernels (:mod:`activeeval.kernels`) and the NLML
 objectives. The dense batch formulas the incremental updates are tested
-against (Eq. 7, Eq. 8) are in :mod:`activeeval.testing`.
+against (Eq. 7, Eq. 8) are in the tests (``tests/dense_formulas.py``).
 """
 
 from __future__ import annotations
@@ -26,19 +26,19 @@ from activeeval.kernels import SquaredExponential
 cho_factor = lazy_function("scipy.linalg:cho_factor")  # SciPy's linear algebra only when a Cholesky is needed
 
 __all__ = [
+    "BucketNLML",
+    "BucketPosterior",
     "Buckets",
     "bucketize",
     "buckets_from_assignment",
-    "sq_dists",
-    "se_kernel",
-    "kernel_matvec",
-    "condition_covariance",
-    "BucketPosterior",
-    "var_r",
-    "information_gain",
-    "nlml_bucket_form",
-    "BucketNLML",
     "chol",
+    "condition_covariance",
+    "information_gain",
+    "kernel_matvec",
+    "nlml_bucket_form",
+    "se_kernel",
+    "sq_dists",
+    "var_r",
 ]
 
 
@@ -454,7 +454,7 @@ class BucketPosterior:
     def __init__(
         self,
         prior_mean: np.ndarray,
-        prior_col,  # noqa: ANN001 - Callable[[int], np.ndarray]
+        prior_col,
         prior_diag: np.ndarray,
         prior_cov_counts: np.ndarray,
         counts: np.ndarray,
@@ -539,7 +539,7 @@ class BucketPosterior:
         """Mean and variance of the score of one unobserved item of bucket b."""
         return float(self.mean[b]), float(max(self.diag[b], 0.0) + self.noise[b])
 
-    def observe(self, b: int, score):  # noqa: ANN001, ANN201 - float, or (n_targets,) arrays
+    def observe(self, b: int, score):
         """Condition on one item of bucket b scoring ``score``; returns (innovation, its variance) before it."""
         k = self.cov_col(b)
         d, row = condition_covariance(k, self.noise[b], b, self.remaining, self.diag, self.cov_u)
@@ -635,7 +635,7 @@ class BucketPosterior:
         ig[rem <= 0] = -np.inf
         return ig
 
-    def fantasy(self):  # noqa: ANN201 - _Fantasy
+    def fantasy(self):
         """A scratch copy that conditions on items whose scores are not known yet (pending or chosen)."""
         return _Fantasy(self)
 
@@ -669,7 +669,7 @@ class _Fantasy:
         """Columns ``bs`` of Σ|C conditioned also on the fantasy items, shape (B, len(bs))."""
         return self.post.cov_cols(bs, np.array(self._rows) if self._rows else None)
 
-    def batch_covariance(self, available: np.ndarray):  # noqa: ANN201 - activeeval.batch.BucketCovariance
+    def batch_covariance(self, available: np.ndarray):
         """The batch-selection problem from here (:class:`activeeval.batch.BucketCovariance`).
 
         ``available`` (B,): candidate items per bucket (unobserved, not pending).
@@ -715,7 +715,7 @@ class LeaveOneOutNLML:
         self,
         x: np.ndarray,
         col_means: np.ndarray,
-        pseudo,  # noqa: ANN001 - Sequence[int]
+        pseudo,
         tau0: float,
         tau1: float,
         linear: bool = True,
@@ -776,8 +776,8 @@ class LeaveOneOutNLML:
             inv_flat = inv.ravel(order="K")
 
             def contract(mat: np.ndarray) -> float:
-                return (2.0 * float(np.dot(inv_flat, mat.ravel())) - float(inv_diag @ np.diagonal(mat))
-                        - float(a @ (mat @ a)))
+                return (2.0 * float(np.dot(inv_flat, mat.ravel())) - float(inv_diag @ np.diagonal(mat))  # noqa: B023 - called within this iteration
+                        - float(a @ (mat @ a)))  # noqa: B023 - called within this iteration
 
             grad[0] += 0.5 * alpha * contract(e)
             e *= d2  # E ⊙ D

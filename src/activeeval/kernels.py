@@ -104,7 +104,7 @@ class SquaredExponential:
             float(alpha), float(beta), self.n_refs, alpha_bounds=self.alpha_bounds, beta_bounds=self.beta_bounds
         )
 
-    def __call__(self, d2: np.ndarray, eval_gradient: bool = False):  # noqa: ANN201 - array, or (array, array)
+    def __call__(self, d2: np.ndarray, eval_gradient: bool = False):
         """k(d²) elementwise; with ``eval_gradient`` also ∂k/∂θ, shape ``d2.shape + (2,)``.
 
         ∂k/∂log α = k and ∂k/∂log β = −(β/K) d² k.
@@ -188,7 +188,7 @@ class Matern32:
         alpha, beta = np.clip(np.exp(theta), low, high)
         return Matern32(float(alpha), float(beta), alpha_bounds=self.alpha_bounds, beta_bounds=self.beta_bounds)
 
-    def __call__(self, d2: np.ndarray, eval_gradient: bool = False):  # noqa: ANN201 - array, or (array, array)
+    def __call__(self, d2: np.ndarray, eval_gradient: bool = False):
         """k elementwise on squared distances; with ``eval_gradient`` also ∂k/∂θ, shape ``d2.shape + (2,)``.
 
         With r = √3 β d: ∂k/∂log α = k and ∂k/∂log β = −α r² exp(−r).

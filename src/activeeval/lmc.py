@@ -101,10 +101,10 @@ class LMCParams:
         return len(self.kinds)
 
     @property
-    def W(self) -> np.ndarray:  # noqa: N802 - the paper's name
+    def W(self) -> np.ndarray:
         return np.asarray(self.weights, dtype=float)
 
-    def kernel(self, l: int):  # noqa: ANN201, E741 - a kernel object
+    def kernel(self, l: int):  # noqa: E741 - a kernel object
         """Latent ``l``'s kernel object (SquaredExponential needs the reference count: see :func:`kernel_values`)."""
         bounds = (CLIP, 1e12)
         if self.kinds[l] == "se":
@@ -142,7 +142,7 @@ class LMCParams:
 def initial_params(n_targets: int, n_latents: int, sigma2: float, seed: int) -> LMCParams:
     """The paper's start (App. C.1): α = β = 1, W ~ N(0, 0.01), σ² given; half SE, half Matérn-3/2 (SE first)."""
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x1AC]))
-    kinds = tuple("se" if l < (n_latents + 1) // 2 else "matern32" for l in range(n_latents))
+    kinds = tuple("se" if l < (n_latents + 1) // 2 else "matern32" for l in range(n_latents))  # noqa: E741 - l: the paper's latent index
     w = rng.normal(0.0, 0.1, size=(n_targets, n_latents))
     return LMCParams((1.0,) * n_latents, (1.0,) * n_latents, kinds, tuple(tuple(map(float, r)) for r in w),
                      float(sigma2))
@@ -150,7 +150,7 @@ def initial_params(n_targets: int, n_latents: int, sigma2: float, seed: int) -> 
 
 def kernel_values(params: LMCParams, l: int, d2: np.ndarray, n_refs: int,  # noqa: E741
                   gradient: bool = False, fixed: np.ndarray | None = None,
-                  level: np.ndarray | None = None):  # noqa: ANN201 - array, or a pair
+                  level: np.ndarray | None = None):
     """K_l on squared distances ``d2``; with ``gradient`` also ∂K_l/∂β_l (in value space).
 
     A "fixed" ("level") kernel is α times ``fixed`` (``level``), its values at the same pairs, which the caller
@@ -176,7 +176,7 @@ def kernel_values(params: LMCParams, l: int, d2: np.ndarray, n_refs: int,  # noq
 # --------------------------------------------------------------------------- NLML
 def nlml(params: LMCParams, targets: np.ndarray, buckets: np.ndarray, resid: np.ndarray, counts: np.ndarray,
          d2: np.ndarray, n_refs: int, gradient: bool = True, fixed: np.ndarray | None = None,
-         level: np.ndarray | None = None):  # noqa: ANN201 - float, or (float, ndarray)
+         level: np.ndarray | None = None):
     """Negative log marginal likelihood of observations (target, bucket, s − μ_b), and its gradient.
 
     ``buckets`` indexes the rows of ``d2``, the squared distances between the
@@ -235,7 +235,7 @@ class FitRecord:
     failures: int = 0
 
 
-def adamw_fit(params: LMCParams, objective, steps: int, lr: float, *,  # noqa: ANN001 - f(params) -> (value, grad)
+def adamw_fit(params: LMCParams, objective, steps: int, lr: float, *,
               weight_decay: float = 0.01, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
               lower: float = CLIP, frozen: np.ndarray | None = None) -> tuple[LMCParams, float, float, int]:
     """Minimise ``objective`` by AdamW (decoupled weight decay, PyTorch's defaults), clipping α, β, σ² ≥ ``lower``.
@@ -313,7 +313,7 @@ def coupled(unit_rows: np.ndarray, coupling: float) -> np.ndarray:
     return coupling * (unit_rows @ unit_rows.T) + (1.0 - coupling) * np.eye(t)
 
 
-def fit_correlations(start: np.ndarray, objective, coupling: float, *,  # noqa: ANN001 - f(B) -> (value, ∂/∂B)
+def fit_correlations(start: np.ndarray, objective, coupling: float, *,
                      max_iter: int = 200) -> tuple[np.ndarray, float, float, int]:
     """Learn how the targets co-vary: B = c UUᵀ + (1 − c) I (:func:`coupled`), U with unit rows, by L-BFGS-B.
 
@@ -597,7 +597,7 @@ class LMCPosterior:
         r = self._R[:, :b_obs_n]
         out = np.zeros((self.n_targets, self.n_buckets))
 
-        def terms(zs: list[np.ndarray], upper: bool):  # noqa: ANN202 - (g, g2, colsum(K_g2 ∘ (M_g2g K_g)))
+        def terms(zs: list[np.ndarray], upper: bool):
             for g in range(n_g):
                 gz = ginv @ zs[g]
                 for g2 in range(g if upper else 0, n_g):
@@ -630,7 +630,7 @@ class LMCPosterior:
         for k, members in enumerate(self._members):
             r = self._R[k, :b_obs_n]
             if members.size < sel.size:  # by latent: Σ_l W[t, l] scale_l (Σ_j g_j W[t_j, l] K_g[b_j, :])
-                c = np.stack([np.bincount(pos, weights=g * self._w[t_obs, l], minlength=b_obs_n) for l in members])
+                c = np.stack([np.bincount(pos, weights=g * self._w[t_obs, l], minlength=b_obs_n) for l in members])  # noqa: E741 - l: the paper's latent index
                 out += (self._w[np.ix_(sel, members)] * self._gscale[members]) @ (c @ r)
             else:  # by target: Σ_j g_j B_g[t_j, t] K_g[b_j, :]
                 coef = g[:, None] * self._B[k][np.ix_(t_obs, sel)]

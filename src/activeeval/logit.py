@@ -30,13 +30,13 @@ from scipy.special import expit
 
 __all__ = [
     "LOGIT_EPS",
-    "to_unit",
+    "bernoulli_working_response",
+    "linearised_information_gain",
+    "linearised_var_r",
     "logit",
     "moderated_mean",
     "moderated_slope",
-    "bernoulli_working_response",
-    "linearised_var_r",
-    "linearised_information_gain",
+    "to_unit",
 ]
 
 #: Default clip ε of logit(·): scores (rescaled to [0, 1]) and reference points are clipped to [ε, 1 − ε],

@@ -18,8 +18,16 @@ from typing import Protocol
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.estimate import Estimate
 
-__all__ = ["StoppingRule", "Condition", "WindowCIRule", "BudgetRule", "AnyOf", "default_rule", "conditions_of",
-           "stop_reason"]
+__all__ = [
+    "AnyOf",
+    "BudgetRule",
+    "Condition",
+    "StoppingRule",
+    "WindowCIRule",
+    "conditions_of",
+    "default_rule",
+    "stop_reason",
+]
 
 
 @dataclass(frozen=True)

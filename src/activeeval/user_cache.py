@@ -58,8 +58,19 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["CACHE_ENV", "MAX_BYTES", "Entry", "root", "key", "file_digest", "code_fingerprint", "load", "store",
-           "derived", "disabled"]
+__all__ = [
+    "CACHE_ENV",
+    "MAX_BYTES",
+    "Entry",
+    "code_fingerprint",
+    "derived",
+    "disabled",
+    "file_digest",
+    "key",
+    "load",
+    "root",
+    "store",
+]
 
 T = TypeVar("T")
 
@@ -177,7 +188,7 @@ def load(kind: str, entry_key: str) -> Entry | None:
         return None
     try:
         entry = _decode(buf, kind, entry_key)
-    except Exception:  # noqa: BLE001 - whatever is wrong with an entry, it is derived again
+    except Exception:
         entry = None
     if entry is None:
         with contextlib.suppress(BufferError):  # (arrays made before the problem showed keep it open until freed)
@@ -279,7 +290,7 @@ def derived(
     if entry is not None:
         try:
             return decode(entry)
-        except Exception:  # noqa: BLE001 - whatever is wrong with an entry, the value is derived again
+        except Exception:
             pass
     value = compute()
     meta, arrays = encode(value)

@@ -83,7 +83,7 @@ def test_the_scorer_is_chosen_when_there_are_several() -> None:
 
 def test_selectors_match_exactly_the_sample_asked_for() -> None:
     """Inspect matches sample ids with fnmatch on its normalised form (digit strings as numbers)."""
-    def normalise(x):  # noqa: ANN001, ANN202 - inspect_ai.dataset._util.normalise_sample_id, as of 0.3.285
+    def normalise(x):
         if isinstance(x, str) and x.isdigit():
             x = int(x)
         return x if isinstance(x, str) else str(x).zfill(20)

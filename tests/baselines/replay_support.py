@@ -21,7 +21,7 @@ def subset(
     return reference, truths
 
 
-def step_by_step(name: str, reference: ScoreMatrix, truth: np.ndarray, seed: int, **options) -> tuple:  # noqa: ANN003
+def step_by_step(name: str, reference: ScoreMatrix, truth: np.ndarray, seed: int, **options) -> tuple:
     """Play ``name`` item by item to n = N: (means, variances, observed items)."""
     method = make_method(name, reference, seed=seed, **options)
     run_fixed(method, truth, reference.n_items)

@@ -276,7 +276,7 @@ def test_bayesian_ridge_methods_run_without_sklearn(monkeypatch: pytest.MonkeyPa
     # the ridge is reimplemented (methods/baselines/_ridge.py); scikit-learn is only a test oracle
     real_import = builtins.__import__
 
-    def fake_import(name, *args, **kwargs):  # noqa: ANN001, ANN202
+    def fake_import(name, *args, **kwargs):
         if name.startswith("sklearn"):
             raise ImportError("no sklearn")
         return real_import(name, *args, **kwargs)

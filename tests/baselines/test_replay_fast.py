@@ -42,7 +42,7 @@ RTOL, ATOL = 1e-9, 1e-12  # the interface's tolerance: the two paths differ by r
 
 
 def _assert_replay_equals_sequential(
-    name: str, reference: ScoreMatrix, truths: np.ndarray, seed: int, **options  # noqa: ANN003
+    name: str, reference: ScoreMatrix, truths: np.ndarray, seed: int, **options
 ) -> None:
     means, variances = REPLAYS[name](reference, truths, seed, **options)
     assert means.shape == variances.shape == truths.shape
@@ -55,7 +55,7 @@ def _assert_replay_equals_sequential(
 # ------------------------------------------------ replay == sequential run
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("name", list(REPLAYS))
-def test_replay_equals_sequential_binary(name: str, seed: int, binary_data) -> None:  # noqa: ANN001
+def test_replay_equals_sequential_binary(name: str, seed: int, binary_data) -> None:
     reference, truths = binary_data
     assert reference.kind == "binary" and truths.shape == (3, 80)
     _assert_replay_equals_sequential(name, reference, truths, seed)
@@ -63,7 +63,7 @@ def test_replay_equals_sequential_binary(name: str, seed: int, binary_data) -> N
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("name", list(REPLAYS))
-def test_replay_equals_sequential_continuous(name: str, seed: int, continuous_data) -> None:  # noqa: ANN001
+def test_replay_equals_sequential_continuous(name: str, seed: int, continuous_data) -> None:
     reference, truths = continuous_data
     assert reference.kind == "continuous" and truths.shape == (3, 80)
     # real continuous scores: no two targets' rows are equal, most scores are not 0 or 1
@@ -75,7 +75,7 @@ def test_replay_equals_sequential_continuous(name: str, seed: int, continuous_da
     ("name", "options"),
     [("proeval", {"noise_var": 0.05}), ("irt", {"grid_points": 15}), ("irt", {"model": "2pl", "grid_points": 51})],
 )
-def test_replay_passes_the_method_options(name: str, options: dict, binary_data) -> None:  # noqa: ANN001
+def test_replay_passes_the_method_options(name: str, options: dict, binary_data) -> None:
     reference, truths = binary_data
     _assert_replay_equals_sequential(name, reference, truths, 2, **options)
     default_means, _ = REPLAYS[name](reference, truths, 2)
@@ -85,7 +85,7 @@ def test_replay_passes_the_method_options(name: str, options: dict, binary_data)
     assert np.abs(means - default_means).max() > 1e-11
 
 
-def test_replay_takes_no_stopping_option_like_its_class(binary_data) -> None:  # noqa: ANN001
+def test_replay_takes_no_stopping_option_like_its_class(binary_data) -> None:
     reference, truths = binary_data
     with pytest.raises(TypeError, match="epsilon1"):  # stopping is the driver's (stopping.py), not a method's
         RSMean.replay(reference, truths, 0, epsilon1=0.01, window=10, n_max=20)
@@ -93,7 +93,7 @@ def test_replay_takes_no_stopping_option_like_its_class(binary_data) -> None:  #
         make_method("rs-mean", reference, seed=0, window=10)  # as the class
 
 
-def test_replay_applies_the_missing_score_policy(binary_data) -> None:  # noqa: ANN001
+def test_replay_applies_the_missing_score_policy(binary_data) -> None:
     reference, truths = binary_data
     scores = reference.scores.copy()
     scores[3, 7] = np.nan  # model 3 is dropped (missing="models") or item 7 is (missing="items")
@@ -112,7 +112,7 @@ def test_replay_applies_the_missing_score_policy(binary_data) -> None:  # noqa: 
 
 # ---------------------------------------------------- orders and pieces
 @pytest.mark.parametrize("seed", [0, 4])
-def test_rs_mean_plays_random_order(seed: int, binary_data) -> None:  # noqa: ANN001
+def test_rs_mean_plays_random_order(seed: int, binary_data) -> None:
     reference, truths = binary_data
     _, _, items = step_by_step("rs-mean", reference, truths[0], seed)
     np.testing.assert_array_equal(items, random_order(seed, reference.n_items))
@@ -150,7 +150,7 @@ def test_covering_order_breaks_ties_with_the_seed() -> None:
     assert len(orders) > 1
 
 
-def test_anchor_weight_path_equals_anchor_weights_for_every_prefix(binary_data) -> None:  # noqa: ANN001
+def test_anchor_weight_path_equals_anchor_weights_for_every_prefix(binary_data) -> None:
     reference, _ = binary_data
     sim = item_similarity(reference.scores.T)
     order = covering_order(sim, 3)
@@ -160,7 +160,7 @@ def test_anchor_weight_path_equals_anchor_weights_for_every_prefix(binary_data) 
             np.testing.assert_array_equal(weights, anchor_weights(s, o[:n]))
 
 
-def test_irt_grid_pieces_equal_the_per_item_functions(binary_data, continuous_data) -> None:  # noqa: ANN001
+def test_irt_grid_pieces_equal_the_per_item_functions(binary_data, continuous_data) -> None:
     grid, log_prior = ability_grid(61)
     for reference, truths in (binary_data, continuous_data):
         params = fit_item_params(reference)
@@ -179,7 +179,7 @@ def test_irt_grid_pieces_equal_the_per_item_functions(binary_data, continuous_da
             assert rows[1][r] == pytest.approx(v, rel=1e-12)
 
 
-def test_proeval_path_keeps_late_variances_accurate(binary_data) -> None:  # noqa: ANN001
+def test_proeval_path_keeps_late_variances_accurate(binary_data) -> None:
     reference, truths = binary_data
     m, a = proeval.proeval_factor(reference.scores)
     order = random_order(0, reference.n_items)
@@ -192,7 +192,7 @@ def test_proeval_path_keeps_late_variances_accurate(binary_data) -> None:  # noq
 
 # ----------------------------------------------------------------- errors
 @pytest.mark.parametrize("name", list(REPLAYS))
-def test_unknown_option_is_a_type_error(name: str, binary_data) -> None:  # noqa: ANN001
+def test_unknown_option_is_a_type_error(name: str, binary_data) -> None:
     reference, truths = binary_data
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'noise'"):
         REPLAYS[name](reference, truths, 0, noise=0.1)
@@ -200,7 +200,7 @@ def test_unknown_option_is_a_type_error(name: str, binary_data) -> None:  # noqa
         make_method(name, reference, seed=0, noise=0.1)
 
 
-def test_bad_method_options_raise_as_the_class_does(binary_data) -> None:  # noqa: ANN001
+def test_bad_method_options_raise_as_the_class_does(binary_data) -> None:
     reference, truths = binary_data
     with pytest.raises(ConfigurationError, match=r"noise_var must be a positive number, got -1.0; try 0.3"):
         ProEval.replay(reference, truths, 0, noise_var=-1.0)
@@ -210,7 +210,7 @@ def test_bad_method_options_raise_as_the_class_does(binary_data) -> None:  # noq
         IRTBaseline.replay(reference, truths, 0, model="rasch")
 
 
-def test_bad_inputs_are_rejected(binary_data) -> None:  # noqa: ANN001
+def test_bad_inputs_are_rejected(binary_data) -> None:
     reference, truths = binary_data
     with pytest.raises(InvalidScoresError, match=r"truths must have shape \(targets, 80\).*got \(80,\)"):
         RSMean.replay(reference, truths[0], 0)

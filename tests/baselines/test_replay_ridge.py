@@ -31,7 +31,7 @@ def long_data() -> tuple[ScoreMatrix, np.ndarray]:
 
 
 def _assert_replay_equals_sequential(
-    name: str, reference: ScoreMatrix, truths: np.ndarray, seed: int, **options  # noqa: ANN003
+    name: str, reference: ScoreMatrix, truths: np.ndarray, seed: int, **options
 ) -> tuple[np.ndarray, np.ndarray]:
     means, variances = REPLAYS[name](reference, truths, seed, **options)
     assert means.shape == variances.shape == truths.shape
@@ -46,7 +46,7 @@ def _assert_replay_equals_sequential(
 # ------------------------------------------------ replay == sequential run
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("name", list(REPLAYS))
-def test_replay_equals_sequential_binary(name: str, seed: int, binary_data) -> None:  # noqa: ANN001
+def test_replay_equals_sequential_binary(name: str, seed: int, binary_data) -> None:
     reference, truths = binary_data
     assert reference.kind == "binary" and truths.shape == (3, 80)
     _assert_replay_equals_sequential(name, reference, truths, seed)
@@ -54,7 +54,7 @@ def test_replay_equals_sequential_binary(name: str, seed: int, binary_data) -> N
 
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("name", list(REPLAYS))
-def test_replay_equals_sequential_continuous(name: str, seed: int, continuous_data) -> None:  # noqa: ANN001
+def test_replay_equals_sequential_continuous(name: str, seed: int, continuous_data) -> None:
     reference, truths = continuous_data
     assert reference.kind == "continuous" and truths.shape == (3, 80)
     assert np.mean((truths > 0) & (truths < 1)) > 0.5  # real continuous scores
@@ -62,14 +62,14 @@ def test_replay_equals_sequential_continuous(name: str, seed: int, continuous_da
 
 
 @pytest.mark.parametrize("name", list(REPLAYS))
-def test_replay_equals_sequential_through_tracker_refreshes(name: str, long_data) -> None:  # noqa: ANN001
+def test_replay_equals_sequential_through_tracker_refreshes(name: str, long_data) -> None:
     reference, truths = long_data
     _assert_replay_equals_sequential(name, reference, truths, 3)
 
 
 @pytest.mark.parametrize("name", list(REPLAYS))
 def test_replay_equals_sequential_without_the_rank_one_solver(
-    name: str, binary_data, monkeypatch: pytest.MonkeyPatch  # noqa: ANN001
+    name: str, binary_data, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reference, truths = binary_data
     fast = REPLAYS[name](reference, truths, 4)
@@ -104,7 +104,7 @@ def test_a_replay_is_the_classs_own() -> None:
 
 
 # -------------------------------------------------------------- properties
-def test_bayes_aipw_replay_special_cases(binary_data) -> None:  # noqa: ANN001
+def test_bayes_aipw_replay_special_cases(binary_data) -> None:
     reference, truths = binary_data
     means, variances = BayesAIPW.replay(reference, truths, 0)
     order = random_order(0, reference.n_items)
@@ -115,14 +115,14 @@ def test_bayes_aipw_replay_special_cases(binary_data) -> None:  # noqa: ANN001
     assert np.all(variances[:, 1:-1] > 0)
 
 
-def test_bayes_rs_learn_replay_is_not_exact_at_full_coverage(binary_data) -> None:  # noqa: ANN001
+def test_bayes_rs_learn_replay_is_not_exact_at_full_coverage(binary_data) -> None:
     reference, truths = binary_data
     means, variances = BayesRSLearn.replay(reference, truths, 0)
     assert np.all(variances > 0) and np.all(np.isfinite(means))
     assert np.abs(means[:, -1] - truths.mean(axis=1)).max() > 1e-6  # a regression, not R*
 
 
-def test_the_same_design_serves_every_target(binary_data) -> None:  # noqa: ANN001
+def test_the_same_design_serves_every_target(binary_data) -> None:
     # a target's trajectory does not depend on the other targets replayed with it
     reference, truths = binary_data
     for replay in REPLAYS.values():
@@ -134,7 +134,7 @@ def test_the_same_design_serves_every_target(binary_data) -> None:  # noqa: ANN0
 
 # ----------------------------------------------------------------- options
 @pytest.mark.parametrize("name", list(REPLAYS))
-def test_replay_takes_no_stopping_option_like_its_class(name: str, binary_data) -> None:  # noqa: ANN001
+def test_replay_takes_no_stopping_option_like_its_class(name: str, binary_data) -> None:
     reference, truths = binary_data
     with pytest.raises(TypeError, match="epsilon1"):  # stopping is the driver's (stopping.py), not a method's
         REPLAYS[name](reference, truths, 0, epsilon1=0.01, window=10, n_max=20)
@@ -143,7 +143,7 @@ def test_replay_takes_no_stopping_option_like_its_class(name: str, binary_data) 
 
 
 @pytest.mark.parametrize("name", list(REPLAYS))
-def test_unknown_option_is_a_type_error(name: str, binary_data) -> None:  # noqa: ANN001
+def test_unknown_option_is_a_type_error(name: str, binary_data) -> None:
     reference, truths = binary_data
     with pytest.raises(TypeError, match="noise_var"):
         REPLAYS[name](reference, truths, 0, noise_var=0.1)
@@ -152,7 +152,7 @@ def test_unknown_option_is_a_type_error(name: str, binary_data) -> None:  # noqa
 
 
 @pytest.mark.parametrize("name", list(REPLAYS))
-def test_replay_applies_the_missing_score_policy(name: str, binary_data) -> None:  # noqa: ANN001
+def test_replay_applies_the_missing_score_policy(name: str, binary_data) -> None:
     reference, truths = binary_data
     scores = reference.scores.copy()
     scores[3, 7] = np.nan  # model 3 is dropped (missing="models") or item 7 is (missing="items")
@@ -169,7 +169,7 @@ def test_replay_applies_the_missing_score_policy(name: str, binary_data) -> None
 
 
 @pytest.mark.parametrize("name", list(REPLAYS))
-def test_bad_inputs_are_rejected(name: str, binary_data) -> None:  # noqa: ANN001
+def test_bad_inputs_are_rejected(name: str, binary_data) -> None:
     reference, truths = binary_data
     with pytest.raises(InvalidScoresError, match="shape"):
         REPLAYS[name](reference, truths[:, :-1], 0)

@@ -60,7 +60,7 @@ CASES = _cases()
 IDS = [c[0] for c in CASES]
 
 
-def _assert_same_fit(fit, model, label: str) -> None:  # noqa: ANN001
+def _assert_same_fit(fit, model, label: str) -> None:
     scale = max(np.abs(model.coef_).max(), 1e-300)
     np.testing.assert_allclose(fit.coef[0], model.coef_, rtol=0, atol=1e-8 * scale, err_msg=f"{label} coef_")
     y_scale = max(abs(model.intercept_), np.abs(model.coef_ @ model.X_offset_), 1.0)

@@ -142,7 +142,7 @@ def test_a_warning_inside_the_command_is_printed_once_and_does_not_hang(toy, mon
 
     original = bt.summarize
 
-    def noisy(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def noisy(*args, **kwargs):
         warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=1)
         warnings.warn("Mean of empty slice", RuntimeWarning, stacklevel=1)
         return original(*args, **kwargs)

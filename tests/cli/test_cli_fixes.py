@@ -134,7 +134,7 @@ def test_every_raise_the_cli_can_reach_names_cli_fixes() -> None:
     assert allowed == set(PYTHON_ONLY), f"stale entries of PYTHON_ONLY: {set(PYTHON_ONLY) - allowed}"
 
 
-def invoke(*args: object):  # noqa: ANN201
+def invoke(*args: object):
     return runner.invoke(app, [str(a) for a in args])
 
 

@@ -8,6 +8,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ from activeeval.session import Session
 runner = CliRunner()
 
 
-def invoke(*args: object):  # noqa: ANN201
+def invoke(*args: object):
     return runner.invoke(app, [str(a) for a in args])
 
 
@@ -230,7 +231,7 @@ def test_without_matplotlib_the_report_has_its_chart_and_a_backtest_its_results(
     invoke("session", "new", f, "--reference", chrf_file, "--score-range", 0, 100, "--seed", 0, "--label", "my/model")
     real_import = builtins.__import__
 
-    def no_matplotlib(name, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def no_matplotlib(name, *args, **kwargs):
         if name == "matplotlib" or name.startswith("matplotlib."):
             raise ImportError("No module named 'matplotlib'")
         return real_import(name, *args, **kwargs)
@@ -309,13 +310,12 @@ def test_version_and_short_help() -> None:
 
 
 def _all_help() -> dict[str, str]:
-    import click
     import typer.main
 
     out = {}
     root = typer.main.get_command(app)
 
-    def walk(cmd: click.Command, path: list[str]) -> None:
+    def walk(cmd: Any, path: list[str]) -> None:  # a click command (click comes with Typer; we do not import it)
         out[" ".join(path) or "activeeval"] = invoke(*path, "--help").stdout
         for name, sub in getattr(cmd, "commands", {}).items():
             walk(sub, [*path, name])

@@ -20,7 +20,7 @@ from activeeval.session import Session
 runner = CliRunner()
 
 
-def invoke(*args: object):  # noqa: ANN201
+def invoke(*args: object):
     return runner.invoke(app, [str(a) for a in args])
 
 

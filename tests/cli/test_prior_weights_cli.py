@@ -17,7 +17,7 @@ from activeeval.session import Session
 runner = CliRunner()
 
 
-def invoke(*args: object):  # noqa: ANN201
+def invoke(*args: object):
     return runner.invoke(app, [str(a) for a in args])
 
 
@@ -173,7 +173,7 @@ def toy(tmp_path_factory):
 BASE = ("backtest", "--targets", "3", "--seeds", "2", "--workers", "1", "--no-progress", "--json")
 
 
-def _ew(r) -> dict[str, float]:  # noqa: ANN001
+def _ew(r) -> dict[str, float]:
     assert r.exit_code == 0, r.output
     return {k: v["ew_irmse"] for k, v in json.loads(r.stdout)["methods"].items()}
 

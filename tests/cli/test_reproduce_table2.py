@@ -97,7 +97,7 @@ def spied_configs(monkeypatch):
     seen: list[BacktestConfig] = []
     original = runner_module.run_backtest
 
-    def spy(matrix, config, **kwargs):  # noqa: ANN001, ANN003, ANN202
+    def spy(matrix, config, **kwargs):
         seen.append(config)
         return original(matrix, config, **kwargs)
 

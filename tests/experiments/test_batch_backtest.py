@@ -35,7 +35,7 @@ def small_ifeval():
     return full.select_items(list(full.item_ids)[:120])
 
 
-def _config(**kw) -> BacktestConfig:  # noqa: ANN003
+def _config(**kw) -> BacktestConfig:
     return BacktestConfig(methods=("bayesame-paper", "rs-mean"), n_targets=2, n_seeds=1, **kw)
 
 

@@ -38,7 +38,7 @@ STAND_IN = "independent-test"  # a multi-target method that shares nothing: Inde
 class StandIn(Independent):
     """``Independent`` over BayesAME-RS, registered as a multi-target method for these tests."""
 
-    def __init__(self, reference, targets, *, seed=None, missing="models", warm_start=0.0, **options):  # noqa: ANN001
+    def __init__(self, reference, targets, *, seed=None, missing="models", warm_start=0.0, **options):
         super().__init__(reference, targets, method="bayesame-rs", seed=seed, missing=missing, warm_start=warm_start,
                          **options)
 

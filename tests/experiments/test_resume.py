@@ -55,14 +55,14 @@ def _same(a, b) -> None:
         np.testing.assert_array_equal(a.vars[name], b.vars[name])
 
 
-def _interrupt_after(k: int):  # noqa: ANN202
+def _interrupt_after(k: int):
     def progress(done: int, total: int) -> None:
         if done == k:
             raise KeyboardInterrupt  # as Ctrl-C would, right after the k-th task was kept
     return progress
 
 
-def _interrupted_checkpoint(matrix, folder: Path, k: int = 5) -> None:  # noqa: ANN001
+def _interrupted_checkpoint(matrix, folder: Path, k: int = 5) -> None:
     with pytest.raises(BacktestInterrupted) as info:
         run_backtest(matrix, CONFIG, workers=1, checkpoint=folder, progress=_interrupt_after(k))
     assert (info.value.done, info.value.total, info.value.checkpoint) == (k, TOTAL, folder)
@@ -76,7 +76,7 @@ def test_resume_computes_only_the_missing_tasks_and_equals_the_uninterrupted_run
     computed = []
     real = runner.run_task
 
-    def counting(*args):  # noqa: ANN002, ANN202
+    def counting(*args):
         computed.append(args[3:])
         return real(*args)
 
@@ -140,7 +140,7 @@ def _cli(dataset: Path, out: Path, workers: int) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def cli_data(tmp_path_factory):  # noqa: ANN201
+def cli_data(tmp_path_factory):
     folder = tmp_path_factory.mktemp("resume_cli")
     dataset = write_scores(toy_matrix(n_models=30, n_items=80, seed=3), folder / "toy.csv")
     straight = folder / "straight"
@@ -190,7 +190,7 @@ RANK = dict(method="cat", folds=2, holdout=3, seeds=2, budget_per_model=4.0, min
 
 
 @pytest.fixture(scope="module")
-def rank_data(tmp_path_factory):  # noqa: ANN201
+def rank_data(tmp_path_factory):
     from activeeval.experiments.ranking_eval import run_rank_backtest
 
     matrix = toy_matrix(n_models=20, n_items=40, seed=5)
@@ -198,7 +198,7 @@ def rank_data(tmp_path_factory):  # noqa: ANN201
     return matrix, run_rank_backtest(matrix, **RANK), path
 
 
-def _text(records) -> list[str]:  # noqa: ANN001
+def _text(records) -> list[str]:
     from activeeval.experiments.ranking_eval import record_to_json
 
     return [json.dumps(record_to_json(r), sort_keys=True) for r in records]  # NaN-safe, exact: the stored form
@@ -264,7 +264,7 @@ def test_reproduce_keeps_every_finished_task_and_resumes(tmp_path, monkeypatch) 
     out = tmp_path / "out"
     real, calls = runner.run_task, []
 
-    def stop_at_fifth(*a):  # noqa: ANN002, ANN202
+    def stop_at_fifth(*a):
         calls.append(a[3:])
         if len(calls) == 5:
             raise KeyboardInterrupt

@@ -7,12 +7,11 @@ import importlib.util
 import numpy as np
 import pytest
 
+from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.experiments.protocol import BacktestConfig
 from activeeval.experiments.runner import run_backtest
 from activeeval.experiments.tables import cost_accuracy_frame, curves_frame, runs_frame, stops_frame, summarize
-
-from activeeval.data.matrix import ScoreMatrix
 
 
 def toy_matrix(n_models: int, n_items: int, seed: int = 0) -> ScoreMatrix:

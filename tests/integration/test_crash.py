@@ -26,7 +26,7 @@ BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_crash.py"
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="uses SIGKILL and process groups (POSIX)")
 
 
-def _bench():  # noqa: ANN202
+def _bench():
     spec = importlib.util.spec_from_file_location("bench_crash", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -28,7 +28,7 @@ from activeeval.session import Session
 pytest.importorskip("starlette", reason='the dashboard extra is not installed (pip install "activeeval[dashboard]")')
 pytest.importorskip("uvicorn", reason='the dashboard extra is not installed (pip install "activeeval[dashboard]")')
 
-from activeeval.dashboard.data import Board, session_id  # noqa: E402
+from activeeval.dashboard.data import Board, session_id
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "check_dashboard_in_browser.py"
@@ -77,7 +77,7 @@ def test_reads_never_lock_out_a_writer(tmp_path, reference) -> None:
                 with read_once:
                     seen.append(entry["status"]["n_used"])
                     read_once.notify_all()
-            except Exception as exc:  # noqa: BLE001 - reported below
+            except Exception as exc:
                 errors.append(exc)
                 with read_once:
                     read_once.notify_all()
@@ -91,7 +91,7 @@ def test_reads_never_lock_out_a_writer(tmp_path, reference) -> None:
             for item in list(truth)[:40]:
                 with read_once:  # the reader goes on reading; the writer lets it finish one read per score
                     n = len(seen)
-                    read_once.wait_for(lambda: len(seen) > n or errors, timeout=30)
+                    read_once.wait_for(lambda: len(seen) > n or errors, timeout=30)  # noqa: B023 - called within this iteration
                 s.tell(item, truth[item])
     finally:
         done.set()

@@ -42,7 +42,7 @@ from activeeval.session.runner import drive
 pytest.importorskip("inspect_ai", reason='inspect-ai is not installed (pip install "activeeval[inspect]")')
 
 sys.path.insert(0, str(Path(__file__).parent / "offline"))
-import offline_mockllm  # noqa: E402
+import offline_mockllm
 
 N = 18
 N_REFS = 6
@@ -146,10 +146,10 @@ def setup(tmp_path_factory) -> dict[str, Path]:
     (root / "tasks.py").write_text(TASK_FILE)
     task = f"{root / 'tasks.py'}@quiz"
 
-    def answers(k: int, alternate: bool = False):  # noqa: ANN202
+    def answers(k: int, alternate: bool = False):
         calls: dict[int, int] = {}
 
-        def answer(messages, tools, tool_choice, config):  # noqa: ANN001, ANN202
+        def answer(messages, tools, tool_choice, config):
             i = int(messages[-1].text.split(":")[0][1:])
             calls[i] = calls.get(i, 0) + 1
             right = calls[i] % 2 == 1 if alternate else _right(i, k)
@@ -168,11 +168,11 @@ def setup(tmp_path_factory) -> dict[str, Path]:
     return {"root": root, "file": root / "tasks.py", "task": Path(task), "logs": root / "logs", "more": root / "more"}
 
 
-def invoke(args: list[str]):  # noqa: ANN201
+def invoke(args: list[str]):
     return CliRunner().invoke(app, args)
 
 
-def error(r) -> str:  # noqa: ANN001
+def error(r) -> str:
     """The command's error line (pytest shows Inspect's deprecation warnings, which the CLI prints after it)."""
     return next(line for line in r.stderr.splitlines() if line.startswith("error: "))
 
@@ -352,7 +352,7 @@ def test_ctrl_c_while_inspect_runs(setup, tmp_path) -> None:
             pytest.fail("the first batch was not recorded")
         time.sleep(1.0)  # Inspect is waiting on the hung samples now
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -387,16 +387,16 @@ def test_inspect_runs_with_its_own_blas_threads(setup, tmp_path, monkeypatch) ->
     real_eval, real_model, real_tell = inspect_ai.eval, inspect_ai.model.get_model, Session.tell
 
     @functools.wraps(real_eval)
-    def evaluate(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def evaluate(*args, **kwargs):
         seen["inspect"].append(blas())
         return real_eval(*args, **kwargs)
 
     @functools.wraps(real_model)
-    def get_model(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def get_model(*args, **kwargs):
         seen["model"].append(blas())
         return real_model(*args, **kwargs)
 
-    def tell(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def tell(self, *args, **kwargs):
         seen["activeeval"].append(blas())
         return real_tell(self, *args, **kwargs)
 

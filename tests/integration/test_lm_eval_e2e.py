@@ -231,11 +231,11 @@ def test_the_harness_runs_with_its_own_blas_threads(lm_eval_setup, tmp_path, mon
     real_evaluate, real_tell = lm_eval.simple_evaluate, Session.tell
 
     @functools.wraps(real_evaluate)  # keeps its signature, which activeeval checks
-    def evaluate(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+    def evaluate(*args, **kwargs):
         seen["lm-eval"].append(blas())
         return real_evaluate(*args, **kwargs)
 
-    def tell(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+    def tell(self, *args, **kwargs):
         seen["activeeval"].append(blas())
         return real_tell(self, *args, **kwargs)
 

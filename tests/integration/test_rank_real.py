@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from activeeval import datasets
-from activeeval.data.datasets import shared_data_dir
 from activeeval.exceptions import UnknownDatasetError
 from activeeval.experiments.ranking_eval import run_rank_backtest, summarize_rank_backtest
 from activeeval.methods.cat import ContinuousCAT

@@ -34,7 +34,7 @@ def _scorer(tmp_path: Path, target: dict[str, float], fail_on: tuple[str, ...] =
     return " ".join([sys.executable, str(script), str(t), "{item_id}", *fail_on])
 
 
-def invoke(*args: object):  # noqa: ANN201
+def invoke(*args: object):
     return runner.invoke(app, [str(a) for a in args])
 
 

@@ -45,14 +45,14 @@ class FailingConnection:
     def __init__(self, conn: sqlite3.Connection, n: int) -> None:
         self._conn, self._n, self.seen = conn, n, 0
 
-    def execute(self, sql: str, *args):  # noqa: ANN002, ANN201
+    def execute(self, sql: str, *args):
         if sql.lstrip().upper().startswith(self.WRITES):
             self.seen += 1
             if self.seen - 1 == self._n:
                 raise sqlite3.OperationalError("database or disk is full")
         return self._conn.execute(sql, *args)
 
-    def __getattr__(self, name: str):  # noqa: ANN204
+    def __getattr__(self, name: str):
         return getattr(self._conn, name)
 
 

@@ -352,7 +352,7 @@ def test_the_joint_method_shares_what_the_targets_have_in_common(tmp_path, ref_f
 
 
 # ------------------------------------------------------------------ CLI
-def invoke(*args: object):  # noqa: ANN201
+def invoke(*args: object):
     return runner.invoke(app, [str(a) for a in args])
 
 

@@ -148,7 +148,7 @@ def test_rank_jobs_scores_ahead_in_parallel_and_ranks_as_one_job(tmp_path, ref_f
 
 
 def test_rank_cli_argument_errors(tmp_path, ref_file, alpaca) -> None:
-    _, models, _ = alpaca
+    _, _models, _ = alpaca
     f = str(tmp_path / "r.aeval")
 
     def err(*args: str) -> str:
@@ -216,7 +216,7 @@ def test_rank_session_keeps_the_local_error_setting(tmp_path, ref_file, alpaca) 
     assert st.result.items == direct.items and st.result.variances == direct.variances
 
 
-def _toy(n_refs: int, seed: int = 0):  # noqa: ANN202
+def _toy(n_refs: int, seed: int = 0):
     """A reference of ``n_refs`` models and three models to rank: one inside their range, two above every one."""
     import numpy as np
 

@@ -35,7 +35,7 @@ def test_the_target_line_lies_well_inside_the_width_panel() -> None:
     means = 0.5 + 0.2 / n
     svg = trajectory_svg(list(means), list(means - widths / 2), list(means + widths / 2), list(widths), 0.03,
                          (0.0, 1.0))
-    (top, bottom), target = _panels_and_target(svg)
+    (_top, bottom), target = _panels_and_target(svg)
     assert bottom[0] + 20 < target < bottom[1] - 20  # 20 px clear of both edges
     linear = bottom[1] - (0.03 - widths.min()) / (widths.max() - widths.min()) * (bottom[1] - bottom[0])
     assert bottom[1] - linear < 2  # what a linear axis would have done

@@ -18,7 +18,7 @@ from activeeval.session.results import SCHEMA_VERSION, header, results, results_
 runner = CliRunner()
 
 
-def invoke(*args: object):  # noqa: ANN201
+def invoke(*args: object):
     return runner.invoke(app, [str(a) for a in args])
 
 
@@ -27,7 +27,7 @@ def validate(document: dict) -> None:
     jsonschema.validate(document, schema(), cls=jsonschema.Draft202012Validator)
 
 
-def _run(s, truth: dict[str, float]) -> None:  # noqa: ANN001
+def _run(s, truth: dict[str, float]) -> None:
     while not s.status().stop:
         for a in s.ask(1):
             s.tell(a.item_id, truth[a.item_id])

@@ -213,7 +213,7 @@ def test_multi_target_run_passes_item_ids_with_placeholder_text_verbatim(tmp_pat
 
 
 # ------------------------------------------------------------- lm-eval in the loop
-def _fake_harness(samples: object):  # noqa: ANN202
+def _fake_harness(samples: object):
     """An LmEvalHarness whose lm-eval run returns ``samples`` (or raises it), without loading lm-eval."""
     from types import SimpleNamespace
 
@@ -262,6 +262,6 @@ def test_ranking_run_passes_item_ids_with_placeholder_text_verbatim(tmp_path: Pa
     with RankSession.create(tmp_path / "r.aeval", ref, ["a", "b"], method="rs-mean", seed=0, min_items=3,
                             budget_per_model=6) as s:
         drive_ranking(s, Scorer(f"{script} {{model}} {{item_id}}", needs_model=True))
-    calls = [eval(line) for line in log.read_text().splitlines()]  # noqa: S307 - our own log
+    calls = [eval(line) for line in log.read_text().splitlines()]
     assert all(model in ("a", "b") and item in items for model, item in calls)
     assert sorted(calls) == sorted([m, i] for m in ("a", "b") for i in items)  # each item of each model, verbatim

@@ -356,7 +356,7 @@ def test_two_sessions_in_threads_see_each_other(tmp_path, math_ref_file, math_sp
     def work(part: list[tuple[str, float]]) -> None:
         try:
             _tell_in_process(str(path), part)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=work, args=(items[i::3],)) for i in range(3)]

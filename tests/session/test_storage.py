@@ -23,11 +23,11 @@ from activeeval.session import snapshot as snap
 runner = CliRunner()
 
 
-def invoke(*args: object):  # noqa: ANN201
+def invoke(*args: object):
     return runner.invoke(app, [str(a) for a in args])
 
 
-def _session(path: Path, ref_file: Path, target: dict[str, float], n: int, **kw) -> None:  # noqa: ANN003
+def _session(path: Path, ref_file: Path, target: dict[str, float], n: int, **kw) -> None:
     with Session.create(path, ref_file, seed=0, **kw) as s:
         for a in s.ask(n):
             s.tell(a.item_id, target[a.item_id])
@@ -122,8 +122,8 @@ def test_read_only_commands_never_create_or_change_a_file(tmp_path, math_ref_fil
 def test_a_version_1_wal_file_is_read_without_leaving_files(tmp_path, math_ref_file, math_split) -> None:
     """A file made by the previous format (WAL journal, no checksums) still opens; status leaves no -wal/-shm."""
     _, target = math_split
-    from activeeval.session.reference import reference_summary
     from activeeval.data.io import read_scores
+    from activeeval.session.reference import reference_summary
 
     f = tmp_path / "old.aeval"
     ref = read_scores(math_ref_file)
@@ -156,7 +156,7 @@ def test_a_version_1_wal_file_is_read_without_leaving_files(tmp_path, math_ref_f
 
 
 # ------------------------------------------------------------------ snapshots
-def always_snapshot(monkeypatch) -> None:  # noqa: ANN001
+def always_snapshot(monkeypatch) -> None:
     """Snapshot after every write, whatever it costs (the real policy depends on measured times)."""
     monkeypatch.setattr(snap, "SNAPSHOT_AFTER_SECONDS", -1.0)
     monkeypatch.setattr(snap, "LOAD_BYTES_PER_SECOND", float("inf"))
@@ -408,7 +408,7 @@ def test_a_snapshot_of_several_targets_gives_exactly_the_replayed_state(tmp_path
                 for t, i in s.ask(2):
                     s.tell(t, i, truth[t][i])
 
-        def state(sess):  # noqa: ANN001, ANN202
+        def state(sess):
             return sess.observations, sess.status().to_dict(), sess.method.select_batch(3, exclude=sess.pending)
         cls = MultiSession
     else:
@@ -417,7 +417,7 @@ def test_a_snapshot_of_several_targets_gives_exactly_the_replayed_state(tmp_path
                 a = s.ask()
                 s.tell(a.model, a.item_id, truth[a.model][a.item_id])
 
-        def state(sess):  # noqa: ANN001, ANN202 - (read only: a second open must see the same journal)
+        def state(sess):
             return sess.status().to_dict(), {m: meth.select_batch(2) for m, meth in sess.methods.items()}
         cls = RankSession
     with cls.open(f) as fast:

@@ -35,7 +35,7 @@ runner = CliRunner()
 BIG = 1e150  # a score range that accepts every score drawn below (the methods' maths squares the range)
 
 
-def invoke(*args: object):  # noqa: ANN201
+def invoke(*args: object):
     return runner.invoke(app, [str(a) for a in args])
 
 
@@ -52,7 +52,7 @@ def verified_tells(path: Path) -> list[tuple[str, str, float]]:
         j.close()
 
 
-def reference(ids: list[str], score_range=None) -> ScoreMatrix:  # noqa: ANN001
+def reference(ids: list[str], score_range=None) -> ScoreMatrix:
     rng = np.random.default_rng(len(ids))
     return ScoreMatrix(rng.random((3, len(ids))), ["m0", "m1", "m2"], ids, kind="continuous",
                        score_range=score_range)
@@ -245,7 +245,7 @@ def test_any_accepted_score_reads_back_identical_through_real_processes(pairs) -
     (i, x), _ = pairs.items()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        f, ref = _file_session(folder, list(pairs))
+        f, _ref = _file_session(folder, list(pairs))
         env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
         done = subprocess.run([sys.executable, "-m", "activeeval", "session", "record", "--", str(f), i, repr(x)],
                               capture_output=True, text=True, timeout=60, env=env)

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["app", "main", "COMMANDS", "command_module"]
+__all__ = ["COMMANDS", "app", "command_module", "main"]
 
 #: Each command module and the top-level commands (and groups) it registers on ``app``.
 COMMANDS: dict[str, tuple[str, ...]] = {

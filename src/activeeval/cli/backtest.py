@@ -18,7 +18,6 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -76,7 +75,7 @@ def _parse_methods(text: str) -> tuple[str, ...]:
     return check_methods(names)
 
 
-def _method_flags(names: tuple[str, ...], likelihood: Optional[str], prior_weights: Optional[Path]
+def _method_flags(names: tuple[str, ...], likelihood: str | None, prior_weights: Path | None
                   ) -> tuple[tuple[str, ...], dict]:
     """--likelihood and --prior-weights applied to every method of --methods: (labels, method_options).
 
@@ -112,7 +111,7 @@ def _method_flags(names: tuple[str, ...], likelihood: Optional[str], prior_weigh
     return check_methods(tuple(labels)), options_of
 
 
-def _check_weights_cover(weights: dict, matrix, config) -> None:  # noqa: ANN001
+def _check_weights_cover(weights: dict, matrix, config) -> None:
     """Every model of the reference pool has a weight, and every weight names a model of the dataset."""
     from activeeval.experiments.runner import backtest_split
 
@@ -137,7 +136,7 @@ def _shared_order(orders: str) -> bool:
     return orders == "shared"
 
 
-def _task_store(out: Optional[Path], key: str = ""):  # noqa: ANN202
+def _task_store(out: Path | None, key: str = ""):
     """Where run_backtest keeps the finished tasks of a run: --out's tasks folder (None without --out)."""
     if out is None:
         return None
@@ -154,7 +153,7 @@ def default_format() -> str:
     return "parquet" if importlib.util.find_spec("pyarrow") is not None else "csv"
 
 
-def _check_common(workers: Optional[int], backend: str, output_format: Optional[str]) -> str:
+def _check_common(workers: int | None, backend: str, output_format: str | None) -> str:
     from activeeval.experiments.runner import BACKENDS
 
     if workers is not None and workers < 1:
@@ -170,7 +169,7 @@ def _check_common(workers: Optional[int], backend: str, output_format: Optional[
 FORMAT_HELP = "Raw results as parquet or csv. [default: parquet if pyarrow is installed, else csv]"
 
 
-def _write_frame(frame, path: Path, output_format: str) -> Path:  # noqa: ANN001
+def _write_frame(frame, path: Path, output_format: str) -> Path:
     if output_format == "parquet":
         try:
             frame.to_parquet(path.with_suffix(".parquet"), index=False)
@@ -183,7 +182,7 @@ def _write_frame(frame, path: Path, output_format: str) -> Path:  # noqa: ANN001
     return path.with_suffix(".csv")
 
 
-def _write_result(result, summary: dict, tmp: Path, prefix: str, output_format: str, plots: bool) -> None:  # noqa: ANN001
+def _write_result(result, summary: dict, tmp: Path, prefix: str, output_format: str, plots: bool) -> None:
     from activeeval.experiments.tables import cost_accuracy_frame, curves_frame, runs_frame, stops_frame
 
     curves = curves_frame(result)
@@ -206,7 +205,7 @@ def _write_result(result, summary: dict, tmp: Path, prefix: str, output_format: 
         write_plots(curves, cost, sub, f"{result.dataset}, {_regime_title(result)}, {cfg.ref_fraction:.0%} refs")
 
 
-def _check_multi_target_flags(multi_target: bool, correlation: Optional[str], regime: Optional[str]) -> None:
+def _check_multi_target_flags(multi_target: bool, correlation: str | None, regime: str | None) -> None:
     if not multi_target:
         if correlation is not None:
             raise ConfigurationError(
@@ -221,7 +220,7 @@ def _check_multi_target_flags(multi_target: bool, correlation: Optional[str], re
             "--regime does not apply to --multi-target: its targets are the --correlation set; drop --regime")
 
 
-def _regime_title(result) -> str:  # noqa: ANN001
+def _regime_title(result) -> str:
     """``interpolation``, or ``multi-target, high correlation (mean r = 0.83)``."""
     split = result.split
     if not result.config.multi_target:
@@ -229,7 +228,7 @@ def _regime_title(result) -> str:  # noqa: ANN001
     return f"{split.regime}, {split.correlation} correlation (mean r = {split.mean_correlation:.2f})"
 
 
-def _payload(result, summary: dict) -> dict:  # noqa: ANN001
+def _payload(result, summary: dict) -> dict:
     extra = {"correlation": result.split.correlation_summary()} if result.config.multi_target else {}
     return {
         "dataset": result.dataset,
@@ -262,36 +261,36 @@ def backtest_command(
         help="Comma-separated method names, each with optional constructor options in brackets, e.g. "
         "'bayesame,bayesame[selection=random]' to compare two settings.",
     ),
-    regime: Optional[str] = typer.Option(
+    regime: str | None = typer.Option(
         None, "--regime", help="interpolation or extrapolation (not with --multi-target). [default: interpolation]"),
     multi_target: bool = typer.Option(
         False, "--multi-target",
         help="Targets of low or high correlation (--correlation; the paper's §5.2): multi-target methods such as "
         "bayesame-multi evaluate them jointly, single-target methods one by one.",
     ),
-    correlation: Optional[str] = typer.Option(
+    correlation: str | None = typer.Option(
         None, "--correlation",
         help="With --multi-target: low (a random target set) or high (the most correlated models, greedily).",
     ),
     refs: float = typer.Option(0.5, "--refs", help="Fraction of the reference pool sampled per seed, in (0, 1]."),
     targets: int = typer.Option(10, "--targets", "--targets-count", help="Number of target models."),
-    seeds: Optional[int] = typer.Option(
+    seeds: int | None = typer.Option(
         None, "--seeds",
         help=f"Number of seeds (reference samples and item orders); the paper used 200. [default: {DEFAULT_SEEDS}, "
         "with the estimated cost printed first]",
     ),
-    workers: Optional[int] = typer.Option(None, "--workers", help="Worker processes. [default: all cores]"),
+    workers: int | None = typer.Option(None, "--workers", help="Worker processes. [default: all cores]"),
     backend: str = typer.Option("local", "--backend", help="local, ray or dask."),
-    address: Optional[str] = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]"),
-    out: Optional[Path] = typer.Option(None, "--out", help="Directory for raw results and PNG plots: " + OUT_RULE),
+    address: str | None = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]"),
+    out: Path | None = typer.Option(None, "--out", help="Directory for raw results and PNG plots: " + OUT_RULE),
     force: bool = FORCE,
     epsilon2: float = typer.Option(0.03, "--epsilon2", help="ε2 of the 'at stop' columns (the sweep is always run)."),
     split_seed: int = typer.Option(
         0, "--split-seed", help="Seed of the random targets (interpolation; --multi-target --correlation low)."),
-    output_format: Optional[str] = typer.Option(None, "--format", help=FORMAT_HELP),
+    output_format: str | None = typer.Option(None, "--format", help=FORMAT_HELP),
     plots: bool = typer.Option(True, "--plots/--no-plots", help="Write PNG plots to --out (when matplotlib is "
                                "installed: activeeval[plot]; otherwise a note says so)."),
-    progress: Optional[bool] = PROGRESS,
+    progress: bool | None = PROGRESS,
     orders: str = typer.Option(
         "shared", "--orders",
         help="shared: one random item order per seed for all targets (fast); independent: one per target.",
@@ -312,14 +311,14 @@ def backtest_command(
         "ceil(30/K) batches) or one random member of it (non-myopic).",
     ),
     missing: str = MISSING,
-    kind: Optional[str] = KIND,
-    score_range: Optional[tuple[float, float]] = SCORE_RANGE,
-    duplicate_models: Optional[str] = DUPLICATE_MODELS,
-    likelihood: Optional[str] = typer.Option(
+    kind: str | None = KIND,
+    score_range: tuple[float, float] | None = SCORE_RANGE,
+    duplicate_models: str | None = DUPLICATE_MODELS,
+    likelihood: str | None = typer.Option(
         None, "--likelihood",
         help="gaussian or logit (the paper's logit-normal variants, App. B.3) for every method of --methods "
         "(each must have the option: bayesame-paper, bayesame-paper-rs). [default: each method's own]"),
-    prior_weights: Optional[Path] = PRIOR_WEIGHTS,
+    prior_weights: Path | None = PRIOR_WEIGHTS,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Backtest methods on held-out models with the protocol of the BayesAME paper (§5; §5.2 with --multi-target)."""
@@ -381,7 +380,7 @@ def backtest_command(
         typer.echo(f"wrote raw results and plots to {out}")
 
 
-def estimate_seconds(matrix, config, workers: Optional[int]) -> tuple[float, dict[str, float]]:  # noqa: ANN001
+def estimate_seconds(matrix, config, workers: int | None) -> tuple[float, dict[str, float]]:
     """Estimated wall time of the whole backtest: one seed of every method, timed, times seeds / workers."""
     import os
 
@@ -397,7 +396,7 @@ def estimate_seconds(matrix, config, workers: Optional[int]) -> tuple[float, dic
     return sum(per_method.values()) * config.n_seeds / n_workers, per_method
 
 
-def _print_estimate(matrix, config, workers: Optional[int]) -> None:  # noqa: ANN001
+def _print_estimate(matrix, config, workers: int | None) -> None:
     total, per_method = estimate_seconds(matrix, config, workers)
     slowest = max(per_method, key=per_method.get)
     typer.echo(
@@ -417,7 +416,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _config_dict(config, dataset: str) -> dict:  # noqa: ANN001
+def _config_dict(config, dataset: str) -> dict:
     extra = {"correlation": config.correlation} if config.multi_target else {}
     return {
         "dataset": dataset, "methods": list(config.methods), "regime": config.regime, **extra,
@@ -431,7 +430,7 @@ def _config_dict(config, dataset: str) -> dict:  # noqa: ANN001
     }
 
 
-def _print_table(result, summary: dict, epsilon2: float) -> None:  # noqa: ANN001
+def _print_table(result, summary: dict, epsilon2: float) -> None:
     cfg = result.config
     table = Table(
         title=f"{result.dataset}: {_regime_title(result)}, {cfg.ref_fraction:.0%} refs, "
@@ -471,8 +470,8 @@ REPRO_ORDERS = typer.Option(
 REPRO_JSON = typer.Option(False, "--json", help="Print one JSON object.")
 
 
-def _run_reproduction(plan: list[tuple], workers: Optional[int], backend: str, address: Optional[str],
-                      progress: bool, as_json: bool, out: Optional[Path]) -> dict[str, tuple]:
+def _run_reproduction(plan: list[tuple], workers: int | None, backend: str, address: str | None,
+                      progress: bool, as_json: bool, out: Path | None) -> dict[str, tuple]:
     """Run each ``(key, ScoreMatrix, BacktestConfig)`` of ``plan``: {key: (BacktestResult, summary)}.
 
     The key is also the file prefix in ``--out`` (``ifeval_interpolation_``) and the name of the folder of
@@ -494,7 +493,7 @@ def _run_reproduction(plan: list[tuple], workers: Optional[int], backend: str, a
     return results
 
 
-def _write_reproduction(out: Optional[Path], force: bool, results: dict[str, tuple], output_format: str,
+def _write_reproduction(out: Path | None, force: bool, results: dict[str, tuple], output_format: str,
                         name: str, meta: dict) -> None:
     """Raw results of every run (prefixed by its key) and ``{name}.json`` with ``meta``, all or nothing."""
     if out is None:
@@ -533,13 +532,13 @@ def table1_command(
     seeds: int = typer.Option(200, "--seeds", help="Seeds per (dataset, regime); the paper used 200."),
     datasets: str = typer.Option("ifeval,musr", "--datasets", help="Comma-separated: ifeval, musr."),
     methods: str = typer.Option(",".join(ALL_METHODS), "--methods", help="Comma-separated method names."),
-    workers: Optional[int] = REPRO_WORKERS,
+    workers: int | None = REPRO_WORKERS,
     backend: str = REPRO_BACKEND,
-    address: Optional[str] = REPRO_ADDRESS,
-    out: Optional[Path] = REPRO_OUT,
+    address: str | None = REPRO_ADDRESS,
+    out: Path | None = REPRO_OUT,
     force: bool = FORCE,
-    output_format: Optional[str] = REPRO_FORMAT,
-    progress: Optional[bool] = REPRO_PROGRESS,
+    output_format: str | None = REPRO_FORMAT,
+    progress: bool | None = REPRO_PROGRESS,
     orders: str = REPRO_ORDERS,
     as_json: bool = REPRO_JSON,
 ) -> None:
@@ -607,13 +606,13 @@ def table2_command(
         help="Comma-separated: ifeval, musr (the paper's rows), and the continuous sets of 'activeeval datasets "
         "--all' (alpacaeval2, wmt21_*: ours only, the paper has no numbers)."),
     targets: int = typer.Option(10, "--targets", help="Target models per (dataset, regime); the paper used 10."),
-    workers: Optional[int] = REPRO_WORKERS,
+    workers: int | None = REPRO_WORKERS,
     backend: str = REPRO_BACKEND,
-    address: Optional[str] = REPRO_ADDRESS,
-    out: Optional[Path] = REPRO_OUT,
+    address: str | None = REPRO_ADDRESS,
+    out: Path | None = REPRO_OUT,
     force: bool = FORCE,
-    output_format: Optional[str] = REPRO_FORMAT,
-    progress: Optional[bool] = REPRO_PROGRESS,
+    output_format: str | None = REPRO_FORMAT,
+    progress: bool | None = REPRO_PROGRESS,
     orders: str = REPRO_ORDERS,
     as_json: bool = REPRO_JSON,
 ) -> None:

@@ -11,7 +11,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 import typer
 
@@ -21,7 +21,7 @@ from activeeval.exceptions import ActiveEvalError, ConfigurationError, MissingSc
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 
-def make_app(name: str, help: str) -> typer.Typer:  # noqa: A002 - Typer's own word
+def make_app(name: str, help: str) -> typer.Typer:
     """A Typer (sub)command group with the CLI's conventions: -h, plain help text, no completion options."""
     return typer.Typer(
         name=name, help=help, no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -44,7 +44,7 @@ def _version(value: bool) -> None:
 def _main(
     ctx: typer.Context,
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
-    data_dir: Optional[str] = typer.Option(
+    data_dir: str | None = typer.Option(
         None, "--data-dir", metavar="DIR",
         help="Shared data folder (with catalog.json) for datasets not bundled, e.g. WMT21; as "
              "ACTIVEEVAL_SHARED_DATA. [default: beside the installed package, if any]"),
@@ -52,7 +52,7 @@ def _main(
         False, "--no-cache",
         help="Use no user cache for this command: parse reference files and rebuild session states anew "
              "(as ACTIVEEVAL_CACHE=off). [default: the cache in ACTIVEEVAL_CACHE, else ~/.cache/activeeval]"),
-    threads: Optional[int] = typer.Option(
+    threads: int | None = typer.Option(
         None, "--threads", metavar="N",
         help="BLAS threads of activeeval's own numeric work (per backtest worker); your scorer, lm-eval and "
              "Inspect keep their own; as ACTIVEEVAL_THREADS. [default: 1]"),
@@ -86,7 +86,7 @@ def _main(
         os.environ[SHARED_DATA_ENV] = data_dir  # what every command's dataset lookup reads
 
 
-def show_progress(flag: Optional[bool]) -> bool:
+def show_progress(flag: bool | None) -> bool:
     """``--progress/--no-progress``: on or off as given; not given (None), only when stderr is a terminal.
 
     Progress goes to stderr alone, so stdout carries only results (pipes and ``--json`` stay clean); Rich
@@ -101,7 +101,7 @@ PROGRESS = typer.Option(
 
 
 @contextlib.contextmanager
-def phases(enabled: Optional[bool]) -> Iterator[Callable[[str], None]]:
+def phases(enabled: bool | None) -> Iterator[Callable[[str], None]]:
     """The steps of a command as they start: ``say("fitting ...")`` for ``with``.
 
     On a terminal a spinner with the step and its elapsed time (gone when the command ends); with
@@ -131,7 +131,7 @@ def phases(enabled: Optional[bool]) -> Iterator[Callable[[str], None]]:
 
 
 @contextlib.contextmanager
-def progress_bar(label: str, enabled: Optional[bool] = True) -> Iterator[Callable[[int, int], None] | None]:
+def progress_bar(label: str, enabled: bool | None = True) -> Iterator[Callable[[int, int], None] | None]:
     """A Rich progress bar on stderr for ``with``: yields the ``(done, total)`` callback the library's long runs
     take (``run_backtest(progress=...)``), or None when ``enabled`` is false (None: when stderr is a terminal)."""
     if not show_progress(enabled):
@@ -195,15 +195,15 @@ EXCLUDE_MODELS = typer.Option(
     "reference holds it; `activeeval datasets --models NAME` lists a dataset's models.")
 
 
-def read_options(kind: Optional[str], score_range: Optional[tuple[float, float]], duplicate_models: Optional[str],
-                 exclude_models: Optional[str] = None) -> dict[str, Any]:
+def read_options(kind: str | None, score_range: tuple[float, float] | None, duplicate_models: str | None,
+                 exclude_models: str | None = None) -> dict[str, Any]:
     """The reference read options given on the command line (None = not given; ``exclude_models`` only when given,
     for the commands whose sessions take it)."""
     read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
     return read if exclude_models is None else {**read, "exclude_models": exclude_models}
 
 
-def load_dataset(dataset: str, missing: str, read: dict):  # noqa: ANN201
+def load_dataset(dataset: str, missing: str, read: dict):
     """The dataset (read options for a file) with the --missing policy applied to the whole matrix for 'items'."""
     from activeeval.session.reference import apply_missing, resolve_reference
 
@@ -221,7 +221,7 @@ OUT_RULE = "new or empty, or with --force the results folder of an earlier run (
 FORCE = typer.Option(False, "--force", help="Replace --out if it holds the results of an earlier run.")
 
 
-def check_out(out: Optional[Path], force: bool) -> None:
+def check_out(out: Path | None, force: bool) -> None:
     """Refuse --out before the run (the same check runs again before the results are moved into place).
 
     The finished tasks an interrupted run of the command kept in ``--out/tasks`` are no reason to refuse it:
@@ -244,7 +244,7 @@ def results_folder(out: Path, force: bool) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def interruptible(out: Optional[Path]) -> Iterator[None]:
+def interruptible(out: Path | None) -> Iterator[None]:
     """Ctrl-C during a backtest: say what was kept and how to resume, and exit 130 (128 + SIGINT)."""
     from activeeval.experiments.checkpoint import MANIFEST, BacktestInterrupted
 

@@ -7,7 +7,6 @@ so the other commands never load a web server).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -18,7 +17,7 @@ from activeeval.exceptions import ConfigurationError
 @app.command("dashboard")
 @cli_errors
 def dashboard(
-    paths: Optional[list[Path]] = typer.Argument(
+    paths: list[Path] | None = typer.Argument(
         None, help="Session files, or folders searched (recursively) for *.aeval files. [default: .]"),
     host: str = typer.Option(
         "127.0.0.1", "--host", help="Address to listen on; 127.0.0.1 keeps the page on this machine."),

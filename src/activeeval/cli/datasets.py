@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional
 
 import typer
 
 from activeeval.cli.common import app, cli_errors, print_json
 
 
-def _table(entries):  # noqa: ANN001, ANN202
+def _table(entries):
     from rich.table import Table
 
     table = Table(title="activeeval datasets", title_justify="left")
@@ -33,7 +32,7 @@ def datasets_command(
     include_shared: bool = typer.Option(
         False, "--all", help="Also list the project's shared (not bundled) datasets when the folder is found."
     ),
-    models: Optional[str] = typer.Option(
+    models: str | None = typer.Option(
         None, "--models", metavar="NAME",
         help="List the models of dataset (or score file) NAME instead, with their full-benchmark scores: the names "
              "--target and --exclude-models take."),

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from activeeval.cli.common import (
@@ -36,13 +34,13 @@ def demo(
     seed: int = typer.Option(0, min=0, help="Seed for the target choice and the method."),
     max_items: int = typer.Option(None, min=1, help="Also stop after this many items (a fixed budget)."),
     missing: str = MISSING,
-    kind: Optional[str] = KIND,
-    score_range: Optional[tuple[float, float]] = SCORE_RANGE,
-    duplicate_models: Optional[str] = DUPLICATE_MODELS,
-    exclude_models: Optional[str] = EXCLUDE_MODELS,
+    kind: str | None = KIND,
+    score_range: tuple[float, float] | None = SCORE_RANGE,
+    duplicate_models: str | None = DUPLICATE_MODELS,
+    exclude_models: str | None = EXCLUDE_MODELS,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object instead of tables."),
-    progress: Optional[bool] = PROGRESS,
-    forecast: Optional[bool] = FORECAST,
+    progress: bool | None = PROGRESS,
+    forecast: bool | None = FORECAST,
 ) -> None:
     """Hold out one real model, estimate its score (BayesAME by default), stop automatically, compare with the truth.
 
@@ -84,7 +82,7 @@ def demo(
     ) as bar:
         task = bar.add_task("run", total=n_items, dataset=matrix.name or dataset, status="", method=spec)
 
-        def show(m, item: int, score: float) -> None:  # noqa: ANN001
+        def show(m, item: int, score: float) -> None:
             est = m.estimate()
             lo, hi = est.ci()
             bar.update(

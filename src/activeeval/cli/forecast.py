@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -13,7 +13,7 @@ FORECAST = typer.Option(
          "most; --forecast: always]")
 
 
-def forecast_lines(f: Any, built_reference: Optional[tuple[int, int]] = None, each: str = "") -> list[str]:
+def forecast_lines(f: Any, built_reference: tuple[int, int] | None = None, each: str = "") -> list[str]:
     """The forecast in words; with ``built_reference`` (models, items of a reference the user built), the break-even.
     ``each`` is said after the items (" for each target" in a session of several)."""
     from activeeval.forecast import break_even
@@ -42,7 +42,7 @@ def forecast_lines(f: Any, built_reference: Optional[tuple[int, int]] = None, ea
     return lines
 
 
-def session_forecast(s: Any, say: Any, asked: bool) -> Optional[dict[str, Any]]:
+def session_forecast(s: Any, say: Any, asked: bool) -> dict[str, Any] | None:
     """The forecast of a new session: its printed lines and data; or ``{"note": ...}`` when not ``asked`` for and it
     would take more than a few seconds; None when the session's method has none."""
     from activeeval.forecast import AUTO_WORK, forecast_session, session_method
@@ -66,8 +66,8 @@ def too_costly_note(method: Any) -> str:
             f"{method.reference.n_models} models: more than a few seconds of work); --forecast makes it")
 
 
-def forecast_or_note(method: Any, epsilon1: float, epsilon2: float, window: int, max_items: Optional[int],
-                     asked: Optional[bool], say: Any) -> Any:
+def forecast_or_note(method: Any, epsilon1: float, epsilon2: float, window: int, max_items: int | None,
+                     asked: bool | None, say: Any) -> Any:
     """demo's forecast: the Forecast, or None after a note on stderr (no forecast for this method, or too costly)."""
     from activeeval.forecast import AUTO_WORK, forecast_items, supported
 

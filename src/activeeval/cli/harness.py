@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -66,31 +66,31 @@ IN_LOG_DIR = typer.Option(
 
 
 def make_scorer(
-    scorer: Optional[str],
-    harness: Optional[str],
+    scorer: str | None,
+    harness: str | None,
     *,
-    timeout: Optional[float] = None,
+    timeout: float | None = None,
     jobs: int = 1,
     ranking: bool = False,
-    model: Optional[str] = None,
+    model: str | None = None,
     model_args: str = "",
-    task: Optional[str] = None,
-    metric: Optional[str] = None,
-    filter_name: Optional[str] = None,
-    include_path: Optional[list[str]] = None,
-    num_fewshot: Optional[int] = None,
-    batch_size: Optional[str] = None,
-    device: Optional[str] = None,
-    gen_kwargs: Optional[str] = None,
+    task: str | None = None,
+    metric: str | None = None,
+    filter_name: str | None = None,
+    include_path: list[str] | None = None,
+    num_fewshot: int | None = None,
+    batch_size: str | None = None,
+    device: str | None = None,
+    gen_kwargs: str | None = None,
     apply_chat_template: bool = False,
-    model_arg: Optional[list[str]] = None,
-    task_arg: Optional[list[str]] = None,
-    score_name: Optional[str] = None,
-    value_map: Optional[str] = None,
-    epochs: Optional[int] = None,
-    log_dir: Optional[str] = None,
+    model_arg: list[str] | None = None,
+    task_arg: list[str] | None = None,
+    score_name: str | None = None,
+    value_map: str | None = None,
+    epochs: int | None = None,
+    log_dir: str | None = None,
     verbose: bool = False,
-    samples_path: Optional[str] = None,
+    samples_path: str | None = None,
 ) -> Any:
     """The scorer the flags describe; ConfigurationError naming the flag for a wrong combination.
 
@@ -152,7 +152,8 @@ def _flag_groups(**f: Any) -> tuple[dict[str, Any], dict[str, Any], dict[str, An
     """The harness options by flag: both harnesses', lm-eval's, Inspect's (None, or an empty value: not given)."""
     shared = {"--model": f.get("model"), "--task": f.get("task")}
     lm = {"--metric": f.get("metric"), "--filter": f.get("filter_name"),
-          "--include-path": f.get("include_path") or None, "--num-fewshot": f.get("num_fewshot"), "--batch-size": f.get("batch_size"), "--device": f.get("device"),
+          "--include-path": f.get("include_path") or None, "--num-fewshot": f.get("num_fewshot"),
+          "--batch-size": f.get("batch_size"), "--device": f.get("device"),
           "--gen-kwargs": f.get("gen_kwargs"), "--model-args": f.get("model_args") or None,
           "--apply-chat-template": f.get("apply_chat_template") or None, "--log-samples": f.get("samples_path"),
           "--verbose": f.get("verbose") or None}

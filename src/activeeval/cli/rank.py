@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -29,8 +29,8 @@ from activeeval.cli.common import (
     check_out,
     cli_errors,
     fail,
-    interruptible,
     interrupted,
+    interruptible,
     json_text,
     print_json,
     read_options,
@@ -59,8 +59,8 @@ def _is_cat(method: str) -> bool:
     return method.split("[", 1)[0].strip() == "cat"
 
 
-def _calibration(method: str, calibration: Optional[str], response: Optional[str] = None,
-                 local_error: Optional[bool] = None) -> dict[str, Any]:
+def _calibration(method: str, calibration: str | None, response: str | None = None,
+                 local_error: bool | None = None) -> dict[str, Any]:
     """``--calibration`` / ``--response`` / ``--[no-]local-error`` as keywords for CAT (only those given);
     refused for other methods."""
     from activeeval.irt.continuous import CALIBRATION_METHODS, RESPONSES
@@ -92,62 +92,62 @@ def _fmt(x: float, digits: int = 3) -> str:
 @app.command("rank")
 @cli_errors
 def rank_command(
-    dataset: Optional[str] = typer.Option(
+    dataset: str | None = typer.Option(
         None, "--dataset", help="Simulate: dataset name or score file holding the models to rank (models x items)."),
-    models: Optional[str] = typer.Option(None, "--models", help="Comma-separated model ids to rank."),
-    holdout: Optional[int] = typer.Option(None, "--holdout", help="Simulate: rank K random complete models instead."),
-    session: Optional[Path] = typer.Option(
+    models: str | None = typer.Option(None, "--models", help="Comma-separated model ids to rank."),
+    holdout: int | None = typer.Option(None, "--holdout", help="Simulate: rank K random complete models instead."),
+    session: Path | None = typer.Option(
         None, "--session", help="Rank new models for real: the session file (created if absent, resumed otherwise)."),
-    reference: Optional[str] = typer.Option(
+    reference: str | None = typer.Option(
         None, "--reference", help="With --session: reference dataset name or score file (to create the session)."),
-    scorer: Optional[str] = h.SCORER,
-    harness: Optional[str] = h.HARNESS,
+    scorer: str | None = h.SCORER,
+    harness: str | None = h.HARNESS,
     method: str = typer.Option(
         "cat", "--method", help="cat (ranks on ability θ), bayesame (on the score, one method per model) or "
         "bayesame-multi (on the joint posterior of all the models), options in brackets "
         "(bayesame-multi[coupling=0.8]); with --session any method spec."),
     gamma: float = typer.Option(0.95, "--gamma", help="Pairwise confidence level, in (0, 1)."),
     budget_per_model: float = typer.Option(20.0, "--budget-per-model", help="Total budget = this x Σ costs."),
-    costs: Optional[str] = typer.Option(None, "--costs", help="JSON {model: cost} or CSV model,cost file."),
+    costs: str | None = typer.Option(None, "--costs", help="JSON {model: cost} or CSV model,cost file."),
     min_items: int = typer.Option(10, "--min-items", help="Warm-up items per model."),
     seed: int = typer.Option(0, "--seed", help="Seed of the hold-out draw and the methods."),
-    calibration: Optional[str] = typer.Option(
+    calibration: str | None = typer.Option(
         None, "--calibration", help="CAT only: consistent (abilities, prior and noise on one scale, error model "
         "learned on the references) or paper (the paper's §5 formulas). [default: consistent]"),
-    response: Optional[str] = typer.Option(
+    response: str | None = typer.Option(
         None, "--response", help="CAT only: 2pl (a slope and a noise per item) or rasch (one slope, the paper's "
         "model). [default: 2pl; rasch with --calibration paper]"),
-    local_error: Optional[bool] = typer.Option(
+    local_error: bool | None = typer.Option(
         None, "--local-error/--no-local-error", help="CAT only: raise each model's error to the references' own "
         "error on the items it took, where larger. [default: on; off with --calibration paper]"),
     pairing: str = typer.Option(
         "own", "--pairing", help="Item choice: own (each model's method) or partner (pair-aware: an item the "
         "other model of the undecided pair already took)."),
     missing: str = MISSING,
-    kind: Optional[str] = KIND,
-    score_range: Optional[tuple[float, float]] = SCORE_RANGE,
-    duplicate_models: Optional[str] = DUPLICATE_MODELS,
-    timeout: Optional[float] = h.TIMEOUT,
+    kind: str | None = KIND,
+    score_range: tuple[float, float] | None = SCORE_RANGE,
+    duplicate_models: str | None = DUPLICATE_MODELS,
+    timeout: float | None = h.TIMEOUT,
     jobs: int = typer.Option(
         1, "--jobs", "-j", help="With --session and --scorer: scorer commands to run at once; the extra ones score "
         "what the ranker will likely ask next, so the ranking is the same as with one."),
-    model: Optional[str] = h.LM_MODEL,
+    model: str | None = h.LM_MODEL,
     model_args: str = h.LM_MODEL_ARGS,
-    task: Optional[str] = h.LM_TASK,
-    metric: Optional[str] = h.LM_METRIC,
-    filter_name: Optional[str] = h.LM_FILTER,
-    include_path: Optional[list[str]] = h.LM_INCLUDE,
-    num_fewshot: Optional[int] = h.LM_FEWSHOT,
-    batch_size: Optional[str] = h.LM_BATCH,
-    device: Optional[str] = h.LM_DEVICE,
-    gen_kwargs: Optional[str] = h.LM_GEN,
+    task: str | None = h.LM_TASK,
+    metric: str | None = h.LM_METRIC,
+    filter_name: str | None = h.LM_FILTER,
+    include_path: list[str] | None = h.LM_INCLUDE,
+    num_fewshot: int | None = h.LM_FEWSHOT,
+    batch_size: str | None = h.LM_BATCH,
+    device: str | None = h.LM_DEVICE,
+    gen_kwargs: str | None = h.LM_GEN,
     apply_chat_template: bool = h.LM_CHAT,
-    model_arg: Optional[list[str]] = h.IN_MODEL_ARG,
-    task_arg: Optional[list[str]] = h.IN_TASK_ARG,
-    score_name: Optional[str] = h.IN_SCORE_NAME,
-    value_map: Optional[str] = h.IN_VALUE_MAP,
-    epochs: Optional[int] = h.IN_EPOCHS,
-    log_dir: Optional[str] = h.IN_LOG_DIR,
+    model_arg: list[str] | None = h.IN_MODEL_ARG,
+    task_arg: list[str] | None = h.IN_TASK_ARG,
+    score_name: str | None = h.IN_SCORE_NAME,
+    value_map: str | None = h.IN_VALUE_MAP,
+    epochs: int | None = h.IN_EPOCHS,
+    log_dir: str | None = h.IN_LOG_DIR,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Rank models adaptively: new models with --session and a scorer, or held-out models by simulation.
@@ -193,11 +193,11 @@ def rank_command(
               cal_kw)
 
 
-def _rank_session(session: Path, reference: Optional[str], models: Optional[str], scorer: Optional[str],
-                  harness: Optional[str], method: str, gamma: float, budget_per_model: float,
-                  costs: Optional[dict], min_items: int, seed: int, missing: str, read: dict[str, Any],
-                  timeout: Optional[float], lm: dict[str, Any], as_json: bool, pairing: str = "own",
-                  cal_kw: Optional[dict[str, Any]] = None) -> None:
+def _rank_session(session: Path, reference: str | None, models: str | None, scorer: str | None,
+                  harness: str | None, method: str, gamma: float, budget_per_model: float,
+                  costs: dict | None, min_items: int, seed: int, missing: str, read: dict[str, Any],
+                  timeout: float | None, lm: dict[str, Any], as_json: bool, pairing: str = "own",
+                  cal_kw: dict[str, Any] | None = None) -> None:
     from activeeval.cli.session import rank_lines
     from activeeval.session.ranking import RankSession
     from activeeval.session.runner import drive_ranking
@@ -233,9 +233,9 @@ def _rank_session(session: Path, reference: Optional[str], models: Optional[str]
         typer.echo(line)
 
 
-def _simulate(dataset: str, models: Optional[str], holdout: Optional[int], method: str, gamma: float,
-              budget_per_model: float, costs: Optional[str], min_items: int, seed: int, as_json: bool,
-              pairing: str = "own", cal_kw: Optional[dict[str, Any]] = None) -> None:
+def _simulate(dataset: str, models: str | None, holdout: int | None, method: str, gamma: float,
+              budget_per_model: float, costs: str | None, min_items: int, seed: int, as_json: bool,
+              pairing: str = "own", cal_kw: dict[str, Any] | None = None) -> None:
     import numpy as np
     from rich.console import Console
     from rich.table import Table
@@ -303,19 +303,19 @@ def rank_backtest_command(
     budget_per_model: float = typer.Option(20.0, "--budget-per-model", help="Budget in items per model."),
     min_items: int = typer.Option(10, "--min-items", help="Warm-up items per model."),
     first_seed: int = typer.Option(0, "--first-seed", help="Seeds are first_seed .. first_seed + seeds - 1."),
-    families: Optional[str] = typer.Option(
+    families: str | None = typer.Option(
         None, "--holdout-families", help="Family hold-out: rank these families' models, calibrate on the rest."),
-    calibration: Optional[str] = typer.Option(
+    calibration: str | None = typer.Option(
         None, "--calibration",
         help="CAT only: consistent or paper (the paper's §5 calibration). [default: consistent]"),
-    response: Optional[str] = typer.Option(
+    response: str | None = typer.Option(
         None, "--response", help="CAT only: 2pl or rasch (one slope). [default: 2pl; rasch with --calibration paper]"),
-    local_error: Optional[bool] = typer.Option(
+    local_error: bool | None = typer.Option(
         None, "--local-error/--no-local-error", help="CAT only: raise each model's error to the references' own "
         "error on the items it took, where larger. [default: on; off with --calibration paper]"),
     pairing: str = typer.Option("own", "--pairing", help="Item choice: own (each model's method) or partner "
                                 "(pair-aware)."),
-    out: Optional[Path] = typer.Option(
+    out: Path | None = typer.Option(
         None, "--out", help="Directory for the summary and every held-out set's record: " + OUT_RULE[:-1] + "; it "
         "keeps each finished set as it completes, so an interrupted run resumes when the same command is run again."),
     force: bool = FORCE,

@@ -6,7 +6,6 @@ Thin layer over :mod:`activeeval.data.adapters` and :func:`activeeval.write_scor
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -29,20 +28,20 @@ def build(
     source: str = typer.Option(
         ..., "--from", help="The harness that wrote PATHS: lm-eval, helm, alpaca-eval or inspect."),
     out: Path = typer.Option(..., "--out", help="Score file to write (.csv, .csv.gz, .parquet, .jsonl)."),
-    task: Optional[str] = typer.Option(
+    task: str | None = typer.Option(
         None, "--task", help="lm-eval: the task (its doc ids become the item ids); Inspect: the task, when the logs "
         "hold several."),
-    metric: Optional[str] = typer.Option(
+    metric: str | None = typer.Option(
         None, "--metric", help="lm-eval / HELM per-sample metric. [default: acc (lm-eval), exact_match (HELM)]"
     ),
-    filter_name: Optional[str] = typer.Option(None, "--filter", help="lm-eval filter, for tasks with several."),
-    split: Optional[str] = typer.Option(None, "--split", help="HELM split, when the metric has several."),
+    filter_name: str | None = typer.Option(None, "--filter", help="lm-eval filter, for tasks with several."),
+    split: str | None = typer.Option(None, "--split", help="HELM split, when the metric has several."),
     id_by: str = typer.Option("index", "--id-by", help="AlpacaEval item ids: index (item000, ...) or instruction."),
-    score_name: Optional[str] = typer.Option(
+    score_name: str | None = typer.Option(
         None, "--score-name", help="Inspect: the scorer to read, or SCORER/KEY. [default: the only scorer]"),
-    value_map: Optional[str] = typer.Option(
+    value_map: str | None = typer.Option(
         None, "--value-map", help="Inspect: numbers for string score values, over C=1,P=0.5,I=0,N=0; e.g. 'P=0'."),
-    name: Optional[str] = typer.Option(None, "--name", help="Name of the reference. [default: the task]"),
+    name: str | None = typer.Option(None, "--name", help="Name of the reference. [default: the task]"),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists (never one of PATHS)."),
 ) -> None:
     """Build a reference matrix (models x items) from other models' harness outputs and write it to --out.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 
@@ -58,13 +58,13 @@ SET_WINDOW = "Window of the stopping rule (items)."
 SET_MAX_ITEMS = "Budget: stop after this many items at most."
 
 
-def _open(file: Path, reference: Optional[str], readonly: bool = False):  # noqa: ANN202
+def _open(file: Path, reference: str | None, readonly: bool = False):
     from activeeval.session.base import open_session
 
     return open_session(file, reference=reference, readonly=readonly)
 
 
-def _open_evaluation(file: Path, reference: Optional[str], what: str):  # noqa: ANN202
+def _open_evaluation(file: Path, reference: str | None, what: str):
     """Open a session that ``what`` works on: an evaluation of one target or of several (not a ranking)."""
     s = _open(file, reference)
     if s.KIND == "rank":
@@ -76,14 +76,14 @@ def _open_evaluation(file: Path, reference: Optional[str], what: str):  # noqa: 
     return s
 
 
-def parse_targets(targets: Optional[str]) -> Optional[list[str]]:
+def parse_targets(targets: str | None) -> list[str] | None:
     """``--targets a,b,c`` as a list of names (None when not given)."""
     if targets is None:
         return None
     return [t.strip() for t in targets.split(",") if t.strip()]
 
 
-def _target_of(s: Any, file: Path, target: Optional[str]) -> Optional[str]:
+def _target_of(s: Any, file: Path, target: str | None) -> str | None:
     """The --target of a command on ``s``: required by a multi-target session, refused by a single one."""
     if s.KIND == "multi" and target is None:
         raise ConfigurationError(
@@ -98,11 +98,11 @@ def _target_of(s: Any, file: Path, target: Optional[str]) -> Optional[str]:
     return target
 
 
-def _fmt(x: Optional[float], digits: int = 4) -> str:
+def _fmt(x: float | None, digits: int = 4) -> str:
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}f}"
 
 
-def _status_line(status) -> str:  # noqa: ANN001
+def _status_line(status) -> str:
     if hasattr(status, "targets"):  # a multi-target session: one line per target, then the overall stop
         return "\n".join(multi_lines(status, conditions=False))
     d = status.to_dict()
@@ -122,7 +122,7 @@ _CONDITION_TEXT = {
 }
 
 
-def condition_lines(status) -> list[str]:  # noqa: ANN001
+def condition_lines(status) -> list[str]:
     """Each stopping condition against its threshold, and what holds the stop back."""
     lines = ["stopping rule: stop when window, stability and width all hold, or the budget is reached"]
     for c in status.conditions:
@@ -140,7 +140,7 @@ def condition_lines(status) -> list[str]:  # noqa: ANN001
     return lines
 
 
-def multi_lines(status, conditions: bool = True) -> list[str]:  # noqa: ANN001
+def multi_lines(status, conditions: bool = True) -> list[str]:
     """Each target's status line (and, with ``conditions``, its stopping conditions), then the overall stop."""
     lines: list[str] = []
     width = max(len(t) for t in status.targets)
@@ -158,7 +158,7 @@ def multi_lines(status, conditions: bool = True) -> list[str]:  # noqa: ANN001
     return lines
 
 
-def rank_lines(status) -> list[str]:  # noqa: ANN001
+def rank_lines(status) -> list[str]:
     """The ranking, each adjacent pair's confidence, ties and the stop."""
     d = status.to_dict()
     lines = [f"{'rank':>4}  {'model':<40} {'score':>8}  {'interval':>19} {'items':>6}"]
@@ -190,18 +190,18 @@ def new(
     epsilon1: float = typer.Option(0.005, "--epsilon1", help=SET_EPSILON1),
     epsilon2: float = typer.Option(0.03, "--epsilon2", help=SET_EPSILON2),
     window: int = typer.Option(30, "--window", help=SET_WINDOW),
-    max_items: Optional[int] = typer.Option(None, "--max-items", help=SET_MAX_ITEMS + " [default: none]"),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Seed of the item selection. [default: random, stored]"),
+    max_items: int | None = typer.Option(None, "--max-items", help=SET_MAX_ITEMS + " [default: none]"),
+    seed: int | None = typer.Option(None, "--seed", help="Seed of the item selection. [default: random, stored]"),
     missing: str = MISSING,
-    kind: Optional[str] = KIND,
-    score_range: Optional[tuple[float, float]] = SCORE_RANGE,
-    duplicate_models: Optional[str] = DUPLICATE_MODELS,
-    exclude_models: Optional[str] = EXCLUDE_MODELS,
-    label: Optional[str] = LABEL,
-    targets: Optional[str] = typer.Option(None, "--targets", help=TARGETS_HELP),
-    prior_weights: Optional[Path] = PRIOR_WEIGHTS,
-    progress: Optional[bool] = PROGRESS,
-    forecast: Optional[bool] = FORECAST,
+    kind: str | None = KIND,
+    score_range: tuple[float, float] | None = SCORE_RANGE,
+    duplicate_models: str | None = DUPLICATE_MODELS,
+    exclude_models: str | None = EXCLUDE_MODELS,
+    label: str | None = LABEL,
+    targets: str | None = typer.Option(None, "--targets", help=TARGETS_HELP),
+    prior_weights: Path | None = PRIOR_WEIGHTS,
+    progress: bool | None = PROGRESS,
+    forecast: bool | None = FORECAST,
 ) -> None:
     """Create a session FILE against reference data (with --targets a,b,c: several target models).
 
@@ -221,7 +221,7 @@ def new(
         typer.echo(line)
 
 
-def _forecast(s: Any, say: Any, wanted: Optional[bool]) -> Optional[dict[str, Any]]:
+def _forecast(s: Any, say: Any, wanted: bool | None) -> dict[str, Any] | None:
     """The new session's cost forecast (``--forecast``: True, False, or None: when cheap); a note on stderr instead
     when it was asked for and its method has none, or when it was not and it would take long."""
     if wanted is False:
@@ -245,7 +245,7 @@ def _forecast(s: Any, say: Any, wanted: Optional[bool]) -> Optional[dict[str, An
     return fc
 
 
-def _create(file: Path, reference: str, targets: Optional[list[str]], **options: Any):  # noqa: ANN202
+def _create(file: Path, reference: str, targets: list[str] | None, **options: Any):
     """A new single-target session, or a multi-target one when ``targets`` are given."""
     prior_weights = options.pop("prior_weights", None)
     if targets is None:
@@ -280,7 +280,7 @@ def next_items(
     file: Path = FILE,
     k: int = typer.Option(1, "--k", "-k", help="How many items to hand out."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of {item_id, index, ...}."),
-    reference: Optional[str] = REFERENCE_OVERRIDE,
+    reference: str | None = REFERENCE_OVERRIDE,
 ) -> None:
     """Print the next K item ids to score (one per line) and mark them pending.
 
@@ -304,26 +304,26 @@ def next_items(
 @cli_errors
 def record(
     file: Path = FILE,
-    item_id: Optional[str] = typer.Argument(None, help="Item id (omit with --from)."),
-    score: Optional[str] = typer.Argument(None, help="The target model's score on the item."),
-    from_file: Optional[Path] = typer.Option(
+    item_id: str | None = typer.Argument(None, help="Item id (omit with --from)."),
+    score: str | None = typer.Argument(None, help="The target model's score on the item."),
+    from_file: Path | None = typer.Option(
         None, "--from", help="Record the scores of a results file or folder, for the items handed out by next.",
     ),
     record_all: bool = typer.Option(False, "--all", help="With --from: also record items never handed out."),
-    fmt: Optional[str] = typer.Option(
+    fmt: str | None = typer.Option(
         None, "--format", help="lm-eval, helm, alpaca-eval, inspect or plain. [default: from the file name]"
     ),
-    metric: Optional[str] = typer.Option(None, "--metric", help="lm-eval/HELM metric. [default: acc / exact_match]"),
-    task: Optional[str] = typer.Option(None, "--task", help="lm-eval or Inspect task (when --from holds several)."),
-    filter_name: Optional[str] = typer.Option(None, "--filter", help="lm-eval filter (e.g. strict-match)."),
-    split: Optional[str] = typer.Option(None, "--split", help="HELM split."),
-    generator: Optional[str] = typer.Option(None, "--generator", help="AlpacaEval generator_2 to read."),
-    item_column: Optional[str] = typer.Option(None, "--item-column", help="Plain files: item id column."),
-    score_column: Optional[str] = typer.Option(None, "--score-column", help="Plain files: score column."),
-    score_name: Optional[str] = h.IN_SCORE_NAME,
-    value_map: Optional[str] = h.IN_VALUE_MAP,
-    target: Optional[str] = TARGET,
-    reference: Optional[str] = REFERENCE_OVERRIDE,
+    metric: str | None = typer.Option(None, "--metric", help="lm-eval/HELM metric. [default: acc / exact_match]"),
+    task: str | None = typer.Option(None, "--task", help="lm-eval or Inspect task (when --from holds several)."),
+    filter_name: str | None = typer.Option(None, "--filter", help="lm-eval filter (e.g. strict-match)."),
+    split: str | None = typer.Option(None, "--split", help="HELM split."),
+    generator: str | None = typer.Option(None, "--generator", help="AlpacaEval generator_2 to read."),
+    item_column: str | None = typer.Option(None, "--item-column", help="Plain files: item id column."),
+    score_column: str | None = typer.Option(None, "--score-column", help="Plain files: score column."),
+    score_name: str | None = h.IN_SCORE_NAME,
+    value_map: str | None = h.IN_VALUE_MAP,
+    target: str | None = TARGET,
+    reference: str | None = REFERENCE_OVERRIDE,
 ) -> None:
     """Record ITEM_ID SCORE, or the scores of a results file with --from (all or nothing).
 
@@ -379,7 +379,7 @@ def record(
     _echo_written(written)
 
 
-def _results_once_stopped(s: Any, was_stopped: bool, status: Any) -> Optional[Path]:
+def _results_once_stopped(s: Any, was_stopped: bool, status: Any) -> Path | None:
     """The results file, written beside the session when this record met the stopping rule (else None).
 
     A file of other content at that path is left alone (the scores are recorded all the same): a note says
@@ -399,7 +399,7 @@ def _results_once_stopped(s: Any, was_stopped: bool, status: Any) -> Optional[Pa
         return None
 
 
-def _echo_written(path: Optional[Path]) -> None:
+def _echo_written(path: Path | None) -> None:
     if path is not None:
         typer.echo(f"wrote {path} (the results: settings, estimate, interval and every score)")
 
@@ -409,7 +409,7 @@ def _echo_written(path: Optional[Path]) -> None:
 def status(
     file: Path = FILE,
     as_json: bool = typer.Option(False, "--json", help="Print the status as JSON."),
-    reference: Optional[str] = REFERENCE_OVERRIDE,
+    reference: str | None = REFERENCE_OVERRIDE,
 ) -> None:
     """Estimate, interval, items used, pending items, and each stopping condition against its threshold."""
     from activeeval.session.results import header
@@ -440,11 +440,11 @@ def status(
 @cli_errors
 def set_settings(
     file: Path = FILE,
-    epsilon1: Optional[float] = typer.Option(None, "--epsilon1", help=SET_EPSILON1),
-    epsilon2: Optional[float] = typer.Option(None, "--epsilon2", help=SET_EPSILON2),
-    window: Optional[int] = typer.Option(None, "--window", help=SET_WINDOW),
-    max_items: Optional[int] = typer.Option(None, "--max-items", help=SET_MAX_ITEMS),
-    reference: Optional[str] = REFERENCE_OVERRIDE,
+    epsilon1: float | None = typer.Option(None, "--epsilon1", help=SET_EPSILON1),
+    epsilon2: float | None = typer.Option(None, "--epsilon2", help=SET_EPSILON2),
+    window: int | None = typer.Option(None, "--window", help=SET_WINDOW),
+    max_items: int | None = typer.Option(None, "--max-items", help=SET_MAX_ITEMS),
+    reference: str | None = REFERENCE_OVERRIDE,
 ) -> None:
     """Change the stopping rule or the budget of a session (recorded in the journal)."""
     if all(v is None for v in (epsilon1, epsilon2, window, max_items)):
@@ -470,7 +470,7 @@ def _echo_changes(before: dict[str, Any], changed: dict[str, Any], err: bool = F
 def history(
     file: Path = FILE,
     as_json: bool = typer.Option(False, "--json", help="Print the events as JSON."),
-    reference: Optional[str] = REFERENCE_OVERRIDE,
+    reference: str | None = REFERENCE_OVERRIDE,
 ) -> None:
     """Every ask/tell event and settings change of the journal, oldest first."""
     with _open(file, reference, readonly=True) as s:
@@ -495,7 +495,7 @@ def report(
     out: Path = typer.Option(..., "--out", help="HTML file to write (a new file, or an old one with --force)."),
     force: bool = typer.Option(False, "--force", help="Overwrite --out if it exists (never the session or its "
                                "reference)."),
-    reference: Optional[str] = REFERENCE_OVERRIDE,
+    reference: str | None = REFERENCE_OVERRIDE,
 ) -> None:
     """Write a self-contained HTML report (result, settings, trajectory chart, items used)."""
     from activeeval.session.report import write_report
@@ -513,11 +513,11 @@ def report(
 @cli_errors
 def export(
     file: Path = FILE,
-    out: Optional[Path] = typer.Option(
+    out: Path | None = typer.Option(
         None, "--out", help="Results file to write. [default: the session file's name with .results.json]"),
     force: bool = typer.Option(False, "--force", help="Overwrite --out even if it holds no results of this session "
                                "(never the session or its reference)."),
-    reference: Optional[str] = REFERENCE_OVERRIDE,
+    reference: str | None = REFERENCE_OVERRIDE,
 ) -> None:
     """Write the results file (results.json): versions, method, seed, reference, stopping rule, result, every score.
 
@@ -535,59 +535,59 @@ def export(
 @cli_errors
 def run(
     session: Path = typer.Option(..., "--session", help="Session file (created if absent, resumed otherwise)."),
-    scorer: Optional[str] = h.SCORER,
-    harness: Optional[str] = h.HARNESS,
-    target: Optional[str] = typer.Option(
+    scorer: str | None = h.SCORER,
+    harness: str | None = h.HARNESS,
+    target: str | None = typer.Option(
         None, "--target", metavar="MODEL",
         help="Try the loop on a model of the reference: hold MODEL out of it and score the items with its own "
              "reference scores (instead of --scorer/--harness); the true score is printed at the end."),
-    reference: Optional[str] = typer.Option(
+    reference: str | None = typer.Option(
         None, "--reference", help="Bundled dataset name or score file (needed to create the session)."
     ),
-    method: Optional[str] = typer.Option(None, "--method", help=METHOD_HELP + " [default: bayesame]"),
-    epsilon1: Optional[float] = typer.Option(None, "--epsilon1", help=SET_EPSILON1 + " [default: 0.005]"),
-    epsilon2: Optional[float] = typer.Option(None, "--epsilon2", help=SET_EPSILON2 + " [default: 0.03]"),
-    window: Optional[int] = typer.Option(None, "--window", help=SET_WINDOW + " [default: 30]"),
-    max_items: Optional[int] = typer.Option(None, "--max-items", help=SET_MAX_ITEMS + " [default: none]"),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Selection seed. [default: random, stored]"),
-    missing: Optional[str] = typer.Option(None, "--missing", help=MISSING.help + " [default: models]"),
-    kind: Optional[str] = KIND,
-    score_range: Optional[tuple[float, float]] = SCORE_RANGE,
-    duplicate_models: Optional[str] = DUPLICATE_MODELS,
-    exclude_models: Optional[str] = EXCLUDE_MODELS,
-    label: Optional[str] = LABEL,
-    targets: Optional[str] = typer.Option(
+    method: str | None = typer.Option(None, "--method", help=METHOD_HELP + " [default: bayesame]"),
+    epsilon1: float | None = typer.Option(None, "--epsilon1", help=SET_EPSILON1 + " [default: 0.005]"),
+    epsilon2: float | None = typer.Option(None, "--epsilon2", help=SET_EPSILON2 + " [default: 0.03]"),
+    window: int | None = typer.Option(None, "--window", help=SET_WINDOW + " [default: 30]"),
+    max_items: int | None = typer.Option(None, "--max-items", help=SET_MAX_ITEMS + " [default: none]"),
+    seed: int | None = typer.Option(None, "--seed", help="Selection seed. [default: random, stored]"),
+    missing: str | None = typer.Option(None, "--missing", help=MISSING.help + " [default: models]"),
+    kind: str | None = KIND,
+    score_range: tuple[float, float] | None = SCORE_RANGE,
+    duplicate_models: str | None = DUPLICATE_MODELS,
+    exclude_models: str | None = EXCLUDE_MODELS,
+    label: str | None = LABEL,
+    targets: str | None = typer.Option(
         None, "--targets", help=TARGETS_HELP + " The scorer gets each target's name as {model}."),
     jobs: int = typer.Option(1, "--jobs", "-j", help="Scorer commands to run concurrently (--scorer)."),
     k: int = typer.Option(8, "--k", "-k", help="Items per harness call (--harness lm-eval or inspect)."),
-    timeout: Optional[float] = h.TIMEOUT,
-    model: Optional[str] = h.LM_MODEL,
+    timeout: float | None = h.TIMEOUT,
+    model: str | None = h.LM_MODEL,
     model_args: str = h.LM_MODEL_ARGS,
-    task: Optional[str] = h.LM_TASK,
-    metric: Optional[str] = h.LM_METRIC,
-    filter_name: Optional[str] = h.LM_FILTER,
-    include_path: Optional[list[str]] = h.LM_INCLUDE,
-    num_fewshot: Optional[int] = h.LM_FEWSHOT,
-    batch_size: Optional[str] = h.LM_BATCH,
-    device: Optional[str] = h.LM_DEVICE,
-    gen_kwargs: Optional[str] = h.LM_GEN,
+    task: str | None = h.LM_TASK,
+    metric: str | None = h.LM_METRIC,
+    filter_name: str | None = h.LM_FILTER,
+    include_path: list[str] | None = h.LM_INCLUDE,
+    num_fewshot: int | None = h.LM_FEWSHOT,
+    batch_size: str | None = h.LM_BATCH,
+    device: str | None = h.LM_DEVICE,
+    gen_kwargs: str | None = h.LM_GEN,
     apply_chat_template: bool = h.LM_CHAT,
     verbose: bool = h.LM_VERBOSE,
-    output_path: Optional[Path] = h.OUTPUT_PATH,
+    output_path: Path | None = h.OUTPUT_PATH,
     log_samples: bool = h.LOG_SAMPLES,
     force: bool = typer.Option(
         False, "--force", help="Replace the results file even if it holds no results of this session (never the "
                                "session or its reference)."),
-    model_arg: Optional[list[str]] = h.IN_MODEL_ARG,
-    task_arg: Optional[list[str]] = h.IN_TASK_ARG,
-    score_name: Optional[str] = h.IN_SCORE_NAME,
-    value_map: Optional[str] = h.IN_VALUE_MAP,
-    epochs: Optional[int] = h.IN_EPOCHS,
-    log_dir: Optional[str] = h.IN_LOG_DIR,
-    prior_weights: Optional[Path] = PRIOR_WEIGHTS,
+    model_arg: list[str] | None = h.IN_MODEL_ARG,
+    task_arg: list[str] | None = h.IN_TASK_ARG,
+    score_name: str | None = h.IN_SCORE_NAME,
+    value_map: str | None = h.IN_VALUE_MAP,
+    epochs: int | None = h.IN_EPOCHS,
+    log_dir: str | None = h.IN_LOG_DIR,
+    prior_weights: Path | None = PRIOR_WEIGHTS,
     as_json: bool = typer.Option(False, "--json", help="Print the final status as JSON."),
-    progress: Optional[bool] = PROGRESS,
-    forecast: Optional[bool] = FORECAST,
+    progress: bool | None = PROGRESS,
+    forecast: bool | None = FORECAST,
 ) -> None:
     """Score items with a command, lm-eval or Inspect until the stopping rule is met (re-run to resume).
 
@@ -649,16 +649,16 @@ def run(
     typer.echo(f"wrote {written}")
 
 
-def _start_run(session: Path, reference: Optional[str], target: Optional[str], scorer: Optional[str],
-               harness: Optional[str], names: Optional[list[str]], lm: dict[str, Any], read: dict[str, Any], out: Path,
-               force: bool, say: Any, *, stopping: dict[str, Any], method: Optional[str], seed: Optional[int],
-               missing: Optional[str], label: Optional[str], prior_weights: Optional[Path]
-               ) -> tuple[Any, Any, Optional[tuple[dict[str, Any], dict[str, Any]]]]:
+def _start_run(session: Path, reference: str | None, target: str | None, scorer: str | None,
+               harness: str | None, names: list[str] | None, lm: dict[str, Any], read: dict[str, Any], out: Path,
+               force: bool, say: Any, *, stopping: dict[str, Any], method: str | None, seed: int | None,
+               missing: str | None, label: str | None, prior_weights: Path | None
+               ) -> tuple[Any, Any, tuple[dict[str, Any], dict[str, Any]] | None]:
     """The session of ``run`` (resumed, or created), its scorer, and the stopping settings it changed."""
     from activeeval._files import check_output
     from activeeval.session.results import check_results_path
 
-    def scorer_of(targets: Optional[Sequence[str]], source: dict[str, Any], resumed: Optional[Path]) -> Any:
+    def scorer_of(targets: Sequence[str] | None, source: dict[str, Any], resumed: Path | None) -> Any:
         if target is not None:
             sc = _tryout_scorer(source, reference, target, resumed)
         else:
@@ -697,7 +697,7 @@ def _start_run(session: Path, reference: Optional[str], target: Optional[str], s
     return s, sc, None
 
 
-def _samples_folder(log_samples: bool, harness: Optional[str], output_path: Optional[Path]) -> Optional[str]:
+def _samples_folder(log_samples: bool, harness: str | None, output_path: Path | None) -> str | None:
     """The folder of lm-eval's samples files (--log-samples), checked as lm-eval checks it."""
     if not log_samples:
         return None
@@ -711,7 +711,7 @@ def _samples_folder(log_samples: bool, harness: Optional[str], output_path: Opti
     return str(folder.parent if folder.suffix == ".json" else folder)
 
 
-def _check_tryout_flags(scorer: Optional[str], harness: Optional[str], names: Optional[list[str]],
+def _check_tryout_flags(scorer: str | None, harness: str | None, names: list[str] | None,
                         lm: dict[str, Any]) -> None:
     """--target scores with the model's own reference scores: no scorer, harness or their options."""
     given = [flag for flag, v in (("--scorer", scorer), ("--harness", harness), ("--targets", names)) if v]
@@ -732,7 +732,7 @@ class _Tryout:
         return self.scores[item_id]
 
 
-def _tryout_scorer(source: dict[str, Any], reference: Optional[str], target: str, session: Optional[Path]) -> _Tryout:
+def _tryout_scorer(source: dict[str, Any], reference: str | None, target: str, session: Path | None) -> _Tryout:
     """MODEL's scores from the reference the session holds it out of (``reference``, or where the session's is)."""
     from activeeval.experiments.simulate import hold_out
     from activeeval.session.reference import check_read_options, resolve_reference
@@ -751,19 +751,19 @@ def _tryout_scorer(source: dict[str, Any], reference: Optional[str], target: str
     return _Tryout(target, dict(zip(full.item_ids, map(float, split.truth))), split.true_score)
 
 
-def _tryout_dict(target: Optional[str], truth: float, result: dict[str, Any]) -> dict[str, Any]:
+def _tryout_dict(target: str | None, truth: float, result: dict[str, Any]) -> dict[str, Any]:
     return {"model": target, "truth": truth, "error": result["estimate"] - truth,
             "covered": bool(result["ci_low"] <= truth <= result["ci_high"])}
 
 
-def _tryout_line(target: Optional[str], truth: float, result: dict[str, Any]) -> str:
+def _tryout_line(target: str | None, truth: float, result: dict[str, Any]) -> str:
     d = _tryout_dict(target, truth, result)
     where = "inside" if d["covered"] else "outside"
     return f"true score of {target} (all {result['n_items']} items): {truth:.4f}; error {d['error']:+.4f}, {where} " \
            "the interval"
 
 
-def _scorer_settings(sc: Any, target: Optional[str]) -> Optional[dict[str, Any]]:
+def _scorer_settings(sc: Any, target: str | None) -> dict[str, Any] | None:
     """What scored the items, for the results file."""
     if target is not None:
         return {"tryout": target, "note": "the model's own scores in the reference it was held out of"}
@@ -774,7 +774,7 @@ def _scorer_settings(sc: Any, target: Optional[str]) -> Optional[dict[str, Any]]
     return {"command": command} if isinstance(command, str) else None
 
 
-def _check_prior_weights(s: Any, session: Path, prior_weights: Optional[Path]) -> None:
+def _check_prior_weights(s: Any, session: Path, prior_weights: Path | None) -> None:
     """--prior-weights on a resumed session must be the weights it was created with."""
     if prior_weights is None:
         return
@@ -787,7 +787,7 @@ def _check_prior_weights(s: Any, session: Path, prior_weights: Optional[Path]) -
             "with; drop --prior-weights to resume it, or choose a new --session file")
 
 
-def _check_targets(s: Any, session: Path, names: Optional[list[str]]) -> None:
+def _check_targets(s: Any, session: Path, names: list[str] | None) -> None:
     """--targets on a resumed session: refused by a single-target one, and must be the multi-target one's."""
     if names is None:
         return
@@ -801,7 +801,7 @@ def _check_targets(s: Any, session: Path, names: Optional[list[str]]) -> None:
             "resume it, or choose a new --session file")
 
 
-def _make_scorer(scorer: Optional[str], harness: Optional[str], targets: Optional[Sequence[str]],
+def _make_scorer(scorer: str | None, harness: str | None, targets: Sequence[str] | None,
                  lm: dict[str, Any]) -> Any:
     """The scorer of ``run``; with several targets it must take each target's name as {model}."""
     several = targets is not None and len(targets) > 1
@@ -817,8 +817,8 @@ def _make_scorer(scorer: Optional[str], harness: Optional[str], targets: Optiona
     return h.make_scorer(scorer, harness, ranking=several, **lm)
 
 
-def _check_resume(s: Any, session: Path, reference: Optional[str], method: Optional[str], seed: Optional[int],
-                  missing: Optional[str], label: Optional[str], read: dict[str, Any]) -> None:
+def _check_resume(s: Any, session: Path, reference: str | None, method: str | None, seed: int | None,
+                  missing: str | None, label: str | None, read: dict[str, Any]) -> None:
     """Refuse options that contradict the stored settings (they would need a new session)."""
     from activeeval.session.base import resolve_method
 
@@ -847,7 +847,7 @@ def _check_resume(s: Any, session: Path, reference: Optional[str], method: Optio
         )
 
 
-def _drive_with_progress(s: Any, sc: Any, batch: int, progress: Optional[bool] = None) -> None:
+def _drive_with_progress(s: Any, sc: Any, batch: int, progress: bool | None = None) -> None:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

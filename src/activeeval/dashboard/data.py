@@ -22,7 +22,7 @@ from typing import Any
 
 from activeeval.exceptions import ActiveEvalError
 
-__all__ = ["Board", "find_sessions", "session_id", "SUFFIX"]
+__all__ = ["SUFFIX", "Board", "find_sessions", "session_id"]
 
 SUFFIX = ".aeval"  # the session files a folder is searched for
 READ_TIMEOUT = 2.0  # seconds a read waits for a writer's commit before it says "busy" (and is retried next poll)
@@ -124,7 +124,7 @@ class Board:
             head.update(_header(s))
             head.update(_single(s, full) if s.KIND == "single" else _multi(s, full) if s.KIND == "multi"
                         else _rank(s, full))
-        except Exception as exc:  # noqa: BLE001 - one session's problem is shown on it; the others are still read
+        except Exception as exc:
             self._drop(path)  # reopened on the next read (a busy file, a reference put back, ...)
             text = str(exc) if isinstance(exc, ActiveEvalError) else f"{type(exc).__name__}: {exc}"
             head["error"] = " ".join(text.split())

@@ -27,7 +27,7 @@ from typing import Any
 from activeeval.dashboard.data import Board
 from activeeval.exceptions import ConfigurationError
 
-__all__ = ["create_app", "serve", "bind", "require", "INSTALL_HINT"]
+__all__ = ["INSTALL_HINT", "bind", "create_app", "require", "serve"]
 
 INSTALL_HINT = 'pip install "activeeval[dashboard]"'
 
@@ -79,7 +79,7 @@ def create_app(paths: Sequence[str | os.PathLike[str]], interval: float = 2.0) -
         return as_json(found)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Any):  # noqa: ANN202
+    async def lifespan(app: Any):
         try:
             yield
         finally:

@@ -45,7 +45,7 @@ __all__ = ["ITEM_ALIASES", "MODEL_ALIASES", "SCORE_ALIASES", "read_prior_weights
 class _LazyPandas:
     """pandas, imported on first use: a session command that needs no file costs no pandas import (~0.2 s)."""
 
-    def __getattr__(self, name: str):  # noqa: ANN204
+    def __getattr__(self, name: str):
         import pandas
 
         return getattr(pandas, name)
@@ -104,7 +104,7 @@ def _file_type(path: Path) -> _FileType:
 @contextmanager
 def _open_text(path: Path, gzipped: bool) -> Iterator[IO[str]]:
     """Open a (possibly gzipped) UTF-8 text file; a BOM, as Excel writes it, is skipped."""
-    raw = gzip.open(path, "rb") if gzipped else open(path, "rb")  # noqa: SIM115 - closed below
+    raw = gzip.open(path, "rb") if gzipped else open(path, "rb")
     try:
         yield io.TextIOWrapper(raw, encoding="utf-8-sig", newline="")
     finally:
@@ -678,7 +678,7 @@ def _long_records(matrix: ScoreMatrix) -> Iterator[tuple[str, str, float]]:
 
 @contextmanager
 def _open_write(path: Path, gzipped: bool) -> Iterator[IO[str]]:
-    handle = open(path, "wb")  # noqa: SIM115 - closed below
+    handle = open(path, "wb")
     # No file name and mtime=0 in the gzip header: the same scores give the same bytes.
     raw = gzip.GzipFile(filename="", mode="wb", fileobj=handle, mtime=0) if gzipped else handle
     try:

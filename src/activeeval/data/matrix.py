@@ -26,7 +26,7 @@ from activeeval.exceptions import (
     UnknownModelError,
 )
 
-__all__ = ["ScoreMatrix", "DropReport", "ScoreKind", "parse_score_text"]
+__all__ = ["DropReport", "ScoreKind", "ScoreMatrix", "parse_score_text"]
 
 ScoreKind = Literal["binary", "continuous"]
 DropAxis = Literal["models", "items", "auto"]
@@ -444,7 +444,7 @@ class ScoreMatrix:
         return value
 
     # ------------------------------------------------------------ conversion
-    def to_pandas(self):  # noqa: ANN201 - pandas is imported lazily
+    def to_pandas(self):
         """Wide DataFrame: index = model ids, columns = item ids."""
         import pandas as pd
 

@@ -14,13 +14,13 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 __all__ = [
-    "rmse_curve",
-    "rmse_gain_db",
-    "ew_irmse",
     "coverage_curve",
     "covered",
-    "stop_indices",
+    "ew_irmse",
+    "rmse_curve",
+    "rmse_gain_db",
     "spearman_across_targets",
+    "stop_indices",
 ]
 
 

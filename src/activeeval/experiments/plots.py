@@ -6,7 +6,7 @@ from pathlib import Path
 
 from activeeval.exceptions import ConfigurationError
 
-__all__ = ["write_plots", "plots_available", "informative_limits", "INFORMATIVE"]
+__all__ = ["INFORMATIVE", "informative_limits", "plots_available", "write_plots"]
 
 #: The part of the run (fraction of the items) whose gain the RMSE Gain plot's axis is fitted to.
 INFORMATIVE = 0.5
@@ -21,7 +21,7 @@ def plots_available() -> bool:
     return True
 
 
-def informative_limits(fraction, values, upto: float = INFORMATIVE) -> tuple[float, float] | None:  # noqa: ANN001
+def informative_limits(fraction, values, upto: float = INFORMATIVE) -> tuple[float, float] | None:
     """The y-range of ``values`` over ``fraction <= upto``, padded, with 0 in it (None if nothing finite there).
 
     The RMSE Gain of an exact method grows without bound as n -> N (its error and RS-Mean's both vanish,
@@ -39,7 +39,7 @@ def informative_limits(fraction, values, upto: float = INFORMATIVE) -> tuple[flo
     return lo - pad, hi + pad
 
 
-def _pyplot():  # noqa: ANN202
+def _pyplot():
     try:
         import matplotlib
 
@@ -52,7 +52,7 @@ def _pyplot():  # noqa: ANN202
     return plt
 
 
-def write_plots(curves, cost, out_dir: Path, title: str) -> list[Path]:  # noqa: ANN001
+def write_plots(curves, cost, out_dir: Path, title: str) -> list[Path]:
     """Write rmse_log.png, rmse_gain.png, cost_accuracy.png and coverage.png; return their paths.
 
     ``curves`` and ``cost`` are the frames of

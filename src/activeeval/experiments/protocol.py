@@ -28,17 +28,17 @@ import numpy as np
 
 from activeeval.batch import check_strategy
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError, InvalidScoresError
+from activeeval.exceptions import ConfigurationError
 
 __all__ = [
-    "REGIMES",
     "EPSILON2_SWEEP",
-    "Split",
+    "REGIMES",
     "BacktestConfig",
+    "Split",
     "drop_twins",
     "make_split",
-    "sample_references",
     "method_seed",
+    "sample_references",
 ]
 
 REGIMES = ("interpolation", "extrapolation")
@@ -188,7 +188,7 @@ def make_split(
     return Split(regime, tuple(targets), tuple(pool), tuple(discarded), tuple(twins))
 
 
-def drop_twins(matrix: ScoreMatrix, targets, pool) -> tuple[list[str], list[str]]:  # noqa: ANN001
+def drop_twins(matrix: ScoreMatrix, targets, pool) -> tuple[list[str], list[str]]:
     """The pool without the exact twins of a target (models whose score row equals a target's), and the twins."""
     target_rows = {matrix.model_scores(t).tobytes() for t in targets}
     twins = [m for m in pool if matrix.model_scores(m).tobytes() in target_rows]
@@ -211,12 +211,3 @@ def method_seed(root_seed: int, seed_index: int, target_index: int) -> int:
     """The ``seed`` given to every method for (seed, target): common random numbers across methods."""
     seq = np.random.SeedSequence([root_seed, seed_index, target_index, 0x7A6])
     return int(seq.generate_state(1, np.uint64)[0] >> 1)  # a non-negative int64
-
-
-def check_matrix(matrix: ScoreMatrix) -> None:
-    """A backtest needs scores for every (model, item) of the targets; raise if none are complete."""
-    if (~np.isnan(matrix.scores).any(axis=1)).sum() < 3:
-        raise InvalidScoresError(
-            f"{matrix.name or 'the dataset'} has fewer than 3 models with complete scores; a backtest needs "
-            "complete targets and at least 2 references"
-        )

@@ -44,6 +44,7 @@ from activeeval.irt.continuous import (
     calibrate,
     corrected_item_total_correlation,
 )
+from activeeval.methods.estimate import Estimate
 from activeeval.ranking import (
     AdaptiveRanker,
     MethodSource,
@@ -57,29 +58,28 @@ from activeeval.ranking import (
     rank_static,
     static_subset,
 )
-from activeeval.methods.estimate import Estimate
 
 __all__ = [
     "RANK_METHODS",
-    "model_family",
-    "kendall_tau",
+    "RunRecord",
+    "backtest_folds",
     "bootstrap_ties",
-    "tie_prf",
+    "check_rank_method",
     "confident_accuracy",
     "confident_counts",
+    "kendall_tau",
     "method_factory",
-    "rank_methods",
-    "check_rank_method",
-    "RunRecord",
-    "simulate_ranking",
-    "backtest_folds",
-    "run_rank_backtest",
-    "run_family_holdout",
+    "model_family",
     "rank_identity",
+    "rank_methods",
     "rank_store",
     "record_from_json",
     "record_to_json",
+    "run_family_holdout",
+    "run_rank_backtest",
+    "simulate_ranking",
     "summarize_rank_backtest",
+    "tie_prf",
 ]
 
 RANK_METHODS = ("cat", "bayesame", "bayesame-paper")

@@ -318,7 +318,7 @@ def _worker_task(method: str, seed_index: int) -> tuple[str, int, np.ndarray | N
     return _task(w["matrix"], w["config"], w["split"], method, seed_index, w["threads"])
 
 
-def _run_local(matrix, config, split, tasks, workers, threads, on_done):  # noqa: ANN001, ANN202
+def _run_local(matrix, config, split, tasks, workers, threads, on_done):
     if workers == 1:
         for method, s in tasks:
             on_done(_task(matrix, config, split, method, s, threads))
@@ -354,7 +354,7 @@ def _cluster_error(backend: str, address: str | None, exc: Exception) -> Configu
         "local one")
 
 
-def _run_ray(matrix, config, split, tasks, workers, threads, on_done, address):  # noqa: ANN001, ANN202
+def _run_ray(matrix, config, split, tasks, workers, threads, on_done, address):
     try:
         import ray
     except ImportError as exc:
@@ -367,7 +367,7 @@ def _run_ray(matrix, config, split, tasks, workers, threads, on_done, address): 
             # "local": a new local cluster of `workers` CPUs even where one was started with `ray start`
             ray.init(address=address or "local", num_cpus=None if address else workers, include_dashboard=False,
                      log_to_driver=False)
-        except Exception as exc:  # noqa: BLE001 - whatever Ray raises, said in one line with the fix
+        except Exception as exc:
             raise _cluster_error("ray", address, exc) from exc
         started = True
     try:
@@ -383,7 +383,7 @@ def _run_ray(matrix, config, split, tasks, workers, threads, on_done, address): 
             ray.shutdown()
 
 
-def _run_dask(matrix, config, split, tasks, workers, threads, on_done, address):  # noqa: ANN001, ANN202
+def _run_dask(matrix, config, split, tasks, workers, threads, on_done, address):
     try:
         from distributed import Client, LocalCluster, as_completed
     except ImportError as exc:
@@ -394,7 +394,7 @@ def _run_dask(matrix, config, split, tasks, workers, threads, on_done, address):
     if address:
         try:
             client = Client(address, timeout=30)
-        except Exception as exc:  # noqa: BLE001 - whatever Dask raises, said in one line with the fix
+        except Exception as exc:
             raise _cluster_error("dask", address, exc) from exc
     else:
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None)

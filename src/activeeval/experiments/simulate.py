@@ -19,8 +19,15 @@ from activeeval.methods.estimate import Estimate
 from activeeval.methods.multi import MultiTargetMethod
 from activeeval.stopping import StoppingRule, default_rule, stop_reason
 
-__all__ = ["HoldOut", "hold_out", "run_until_stop", "run_fixed", "run_batches", "run_multi_to_end",
-           "run_multi_until_stop"]
+__all__ = [
+    "HoldOut",
+    "hold_out",
+    "run_batches",
+    "run_fixed",
+    "run_multi_to_end",
+    "run_multi_until_stop",
+    "run_until_stop",
+]
 
 
 @dataclass(frozen=True)

@@ -27,14 +27,14 @@ __all__ = [
     "TABLE2_NON_MYOPIC",
     "TABLE2_ROWS",
     "Table2Row",
-    "paper_regimes",
-    "table2_note",
-    "summarize",
-    "curves_frame",
-    "stops_frame",
     "cost_accuracy_frame",
-    "runs_frame",
+    "curves_frame",
     "n_grid",
+    "paper_regimes",
+    "runs_frame",
+    "stops_frame",
+    "summarize",
+    "table2_note",
 ]
 
 BASELINE = "rs-mean"
@@ -151,7 +151,7 @@ def table2_note(dataset: str, row: Table2Row, regimes: dict[str, list[str]], sho
     return "; ".join(parts)
 
 
-def paper_regimes(matrix, config: BacktestConfig) -> list[str]:  # noqa: ANN001 - ScoreMatrix
+def paper_regimes(matrix, config: BacktestConfig) -> list[str]:
     """The regime (``"unique"`` or ``"non-unique"``, paper §3.1: unique ⇔ B ≥ N − N0) of the paper's BayesAME
     on the reference sample of each seed of ``config``: a list of length ``config.n_seeds``.
 
@@ -224,7 +224,7 @@ def summarize(result: BacktestResult, epsilon2: float = 0.03) -> dict[str, dict]
     return out
 
 
-def curves_frame(result: BacktestResult):  # noqa: ANN201 - pandas DataFrame
+def curves_frame(result: BacktestResult):
     """One row per method × n (n = 1..N): RMSE, RMSE Log, RMSE Gain, coverage, Spearman."""
     import pandas as pd
 
@@ -253,7 +253,7 @@ def curves_frame(result: BacktestResult):  # noqa: ANN201 - pandas DataFrame
     return pd.concat(frames, ignore_index=True)
 
 
-def _at_stop(mu: np.ndarray, var: np.ndarray, cfg, eps2: float,  # noqa: ANN001
+def _at_stop(mu: np.ndarray, var: np.ndarray, cfg, eps2: float,
              batch_size: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Coreset size at the stopping rule's stop, and the estimate and variance there.
 
@@ -265,7 +265,7 @@ def _at_stop(mu: np.ndarray, var: np.ndarray, cfg, eps2: float,  # noqa: ANN001
     return stop, np.take_along_axis(mu, idx, axis=-1)[..., 0], np.take_along_axis(var, idx, axis=-1)[..., 0]
 
 
-def stops_frame(result: BacktestResult):  # noqa: ANN201
+def stops_frame(result: BacktestResult):
     """One row per method × target × seed × ε2 of the stopping-rule runs."""
     import pandas as pd
 
@@ -295,7 +295,7 @@ def stops_frame(result: BacktestResult):  # noqa: ANN201
     return pd.concat(rows, ignore_index=True)
 
 
-def cost_accuracy_frame(result: BacktestResult):  # noqa: ANN201
+def cost_accuracy_frame(result: BacktestResult):
     """Per method × ε2: mean n/N at stop, RMSE Log at stop, coverage and Spearman at stop."""
     import pandas as pd
 
@@ -319,7 +319,7 @@ def cost_accuracy_frame(result: BacktestResult):  # noqa: ANN201
     return pd.DataFrame(rows)
 
 
-def runs_frame(result: BacktestResult, grid: np.ndarray | None = None):  # noqa: ANN201
+def runs_frame(result: BacktestResult, grid: np.ndarray | None = None):
     """Tidy per-run results: one row per method × target × seed × n (n on ``grid``, default :func:`n_grid`)."""
     import pandas as pd
 

@@ -30,17 +30,17 @@ from scipy.special import expit, gammaln, log_expit, psi
 from activeeval.exceptions import NumericalError
 
 __all__ = [
+    "CLIP",
     "ItemParams",
+    "ability_grid",
     "fit_2pl",
     "fit_beta_irt",
-    "ability_grid",
     "grid_loglik",
     "grid_loglik_all",
     "grid_loglik_terms",
     "item_moments",
     "posterior_R",
     "posterior_R_rows",
-    "CLIP",
 ]
 
 CLIP = 1e-3  # Beta IRT: scores clipped to [CLIP, 1 − CLIP]
@@ -64,7 +64,7 @@ class ItemParams:
 
 
 def _init(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    k, n = y.shape
+    _k, n = y.shape
     model_mean = np.clip(y.mean(axis=1), 0.02, 0.98)
     theta = np.log(model_mean / (1 - model_mean))
     theta = (theta - theta.mean()) / (theta.std() + 1e-9)
@@ -123,7 +123,7 @@ def _neg_log_post_beta(x: np.ndarray, y: np.ndarray, logs: tuple[np.ndarray, np.
     return nll, grad
 
 
-def _run(fun, x0: np.ndarray, args: tuple, max_iter: int, bounds=None) -> np.ndarray:  # noqa: ANN001
+def _run(fun, x0: np.ndarray, args: tuple, max_iter: int, bounds=None) -> np.ndarray:
     res = minimize(fun, x0, args=args, jac=True, method="L-BFGS-B", bounds=bounds, options={"maxiter": max_iter})
     if not np.all(np.isfinite(res.x)):
         raise NumericalError("IRT item-parameter fit diverged (non-finite parameters); check the reference scores")

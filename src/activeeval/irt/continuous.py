@@ -18,6 +18,7 @@ that are not); ``theta`` is ability, ``b`` difficulty, ``k`` the noise factor.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -26,37 +27,37 @@ from scipy.special import expit, log_expit, stdtrit
 from activeeval.exceptions import ConfigurationError, InvalidScoresError
 
 __all__ = [
+    "CALIBRATION_METHODS",
     "DEFAULT_CLIP",
+    "RESPONSES",
+    "Z95",
     "Calibration",
-    "response_mean",
-    "response_var",
-    "logit_clipped",
+    "ScoreIntervalCalibration",
+    "ability_correlation",
+    "calibrate",
+    "corrected_item_total_correlation",
+    "default_grid",
+    "discrimination",
+    "fisher_information",
+    "fit_abilities",
+    "fit_item_slopes",
+    "full_minus_tilde_slope",
+    "grid_posterior",
+    "information_2pl",
+    "interval_factor",
     "item_difficulty",
+    "item_noise",
+    "joint_fit",
+    "log_likelihood",
+    "logit_clipped",
+    "minmax_apply",
+    "minmax_params",
     "model_ability",
     "noise_factor",
-    "discrimination",
-    "ability_correlation",
-    "corrected_item_total_correlation",
-    "minmax_params",
-    "minmax_apply",
-    "fisher_information",
-    "full_minus_tilde_slope",
-    "log_likelihood",
-    "grid_posterior",
-    "default_grid",
     "posterior_moments",
-    "fit_abilities",
-    "joint_fit",
+    "response_mean",
     "response_mean_2pl",
-    "fit_item_slopes",
-    "item_noise",
-    "information_2pl",
-    "RESPONSES",
-    "CALIBRATION_METHODS",
-    "calibrate",
-    "ScoreIntervalCalibration",
-    "interval_factor",
-    "Z95",
+    "response_var",
 ]
 
 #: Proportions are clipped to [DEFAULT_CLIP, 1 − DEFAULT_CLIP] before a logit, so an
@@ -322,7 +323,7 @@ def log_likelihood(
     if likelihood == "normal":
         mu = response_mean(theta, b)
         # The floor keeps the log finite where μ(1−μ) underflows at the grid's edge.
-        var = np.maximum(k * mu * (1.0 - mu), 1e-300)
+        var = np.maximum(response_var(mu, k), 1e-300)
         return -0.5 * (np.log(2.0 * np.pi * var) + (x - mu) ** 2 / var)
     raise ConfigurationError(f"likelihood must be 'quasi' or 'normal', got {likelihood!r}")
 
@@ -448,7 +449,7 @@ def joint_fit(scores: np.ndarray, clip: float = DEFAULT_CLIP, *, tol: float = 1e
     b = item_difficulty(y, clip)
     theta = fit_abilities(y, b, clip)
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 - the count is read after the loop
         b_new = _fit_difficulties(y, theta, clip, b)
         theta_new = fit_abilities(y, b_new, clip, theta)
         shift = float(theta_new.mean())
@@ -648,7 +649,7 @@ class ScoreIntervalCalibration:
                 "below": list(self.below), "runs": list(self.runs), "local_error": self.local_error}
 
     @classmethod
-    def from_dict(cls, d: "dict | ScoreIntervalCalibration") -> "ScoreIntervalCalibration":
+    def from_dict(cls, d: dict | ScoreIntervalCalibration) -> ScoreIntervalCalibration:
         """The inverse of :meth:`to_dict`; ConfigurationError naming what is wrong."""
         if isinstance(d, ScoreIntervalCalibration):
             return d
@@ -664,7 +665,7 @@ class ScoreIntervalCalibration:
                 f"interval_calibration must be a dict with checkpoints, within, above and below lists, got {d!r}; "
                 "drop it to learn it from the reference"
             ) from exc
-        ok = (len(cps) > 0 and all(b > a for a, b in zip(cps, cps[1:])) and cps[0] >= 1 and len(runs) == 3
+        ok = (len(cps) > 0 and all(b > a for a, b in itertools.pairwise(cps)) and cps[0] >= 1 and len(runs) == 3
               and all(len(v) == len(cps) for v in cases.values())
               and all(v is None or (np.isfinite(v) and v > 0) for vs in cases.values() for v in vs))
         if not ok:
@@ -755,7 +756,7 @@ class Calibration:
     def item_var(self, mu: np.ndarray, items: np.ndarray | slice | int = slice(None)) -> np.ndarray:
         """Variance of the scaled score of ``items`` around their mean μ: k·μ(1−μ) or s_i²."""
         if self.noise is None:
-            return self.k * mu * (1.0 - mu)
+            return response_var(mu, self.k)
         return np.broadcast_to(self.noise[items], np.shape(mu))
 
     @property
@@ -763,13 +764,13 @@ class Calibration:
         """The noise fitted on the reference residuals, before the empirical factor."""
         return self.k / self.k_factor
 
-    def with_k_factor(self, factor: float) -> "Calibration":
+    def with_k_factor(self, factor: float) -> Calibration:
         """This calibration with k = k_fit · ``factor``."""
         if not (np.isfinite(factor) and factor > 0):
             raise ConfigurationError(f"k_factor must be a positive number, got {factor}")
         return replace(self, k=self.k_fit * float(factor), k_factor=float(factor))
 
-    def with_error_model(self, scale: float, floor: float) -> "Calibration":
+    def with_error_model(self, scale: float, floor: float) -> Calibration:
         """This calibration with the ability error model Var = ``scale`` · SE² + ``floor``."""
         if not (np.isfinite(scale) and scale > 0):
             raise ConfigurationError(f"error_scale must be a positive number, got {scale}")
@@ -777,8 +778,9 @@ class Calibration:
             raise ConfigurationError(f"error_floor must be a non-negative number, got {floor}")
         return replace(self, error_scale=float(scale), error_floor=float(floor))
 
-    def with_interval(self, interval: "ScoreIntervalCalibration | dict | None") -> "Calibration":
-        """This calibration with the score interval's calibration (a dict as :meth:`ScoreIntervalCalibration.to_dict`)."""
+    def with_interval(self, interval: ScoreIntervalCalibration | dict | None) -> Calibration:
+        """This calibration with the score interval's calibration (a dict as
+        :meth:`ScoreIntervalCalibration.to_dict`)."""
         return replace(self, interval=None if interval is None else ScoreIntervalCalibration.from_dict(interval))
 
     def ability_var(self, posterior_var: float) -> float:

@@ -58,7 +58,7 @@ class BatchSelection:
         self.batch_size = int(batch_size)
         self.myopic = bool(myopic)
 
-    def _batch_posterior(self):  # noqa: ANN202 - BucketPosterior
+    def _batch_posterior(self):
         """The host's bucket posterior; every host class (BayesAME, BayesAMEPaper) overrides this."""
         raise TypeError(f"{type(self).__name__} mixes in BatchSelection without defining _batch_posterior(), "
                         "which must return its BucketPosterior")

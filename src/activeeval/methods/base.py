@@ -38,7 +38,7 @@ from activeeval.exceptions import (
 )
 from activeeval.methods.estimate import Estimate
 
-__all__ = ["Method", "BaseMethod", "Estimate", "SeedLike", "prepare_reference", "random_order"]
+__all__ = ["BaseMethod", "Estimate", "Method", "SeedLike", "prepare_reference", "random_order"]
 
 SeedLike = int | np.random.Generator | None
 

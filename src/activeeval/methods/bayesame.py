@@ -31,7 +31,7 @@ what made it fragile:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -42,8 +42,8 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.design import Prequential, RidgeControl, sampling_var_floor
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import (
-    Buckets,
     BucketPosterior,
+    Buckets,
     LeaveOneOutNLML,
     LevelKernel,
     bucketize,
@@ -842,7 +842,8 @@ def _resolve_fit(ref: ScoreMatrix, hyperparameters: ReferenceFit | Mapping[str, 
 
 
 def _resolve_calibration(ref: ScoreMatrix, fit: ReferenceFit,
-                         calibration: Calibration | Mapping[str, Any] | str | None, warmup: int = WARMUP) -> Calibration:
+                         calibration: Calibration | Mapping[str, Any] | str | None,
+                         warmup: int = WARMUP) -> Calibration:
     """"auto": measured on ``ref``'s pseudo-targets (cached; they start with ``warmup`` random items, as the method
     does); None: factor 1; else the given one (or its dict)."""
     if isinstance(calibration, str) and calibration == "auto":
@@ -1090,7 +1091,8 @@ def _model_based_errors(
         # as a single run selects: its random start, then Eq. 6 (the shared pass observes nothing through the
         # method, whose own count, and so its `random_items`, stays at 0)
         rng = np.random.default_rng([method.seed_, n - 1])
-        (item,) = method._random_items(1, ()) if n <= method.warmup else method._batch_select(rng, 1, (), method._greedy)
+        (item,) = (method._random_items(1, ()) if n <= method.warmup
+                   else method._batch_select(rng, 1, (), method._greedy))
         b = int(method.buckets.of_item[item])
         innovation, d = post.observe(b, truths[:, item])
         if n - 1 >= SCALE_SKIP:
@@ -1132,7 +1134,7 @@ STORE_FORMAT = 1
 _JSON_TYPES = {"float": (int, float), "int": (int,), "bool": (bool,), "tuple[float, ...]": (list,)}
 
 
-def _stored(kind: str, cls: type, parts: tuple, compute):  # noqa: ANN001, ANN202 - a ReferenceFit or Calibration
+def _stored(kind: str, cls: type, parts: tuple, compute):
     """``compute()``, kept in the user cache (:func:`activeeval.user_cache.derived`) as the dataclass's JSON.
 
     Keyed by the reference's content hash (``parts[0]``), every setting that
@@ -1211,7 +1213,7 @@ def _cached_buckets(ref: ScoreMatrix, tolerance: float) -> Buckets:
 
 
 def _cached_prior_sums(ref: ScoreMatrix, tolerance: float, kernel: LevelKernel, dense: bool, counts: np.ndarray,
-                       compute) -> np.ndarray:  # noqa: ANN001 - Callable[[], np.ndarray]
+                       compute: Callable[[], np.ndarray]) -> np.ndarray:
     """Σ·N of the default's prior (``compute()``), kept in the user cache under everything it derives from: the
     reference and ``tolerance`` (its buckets), the kernel's five numbers, and whether the B × B distances were at
     hand (``dense``: a dense product, else :func:`~activeeval.kernels.kernel_sums`' tiles; the same sums to within
@@ -1232,7 +1234,7 @@ def _cached_prior_sums(ref: ScoreMatrix, tolerance: float, kernel: LevelKernel, 
     return user_cache.derived("bayesame_prior_sums", key, compute, lambda sums: ({}, [sums]), decode)
 
 
-def _from_stored(cls: type, data: Mapping[str, Any]):  # noqa: ANN202
+def _from_stored(cls: type, data: Mapping[str, Any]):
     """A ReferenceFit or Calibration from its stored dict, refusing any field that is not a number (or flag)."""
     for field in cls.__dataclass_fields__.values():  # type: ignore[attr-defined]
         value = data[field.name]
@@ -1245,8 +1247,8 @@ def _from_stored(cls: type, data: Mapping[str, Any]):  # noqa: ANN202
 
 
 def beyond_every_reference(
-    n: int, total, total_sq, ref_sum: np.ndarray, ref_sq: np.ndarray, cross: np.ndarray,  # noqa: ANN001
-):  # noqa: ANN201 - bool array, or a NumPy bool
+    n: int, total, total_sq, ref_sum: np.ndarray, ref_sq: np.ndarray, cross: np.ndarray,
+):
     """Whether a target scores significantly above (or below) every reference on the n items scored so far.
 
     A paired comparison, free of the model: with the target's sum and sum of

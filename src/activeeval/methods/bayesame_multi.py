@@ -451,14 +451,14 @@ class BayesAMEMulti(MultiTargetMethod):
             klevel = post.kernel_block("level", distinct) if self.level == "separate" else None
             sigma2 = post.params.sigma2
 
-            def icm(bmat: np.ndarray):  # noqa: ANN202
+            def icm(bmat: np.ndarray):
                 return icm_nlml(bmat, t_obs, index, resid, units, kfixed, sigma2, klevel)
 
             unit_rows, start, end, failures = fit_correlations(self.unit_rows_, icm, self.coupling, max_iter=steps)
             self.unit_rows_ = unit_rows
             best = self._icm_params(unit_rows)
         else:
-            def objective(p: LMCParams):  # noqa: ANN202
+            def objective(p: LMCParams):
                 return nlml(p, t_obs, index, resid, units, d2, n_refs)
 
             best, start, end, failures = adamw_fit(post.params, objective, steps, self.learning_rate_,

@@ -46,24 +46,24 @@ from activeeval.irt.continuous import (
     ScoreIntervalCalibration,
     calibrate,
     default_grid,
-    interval_factor,
     fisher_information,
     full_minus_tilde_slope,
     information_2pl,
+    interval_factor,
     log_likelihood,
 )
 from activeeval.methods.base import BaseMethod, SeedLike
 from activeeval.methods.estimate import Estimate
 
 __all__ = [
-    "ContinuousCAT",
     "AbilityPosterior",
+    "ContinuousCAT",
     "default_prior",
     "fit_calibration",
-    "pseudo_target_errors",
     "fit_error_model",
     "learn_error_model",
     "learn_reference_errors",
+    "pseudo_target_errors",
     "score_moments",
 ]
 

@@ -32,16 +32,16 @@ __all__ = [
     "check_method_spec",
     "is_multi_target",
     "make_method",
-    "sharing_factory",
     "method_names",
     "method_parameters",
     "method_spec",
     "parse_method_spec",
     "register",
-    "unregister",
     "resolve_factory",
     "resolve_replay",
+    "sharing_factory",
     "split_method_list",
+    "unregister",
 ]
 
 MethodFactory = Callable[..., BaseMethod]
@@ -212,7 +212,8 @@ def _parse_value(text: str) -> Any:
 
 
 def parse_method_spec(spec: str) -> tuple[str, dict[str, Any]]:
-    """``"bayesame-paper[noise=learned,refit_every=25]"`` → ``("bayesame-paper", {"noise": "learned", "refit_every": 25})``.
+    """``"bayesame-paper[noise=learned,refit_every=25]"`` →
+    ``("bayesame-paper", {"noise": "learned", "refit_every": 25})``.
 
     Values are read as bool (true/false), None (none), int, float, or else kept as strings.
     The name and keys are not checked against the registry here

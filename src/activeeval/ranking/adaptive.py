@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Union
 
 import numpy as np
 
@@ -27,7 +26,7 @@ from activeeval.ranking.result import RankResult, ScaleLike, _result, ranking_po
 
 #: What the ranker and its baselines build their methods from: ``make(model_id) -> Method``, one fresh
 #: method per model, or one joint multi-target method whose targets are the models (observed in place).
-MethodSource = Union[Callable[[str], Method], MultiTargetMethod]
+MethodSource = Callable[[str], Method] | MultiTargetMethod
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from activeeval.methods.estimate import Estimate
 from activeeval.methods.multi import MultiTargetMethod
 from activeeval.ranking.pairwise import Covariances
 
-__all__ = ["JointTarget", "joint_targets", "joint_method", "joint_posterior"]
+__all__ = ["JointTarget", "joint_method", "joint_posterior", "joint_targets"]
 
 
 class JointTarget:

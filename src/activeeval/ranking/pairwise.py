@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 
@@ -82,7 +83,7 @@ def uncertain_adjacent(order: Sequence[str], means: Mapping[str, float], varianc
                        gamma: float, covariances: Covariances | None = None) -> list[tuple[str, str]]:
     """Adjacent pairs (higher, lower) of ``order`` whose pairwise confidence is not decided at γ."""
     out = []
-    for hi, lo in zip(order[:-1], order[1:]):
+    for hi, lo in itertools.pairwise(order):
         p = pair_confidence(hi, lo, means, variances, covariances)
         if not is_confident(p, gamma):
             out.append((hi, lo))

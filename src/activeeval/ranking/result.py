@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from scipy.special import ndtri  # Φ⁻¹; scipy.stats costs ~1 s to import
 
@@ -15,7 +15,7 @@ from activeeval.methods.estimate import Estimate
 from activeeval.ranking.joint import joint_method, joint_posterior
 from activeeval.ranking.pairwise import Covariances, is_confident, pair_confidence, rank_order, uncertain_adjacent
 
-ScaleLike = Union[str, Callable[[Method], tuple[float, float]]]
+ScaleLike = str | Callable[[Method], tuple[float, float]]
 
 
 def scale_of(scale: ScaleLike, method: Method) -> tuple[float, float]:

@@ -4,5 +4,15 @@ from activeeval.session.multi import AskedPair, MultiSession, MultiStatus
 from activeeval.session.session import AskedItem, RecordSummary, Session, SessionStatus
 from activeeval.session.storage import CorruptedSessionError, Event, ReferenceMismatchError
 
-__all__ = ["Session", "AskedItem", "SessionStatus", "RecordSummary", "MultiSession", "AskedPair", "MultiStatus",
-           "Event", "ReferenceMismatchError", "CorruptedSessionError"]
+__all__ = [
+           "AskedItem",
+           "AskedPair",
+           "CorruptedSessionError",
+           "Event",
+           "MultiSession",
+           "MultiStatus",
+           "RecordSummary",
+           "ReferenceMismatchError",
+           "Session",
+           "SessionStatus",
+]

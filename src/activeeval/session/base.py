@@ -19,7 +19,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from activeeval import user_cache
 from activeeval.data.matrix import ScoreMatrix
@@ -44,8 +44,18 @@ from activeeval.session.storage import (
 )
 from activeeval.stopping import StoppingRule, default_rule
 
-__all__ = ["JournalSession", "StoppingChanges", "open_session", "resolve_method", "check_stopping",
-           "stopping_settings", "new_seed", "stopping_of", "method_options_of", "prior_weights_option"]
+__all__ = [
+    "JournalSession",
+    "StoppingChanges",
+    "check_stopping",
+    "method_options_of",
+    "new_seed",
+    "open_session",
+    "prior_weights_option",
+    "resolve_method",
+    "stopping_of",
+    "stopping_settings",
+]
 
 # Options of a method spec that a session sets itself, with the flag (and keyword) that sets them.
 SESSION_OPTIONS = {
@@ -189,7 +199,7 @@ class JournalSession(ABC):
     """
 
     KIND = "single"
-    KINDS: dict[str, type[JournalSession]] = {}
+    KINDS: ClassVar[dict[str, type[JournalSession]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -388,7 +398,7 @@ class JournalSession(ABC):
         externals = self._externals()  # loads and checks the reference
         try:
             return snap.decode_state(entry.meta.get("state"), entry.arrays, externals), upto
-        except Exception:  # noqa: BLE001 - an entry this version cannot read is rebuilt from the journal
+        except Exception:
             return None, 0
 
     def _rebuild(self, state: Any = None, build_seconds: float = 0.0) -> None:

@@ -51,7 +51,7 @@ def import_inspect() -> Any:
     """The ``inspect_ai`` module, or a ConfigurationError saying how to install it."""
     try:
         import inspect_ai
-        import inspect_ai.model  # noqa: F401
+        import inspect_ai.model
     except ImportError as exc:
         raise ConfigurationError(
             f"--harness inspect needs inspect-ai ({exc}); install it with: {INSTALL_HINT}") from exc
@@ -94,7 +94,7 @@ def _plain(message: object) -> str:
 
     try:
         text = Text.from_markup(str(message)).plain
-    except Exception:  # noqa: BLE001 - not markup after all
+    except Exception:
         text = str(message)
     return " ".join(text.split())
 
@@ -194,7 +194,7 @@ class InspectHarness:
                 logs = self._eval(model=None, run_samples=False, log_dir=scratch)
         except (KeyboardInterrupt, ActiveEvalError):
             raise
-        except Exception as exc:  # noqa: BLE001 - task not found, a syntax error in it, ...: one line
+        except Exception as exc:
             raise ConfigurationError(
                 f"Inspect could not load task {self.task!r}: {_plain(exc)}; give --task as FILE.py@TASK (a task "
                 "file) or a registered task name, and its arguments with --task-arg KEY=VALUE") from exc
@@ -218,7 +218,7 @@ class InspectHarness:
                     self._models[key] = get_model(name, **args)
             except (KeyboardInterrupt, ActiveEvalError):
                 raise
-            except Exception as exc:  # noqa: BLE001 - unknown provider, missing package or API key: one line
+            except Exception as exc:
                 raise ConfigurationError(
                     f"Inspect could not create model {name!r}"
                     + (f" with --model-arg {args}" if args else "")
@@ -263,7 +263,7 @@ class InspectHarness:
                 logs = self._eval(model=lm, sample_id=[_selector(i) for i in wanted], fail_on_error=False, **options)
         except (KeyboardInterrupt, ActiveEvalError):
             raise
-        except Exception as exc:  # noqa: BLE001 - one line naming the batch, never a traceback
+        except Exception as exc:
             err = ScorerError(f"Inspect failed on {shown}: {type(exc).__name__}: {_plain(exc)}; fix the task or the "
                               "model, then re-run the same command (the samples stay pending)")
             out.update(dict.fromkeys(wanted, err))
@@ -300,7 +300,7 @@ class InspectHarness:
 
 
 @contextlib.contextmanager
-def _quiet():  # noqa: ANN202
+def _quiet():
     """Inspect prints to stdout at times (e.g. a task's print()); stdout is the user's (e.g. --json)."""
     import io
     from contextlib import redirect_stdout

@@ -53,8 +53,8 @@ INSTALL_HINT = 'pip install "activeeval[lm-eval]"'
 def import_lm_eval() -> Any:
     """The ``lm_eval`` module, or a ConfigurationError saying how to install it."""
     try:
-        import lm_eval  # noqa: F401
-        import lm_eval.api.registry  # noqa: F401
+        import lm_eval
+        import lm_eval.api.registry
         from lm_eval.tasks import TaskManager  # noqa: F401
     except ImportError as exc:
         raise ConfigurationError(
@@ -102,7 +102,7 @@ class LmEvalHarness:
         task: str = "",
         *,
         metric: str | None = None,
-        filter: str | None = None,  # noqa: A002 - the harness's own word
+        filter: str | None = None,
         include_path: Sequence[str] | None = None,
         num_fewshot: int | None = None,
         batch_size: int | str | None = None,
@@ -210,7 +210,7 @@ class LmEvalHarness:
                 self._lms[args] = cls.create_from_arg_string(args, extra)
             except ActiveEvalError:
                 raise
-            except Exception as exc:  # noqa: BLE001 - whatever the model loader raises, said in one line
+            except Exception as exc:
                 raise ConfigurationError(
                     f"lm-eval could not load model {self.model!r} with --model-args {args!r}: "
                     f"{type(exc).__name__}: {exc}"
@@ -242,7 +242,7 @@ class LmEvalHarness:
                 )
             except (KeyboardInterrupt, ActiveEvalError):
                 raise
-            except Exception as exc:  # noqa: BLE001 - one line naming the batch, never a traceback
+            except Exception as exc:
                 quiet = "" if self.verbose else " (re-run with --verbose to see lm-eval's output)"
                 err = ScorerError(
                     f"lm-eval failed on documents {docs[:10]}{' ...' if len(docs) > 10 else ''} of task "

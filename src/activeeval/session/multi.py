@@ -48,7 +48,7 @@ from activeeval.session.session import RecordSummary, SessionStatus
 from activeeval.session.storage import DEFAULT_TIMEOUT, Event
 from activeeval.stopping import StoppingRule, conditions_of, stop_reason
 
-__all__ = ["MultiSession", "AskedPair", "MultiStatus"]
+__all__ = ["AskedPair", "MultiSession", "MultiStatus"]
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from activeeval.ranking import (
 from activeeval.session.base import JournalSession, new_seed, resolve_method
 from activeeval.session.storage import DEFAULT_TIMEOUT, Event
 
-__all__ = ["RankSession", "RankAsk", "RankStatus"]
+__all__ = ["RankAsk", "RankSession", "RankStatus"]
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ class RankSession(JournalSession):
     def _counts(self, methods: Mapping[str, BaseMethod]) -> dict[str, int]:
         return {m: methods[m].n_observed for m in self.models}
 
-    def _step(self, methods: Mapping[str, BaseMethod]):  # noqa: ANN202
+    def _step(self, methods: Mapping[str, BaseMethod]):
         s = self._settings
         return next_step(self.models, methods, self._counts(methods), s["costs"], gamma=s["gamma"],
                          min_items=s["min_items"], budget=self._budget())

@@ -30,12 +30,12 @@ from activeeval.session.storage import ReferenceMismatchError
 
 __all__ = [
     "READ_OPTIONS",
-    "check_read_options",
-    "resolve_reference",
-    "reference_summary",
-    "load_reference",
-    "without_models",
     "apply_missing",
+    "check_read_options",
+    "load_reference",
+    "reference_summary",
+    "resolve_reference",
+    "without_models",
 ]
 
 # Options of reading a reference *file* (``activeeval.read_scores``), with their command-line flags; and the

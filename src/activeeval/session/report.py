@@ -22,7 +22,7 @@ from activeeval.session.base import method_options_of
 from activeeval.session.results import own_files
 from activeeval.session.session import Session
 
-__all__ = ["render_report", "write_report", "readable_options"]
+__all__ = ["readable_options", "render_report", "write_report"]
 
 # Names of the method options a reader meets in the settings (the rest are shown by their own name).
 OPTION_NAMES = {

@@ -31,8 +31,18 @@ from activeeval._files import atomic_output, check_output
 from activeeval.exceptions import ConfigurationError
 from activeeval.session.base import method_options_of
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "header", "results", "write_results", "check_results_path", "results_path",
-           "schema", "session_id", "own_files"]
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "check_results_path",
+    "header",
+    "own_files",
+    "results",
+    "results_path",
+    "schema",
+    "session_id",
+    "write_results",
+]
 
 SCHEMA = "activeeval-results"
 SCHEMA_VERSION = 1

@@ -58,8 +58,17 @@ from activeeval.session.multi import MultiSession
 from activeeval.session.ranking import RankSession
 from activeeval.session.session import Session
 
-__all__ = ["ScorerError", "BatchScorer", "Scorer", "Interrupted", "drive", "drive_multi", "drive_ranking",
-           "check_jobs", "DEFAULT_TIMEOUT"]
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "BatchScorer",
+    "Interrupted",
+    "Scorer",
+    "ScorerError",
+    "check_jobs",
+    "drive",
+    "drive_multi",
+    "drive_ranking",
+]
 
 PLACEHOLDER = "{item_id}"
 MODEL_PLACEHOLDER = "{model}"
@@ -419,7 +428,7 @@ def _plain_score(func: Callable[[str], Any], item_id: str) -> float | ScorerErro
         return parse_score_text(value) if isinstance(value, str) else float(value)
     except ScorerError as exc:
         return exc
-    except Exception as exc:  # noqa: BLE001 - one item's failure must not cost the batch's other scores
+    except Exception as exc:
         err = ScorerError(f"scorer for item {item_id!r} failed: {type(exc).__name__}: {exc}")
         err.__cause__ = exc
         return err

@@ -42,7 +42,7 @@ from activeeval.session.reference import reference_summary
 from activeeval.session.storage import DEFAULT_TIMEOUT, Event, Transaction
 from activeeval.stopping import Condition, conditions_of, stop_reason
 
-__all__ = ["Session", "AskedItem", "SessionStatus", "RecordSummary", "reference_summary"]
+__all__ = ["AskedItem", "RecordSummary", "Session", "SessionStatus", "reference_summary"]
 
 
 @dataclass(frozen=True)

@@ -60,8 +60,16 @@ import numpy as np
 
 from activeeval.user_cache import code_fingerprint
 
-__all__ = ["SNAPSHOT_AFTER_SECONDS", "ALLOWED_MODULES", "TellDigest", "snapshot_key", "encode_state",
-           "decode_state", "worth_storing", "code_fingerprint"]
+__all__ = [
+    "ALLOWED_MODULES",
+    "SNAPSHOT_AFTER_SECONDS",
+    "TellDigest",
+    "code_fingerprint",
+    "decode_state",
+    "encode_state",
+    "snapshot_key",
+    "worth_storing",
+]
 
 SNAPSHOT_FORMAT = 2  # 1 was a pickle in the session file
 # Write a snapshot once rebuilding (building the method and replaying scores) took longer than this.

@@ -62,8 +62,15 @@ from typing import Any
 
 from activeeval.exceptions import InvalidScoresError, StorageError
 
-__all__ = ["Event", "Change", "Journal", "Transaction", "FORMAT_VERSION", "ReferenceMismatchError",
-           "CorruptedSessionError"]
+__all__ = [
+    "FORMAT_VERSION",
+    "Change",
+    "CorruptedSessionError",
+    "Event",
+    "Journal",
+    "ReferenceMismatchError",
+    "Transaction",
+]
 
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -262,7 +269,7 @@ class Journal:
         conn = cls._connect(p, timeout, readonly and not hot, wal=len(head) > 19 and head[18:20] == b"\x02\x02")
         journal = cls(p, conn, timeout, readonly)
         try:
-            conn.execute("PRAGMA busy_timeout = %d" % int(timeout * 1000))
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             if not readonly:
                 # New files use the rollback journal; a version-1 (WAL) file is converted on its first write open
                 # (if another process has it open, it stays in WAL mode, which works as before).

@@ -29,16 +29,16 @@ from activeeval.exceptions import ConfigurationError
 __all__ = [
     "FORMATS",
     "detect_format",
-    "read_scores_any",
-    "read_lm_eval_samples",
-    "reference_from_lm_eval",
-    "read_helm_per_instance_stats",
-    "reference_from_helm",
     "read_alpaca_eval_annotations",
-    "reference_from_alpaca_eval",
+    "read_helm_per_instance_stats",
     "read_inspect_log",
-    "reference_from_inspect",
     "read_item_scores",
+    "read_lm_eval_samples",
+    "read_scores_any",
+    "reference_from_alpaca_eval",
+    "reference_from_helm",
+    "reference_from_inspect",
+    "reference_from_lm_eval",
 ]
 
 # The adapters, in the order detection tries them (plain matches anything): adding a format is its module,
@@ -63,7 +63,7 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     return next(f.name for f in _formats().values() if f.matches(p))
 
 
-def read_scores_any(path: str | os.PathLike[str], format: str | None = None, **options: Any) -> dict[str, float]:  # noqa: A002
+def read_scores_any(path: str | os.PathLike[str], format: str | None = None, **options: Any) -> dict[str, float]:
     """Item id → score of one model, from any supported format.
 
     ``options`` go to the format's reader: ``metric``, ``task``, ``filter``

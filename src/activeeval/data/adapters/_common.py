@@ -15,7 +15,7 @@ import numpy as np
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import DataFormatError, DuplicateIdError, InvalidScoresError
 
-__all__ = ["ScoreFormat", "iter_jsonl", "read_json", "to_score", "matrix_from_rows", "require_file"]
+__all__ = ["ScoreFormat", "iter_jsonl", "matrix_from_rows", "read_json", "require_file", "to_score"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def require_file(path: str | Path, what: str) -> Path:
     return p
 
 
-def _open(path: Path):  # noqa: ANN202
+def _open(path: Path):
     return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
 
 

@@ -31,7 +31,7 @@ from activeeval.data.adapters._common import ScoreFormat, matrix_from_rows, read
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError, InvalidScoresError
 
-__all__ = ["read_alpaca_eval_annotations", "reference_from_alpaca_eval", "preference_to_score"]
+__all__ = ["preference_to_score", "read_alpaca_eval_annotations", "reference_from_alpaca_eval"]
 
 IdBy = Literal["index", "instruction"]
 

@@ -31,7 +31,7 @@ from activeeval.data.adapters._common import ScoreFormat, matrix_from_rows, read
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DataFormatError
 
-__all__ = ["read_helm_per_instance_stats", "reference_from_helm", "helm_model_name"]
+__all__ = ["helm_model_name", "read_helm_per_instance_stats", "reference_from_helm"]
 
 
 def _stats_file(path: Path) -> Path:

@@ -37,8 +37,17 @@ from activeeval.data.adapters._common import ScoreFormat, matrix_from_rows, requ
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ActiveEvalError, ConfigurationError, DataFormatError, InvalidScoresError
 
-__all__ = ["read_inspect_log", "reference_from_inspect", "scores_from_samples", "to_number", "parse_value_map",
-           "find_logs", "DEFAULT_VALUES", "INSTALL_HINT", "import_inspect_log"]
+__all__ = [
+    "DEFAULT_VALUES",
+    "INSTALL_HINT",
+    "find_logs",
+    "import_inspect_log",
+    "parse_value_map",
+    "read_inspect_log",
+    "reference_from_inspect",
+    "scores_from_samples",
+    "to_number",
+]
 
 INSTALL_HINT = 'pip install "activeeval[inspect]"'
 # Inspect's own value_to_float(): C(orrect) 1, P(artial) 0.5, I(ncorrect) and N(o answer) 0.
@@ -217,7 +226,7 @@ def _read_log(path: Path) -> _Log:
         summaries = log.read_eval_log_sample_summaries(str(path))
     except ActiveEvalError:
         raise
-    except Exception as exc:  # noqa: BLE001 - whatever Inspect's reader raises, said in one line
+    except Exception as exc:
         raise DataFormatError(f"{str(path)!r} is not a readable Inspect log ({type(exc).__name__}: {exc})") from exc
     return _Log(path, str(header.eval.task), str(header.eval.model), str(header.eval.created or ""),
                 tuple(SampleScores.of(s) for s in summaries))

@@ -39,8 +39,14 @@ from activeeval.data.adapters._common import (
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError, InvalidScoresError
 
-__all__ = ["read_lm_eval_samples", "reference_from_lm_eval", "find_samples_files", "lm_eval_model_name",
-           "scores_from_samples", "parse_doc_id"]
+__all__ = [
+    "find_samples_files",
+    "lm_eval_model_name",
+    "parse_doc_id",
+    "read_lm_eval_samples",
+    "reference_from_lm_eval",
+    "scores_from_samples",
+]
 
 # Keys of a samples line that are not per-document metrics.
 _BOOKKEEPING = frozenset(
@@ -86,7 +92,7 @@ def scores_from_samples(
     unit: str,
     task: str,
     metric: str | None,
-    filter: str | None,  # noqa: A002 - the harness's own word
+    filter: str | None,
     id_format: str = "{doc_id}",
     errors: dict[str, Exception] | None = None,
 ) -> dict[str, float]:
@@ -185,7 +191,7 @@ def read_lm_eval_samples(
     metric: str = "acc",
     *,
     task: str | None = None,
-    filter: str | None = None,  # noqa: A002 - the harness's own word
+    filter: str | None = None,
     id_format: str | None = None,
 ) -> dict[str, float]:
     """One model's per-document scores from lm-eval ``--log_samples`` output.
@@ -248,7 +254,7 @@ def reference_from_lm_eval(
     task: str,
     metric: str = "acc",
     *,
-    filter: str | None = None,  # noqa: A002
+    filter: str | None = None,
     score_range: tuple[float, float] | None = (0.0, 1.0),
     name: str | None = None,
 ) -> ScoreMatrix:

@@ -101,13 +101,13 @@ __all__ = [
     "GramEigen",
     "GramTracker",
     "RidgeFit",
-    "fit_bayesian_ridge",
-    "fit_eigen",
-    "fit_many",
-    "fit_in_blocks",
     "eigen_from_gram",
     "eigens_adding_columns",
     "eigens_adding_rows",
+    "fit_bayesian_ridge",
+    "fit_eigen",
+    "fit_in_blocks",
+    "fit_many",
     "rank_one_update",
 ]
 

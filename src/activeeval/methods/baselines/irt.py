@@ -77,7 +77,7 @@ class IRTBaseline(BaseMethod):
 
     name = "irt"
 
-    def __init__(self, reference, *, model: str = "auto", grid_points: int = 401, **kwargs) -> None:  # noqa: ANN001
+    def __init__(self, reference, *, model: str = "auto", grid_points: int = 401, **kwargs) -> None:
         super().__init__(reference, **kwargs)
         grid_points = _check_grid_points(grid_points)
         self.params = fit_item_params(self.reference, model)

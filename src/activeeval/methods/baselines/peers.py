@@ -41,7 +41,7 @@ from activeeval.methods.base import BaseMethod, random_order
 from activeeval.methods.baselines._common import eq9_variance, fast_replay, prior_estimate, worst_case_var
 from activeeval.methods.estimate import Estimate
 
-__all__ = ["AIPWRidge", "RSLearn", "AIPW_ALPHA", "RS_LEARN_ALPHAS"]
+__all__ = ["AIPW_ALPHA", "RS_LEARN_ALPHAS", "AIPWRidge", "RSLearn"]
 
 #: benchmark-prediction's AIPWPred penalty.
 AIPW_ALPHA = 10.0

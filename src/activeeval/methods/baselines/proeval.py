@@ -33,7 +33,7 @@ from activeeval.methods.base import BaseMethod, random_order
 from activeeval.methods.baselines._common import fast_replay
 from activeeval.methods.estimate import Estimate
 
-__all__ = ["ProEval", "proeval_factor", "proeval_posterior", "proeval_path"]
+__all__ = ["ProEval", "proeval_factor", "proeval_path", "proeval_posterior"]
 
 
 def proeval_factor(reference_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -156,7 +156,7 @@ class ProEval(BaseMethod):
 
     name = "proeval"
 
-    def __init__(self, reference, *, noise_var: float = 0.3, **kwargs) -> None:  # noqa: ANN001
+    def __init__(self, reference, *, noise_var: float = 0.3, **kwargs) -> None:
         super().__init__(reference, **kwargs)
         self.noise_var = _check_noise_var(noise_var)
         self._m, self._a = proeval_factor(self.reference.scores)

@@ -36,11 +36,11 @@ from activeeval.methods.estimate import Estimate
 
 __all__ = [
     "SeqAPW",
-    "item_similarity",
-    "covering_gain",
-    "anchor_weights",
-    "covering_order",
     "anchor_weight_path",
+    "anchor_weights",
+    "covering_gain",
+    "covering_order",
+    "item_similarity",
 ]
 
 _TIE_RTOL = 1e-9  # gains within this relative distance of the best one count as ties
@@ -207,7 +207,7 @@ class SeqAPW(BaseMethod):
 
     name = "seq-apw"
 
-    def __init__(self, reference, **kwargs) -> None:  # noqa: ANN001 - same signature as BaseMethod
+    def __init__(self, reference, **kwargs) -> None:
         super().__init__(reference, **kwargs)
         self._sim = item_similarity(self.reference.scores.T)
         self._best = np.full(self.n_items, -1.0)

@@ -16,7 +16,7 @@ from scipy.linalg import cho_solve
 from activeeval.gaussian import chol
 from activeeval.kernels import SquaredExponential
 
-__all__ = ["posterior_item_form", "posterior_bucket_form", "nlml_dense", "item_covariance", "batch_beta_dense"]
+__all__ = ["batch_beta_dense", "item_covariance", "nlml_dense", "posterior_bucket_form", "posterior_item_form"]
 
 
 def posterior_item_form(
@@ -104,7 +104,7 @@ def item_covariance(post_cov: np.ndarray, of_item: np.ndarray, noise: np.ndarray
     return post_cov[np.ix_(of_item, of_item)] + np.diag(np.asarray(noise, dtype=float)[of_item])
 
 
-def batch_beta_dense(item_cov: np.ndarray, unevaluated: np.ndarray, batch) -> float:  # noqa: ANN001
+def batch_beta_dense(item_cov: np.ndarray, unevaluated: np.ndarray, batch) -> float:
     """β(A) = (Σ_{A,U} 1)ᵀ Σ_AA⁻¹ (Σ_{A,U} 1) straight from the dense item covariance (Eq. 12 times N²).
 
     ``unevaluated`` (N,) bool marks U; ``batch`` the item indices of A. A
