@@ -150,3 +150,42 @@ def test_a_session_of_several_targets_forecasts_each(tmp_path) -> None:
                             "--targets", "a,b", "--epsilon2", "0.2"])
     assert r.exit_code == 0, r.output
     assert r.stdout.splitlines()[1].startswith("forecast: about ") and " items for each target to the stop" in r.stdout
+
+
+def _forecast_entries(folder: Path) -> list[Path]:
+    return sorted((folder / "forecast").glob("*.aec"))
+
+
+def test_a_forecast_is_kept_in_the_user_cache_and_read_back_exactly(tmp_path, monkeypatch) -> None:
+    """Issue 26: a second session on the same reference, seed and rule reads its forecast; the same one, bit for bit,
+    and for every change of what it depends on, another."""
+    from activeeval import forecast as fc
+    from activeeval import user_cache
+
+    method = BayesAME(datasets.load("math"), seed=5, hyperparameters={"alpha": 0.05, "beta": 3.0, "sigma2": 0.01,
+                      "tau0": 1.0, "tau1": 1.0, "gamma": 0.02}, calibration=None)
+    calls: list[int] = []
+    compute = fc._forecast_items
+    monkeypatch.setattr(fc, "_forecast_items", lambda *a, **k: calls.append(1) or compute(*a, **k))
+    monkeypatch.setenv(user_cache.CACHE_ENV, "off")
+    cold = forecast_items(method, epsilon2=0.1, max_items=40)
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(user_cache.CACHE_ENV, str(folder))
+    assert forecast_items(method, epsilon2=0.1, max_items=40) == cold and len(calls) == 2  # derived, stored
+    assert forecast_items(method, epsilon2=0.1, max_items=40) == cold and len(calls) == 2  # read back
+    assert forecast_items(method, epsilon2=0.1, max_items=40, max_work=cold.work / 2) is None  # too costly, as before
+    assert forecast_items(method, epsilon2=0.1, max_items=40, max_work=cold.work) == cold
+    other = BayesAME(method.reference, seed=6, hyperparameters=method.fit_, calibration=None)
+    forecast_items(other, epsilon2=0.1, max_items=40)  # another seed
+    forecast_items(method, epsilon2=0.1, max_items=41)  # another rule
+    assert len(calls) == 4 and len(_forecast_entries(folder)) == 3
+    # damaged entries are derived again, never trusted: a flipped byte (the checksum), a field that is not a count
+    (path,) = [p for p in _forecast_entries(folder) if user_cache.load("forecast", p.stem).meta == cold.to_dict()]
+    data = bytearray(path.read_bytes())
+    data[-2] ^= 0x01
+    path.write_bytes(bytes(data))
+    assert forecast_items(method, epsilon2=0.1, max_items=40) == cold and len(calls) == 5
+    for wrong in ({"median": "395"}, {"stops": cold.to_dict()["stops"][:-1]}, {"n_items": 7}, {"extra": 1}):
+        assert user_cache.store("forecast", path.stem, {**cold.to_dict(), **wrong})
+        assert forecast_items(method, epsilon2=0.1, max_items=40) == cold
+    assert len(calls) == 9

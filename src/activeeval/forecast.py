@@ -166,10 +166,84 @@ def forecast_items(
     Deterministic given the method's seed. ``progress(pass, passes)`` is told as each pass starts. With
     ``max_work`` (units of :data:`AUTO_WORK`), None once the forecast would cost more: checked before the
     folds' methods are built, and item by item during the passes. See the module docstring for how.
+    A complete forecast is kept in the user cache (:mod:`activeeval.user_cache`; JSON, checked when read), keyed by
+    everything it is computed from, the seed among them: a second session with the same seed and rule on the same
+    reference reads it (``progress`` is then not told anything).
     """
     if not supported(method):
         raise ConfigurationError(f"no cost forecast for method {getattr(method, 'name', method)!r}; forecasts are "
                                  "made for bayesame (and bayesame-rs), except with selection='sampled'")
+    from activeeval import user_cache
+
+    rule = (float(epsilon1), float(epsilon2), int(window), None if max_items is None else int(max_items))
+    key = _stored_key(method, rule) if user_cache.root() is not None else None
+    if key is not None:
+        entry = user_cache.load("forecast", key)
+        stored = _from_stored(entry.meta, method.reference.n_items, rule[3]) if entry is not None else None
+        if stored is not None:  # a complete forecast: None where it cost more than this call may spend
+            return stored if max_work is None or stored.work <= max_work else None
+    f = _forecast_items(method, *rule, progress=progress, max_work=max_work)
+    if f is not None and key is not None:
+        user_cache.store("forecast", key, f.to_dict())
+    return f
+
+
+#: Layout of the forecasts kept in the user cache; raise it when a field changes meaning.
+STORE_FORMAT = 1
+
+
+def _stored_key(method: Any, rule: tuple) -> str:
+    """The user-cache key of a forecast: everything :func:`_forecast_items` reads. The reference's content, the
+    method's fit, calibration, options and seed (the folds and every pass's items follow it: the forecast is the
+    reference's and the settings' only for one seed), the stopping rule, the layout, the code and NumPy's version.
+    """
+    from activeeval import user_cache
+
+    ref = method.reference
+    options = {"fit": method.fit_.to_dict(), "calibration": method.calibration_.to_dict(),
+               "calibrate_by": method.calibrate_by, "selection": method.selection,
+               "extrapolation": method.extrapolation, "switch_until": method.switch_until,
+               "scale_prior": method.scale_prior, "controls": method.controls, "warmup": method.warmup,
+               "tolerance": method.tolerance, "tolerance_": method.tolerance_, "seed": int(method.seed_),
+               "class": type(method).__name__}
+    return user_cache.key("forecast", STORE_FORMAT, user_cache.code_fingerprint(), np.__version__, ref.fingerprint(),
+                          ref.n_models, ref.n_items, options, list(rule))
+
+
+def _from_stored(meta: dict[str, Any], n_items: int, max_items: int | None) -> Forecast | None:
+    """The stored forecast, or None when any field is not what a forecast of this reference holds (derived anew)."""
+    def whole(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    try:
+        stops, reasons, width = meta["stops"], meta["reasons"], meta["width_at_budget"]
+        ok = (set(meta) == set(Forecast.__dataclass_fields__) and meta["n_items"] == n_items
+              and meta["max_items"] == max_items
+              and all(whole(meta[k]) and 0 <= meta[k] <= n_items for k in ("median", "low", "high"))
+              and isinstance(stops, list) and all(whole(v) and 0 <= v <= n_items for v in stops)
+              and whole(meta["n_pseudo"]) and meta["n_pseudo"] == len(stops) > 0
+              and isinstance(reasons, dict) and all(isinstance(k, str) and whole(v) for k, v in reasons.items())
+              and sum(reasons.values()) == len(stops)
+              and (width is None or (isinstance(width, list) and len(width) == 3 and all(map(number, width))))
+              and (meta["extrapolated_from"] is None or whole(meta["extrapolated_from"]))
+              and number(meta["work"]) and meta["work"] >= 0)
+    except (KeyError, TypeError):
+        ok = False
+    if not ok:
+        return None
+    return Forecast(**{**meta, "stops": tuple(stops), "reasons": dict(reasons),
+                       "width_at_budget": None if width is None else tuple(float(w) for w in width),
+                       "work": float(meta["work"])})
+
+
+def _forecast_items(
+    method: Any, epsilon1: float, epsilon2: float, window: int, max_items: int | None,
+    *, progress: Callable[[int, int], None] | None, max_work: float | None,
+) -> Forecast | None:
+    """:func:`forecast_items`, computed."""
     ref = method.reference
     k_refs = ref.n_models
     groups = [g for g in _folds(k_refs, method.seed_) if g.size and k_refs - g.size >= 2]

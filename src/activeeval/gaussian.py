@@ -30,6 +30,7 @@ __all__ = [
     "BucketPosterior",
     "Buckets",
     "bucketize",
+    "buckets_from_assignment",
     "chol",
     "condition_covariance",
     "information_gain",
@@ -79,15 +80,57 @@ def bucketize(phi_items: np.ndarray, tolerance: float | None = None) -> Buckets:
         compares exactly (right for binary scores).
     """
     phi_items = np.asarray(phi_items, dtype=float)
-    keys = phi_items if not tolerance else np.round(phi_items / tolerance)
-    _, of_item, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
-    of_item = of_item.ravel()
+    _, of_item, counts = np.unique(_bucket_keys(phi_items, tolerance), axis=0, return_inverse=True,
+                                   return_counts=True)
+    return _buckets_of(phi_items, of_item.ravel(), counts)
+
+
+def buckets_from_assignment(phi_items: np.ndarray, of_item: np.ndarray, tolerance: float | None = None) -> Buckets:
+    """:func:`bucketize`'s result from its ``of_item`` alone (a stored one), checked to be exactly that.
+
+    Raises ValueError unless ``of_item`` is what :func:`bucketize` gives: each
+    bucket non-empty, its items' (rounded) vectors equal, and the buckets in
+    increasing lexicographic order of those vectors (``numpy.unique``'s). The
+    rest (counts, φ, members) is computed as :func:`bucketize` computes it, so
+    the result is the same to the last bit. About half of :func:`bucketize`'s
+    time (no sort of the N × K keys).
+    """
+    phi_items = np.asarray(phi_items, dtype=float)
+    of_item = np.asarray(of_item)
+    n_items = phi_items.shape[0]
+    if of_item.shape != (n_items,) or of_item.dtype.kind not in "iu" or n_items == 0 or int(of_item.min()) < 0:
+        raise ValueError("bucket assignment: one non-negative integer per item expected")
+    counts = np.bincount(of_item)
+    if not counts.all():
+        raise ValueError("bucket assignment: an empty bucket")
+    keys = _bucket_keys(phi_items, tolerance)
+    order = np.argsort(of_item, kind="stable")
+    first = keys[order[np.cumsum(counts) - counts]]  # each bucket's first item's key
+    if not (keys == first[of_item]).all():
+        raise ValueError("bucket assignment: items of one bucket differ")
+    step = np.diff(first, axis=0)
+    nonzero = step != 0
+    lead = step[np.arange(step.shape[0]), nonzero.argmax(1)]
+    if not (nonzero.any(1) & (lead > 0)).all():
+        raise ValueError("bucket assignment: buckets out of order, or two buckets with one vector")
+    return _buckets_of(phi_items, of_item, counts, order)
+
+
+def _bucket_keys(phi_items: np.ndarray, tolerance: float | None) -> np.ndarray:
+    return phi_items if not tolerance else np.round(phi_items / tolerance)
+
+
+def _buckets_of(phi_items: np.ndarray, of_item: np.ndarray, counts: np.ndarray,
+                order: np.ndarray | None = None) -> Buckets:
     n_buckets = counts.size
     sums = np.zeros((n_buckets, phi_items.shape[1]))
     np.add.at(sums, of_item, phi_items)
     phi = sums / counts[:, None]
-    order = np.argsort(of_item, kind="stable")
-    members = np.split(order, np.cumsum(counts)[:-1])
+    if order is None:
+        order = np.argsort(of_item, kind="stable")
+    order.flags.writeable = False  # every bucket's members are views of it, read-only (methods may share them)
+    ends = np.cumsum(counts).tolist()
+    members = [order[start:end] for start, end in zip([0, *ends[:-1]], ends)]  # np.split's views, 3x faster
     return Buckets(of_item=of_item, counts=counts.astype(float), phi=phi, members=members)
 
 

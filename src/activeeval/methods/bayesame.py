@@ -31,7 +31,7 @@ what made it fragile:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -41,7 +41,15 @@ from activeeval._cache import ReferenceCache
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.design import Prequential, RidgeControl, sampling_var_floor
 from activeeval.exceptions import ConfigurationError
-from activeeval.gaussian import BucketPosterior, LeaveOneOutNLML, LevelKernel, bucketize, sq_dists
+from activeeval.gaussian import (
+    BucketPosterior,
+    Buckets,
+    LeaveOneOutNLML,
+    LevelKernel,
+    bucketize,
+    buckets_from_assignment,
+    sq_dists,
+)
 from activeeval.methods._batch import BatchSelection
 from activeeval.methods.base import BaseMethod, SeedLike, random_order
 from activeeval.methods.estimate import Estimate
@@ -386,7 +394,12 @@ class BayesAME(BatchSelection, BaseMethod):
         if tolerance is None:
             tolerance = 0.0 if ref.kind == "binary" else 1e-3 * width
         self.tolerance_ = float(tolerance)
-        self.buckets = bucketize(ref.scores.T, self.tolerance_)
+        # the reference-only prior state (buckets, then Σ·N): once per process (methods built on one reference,
+        # e.g. rank's, one per model, share it, read-only), and in the user cache on large references
+        keep = _keeps_prior_state(ref)
+        state_key = (ref.fingerprint(), self.tolerance_)
+        self.buckets = _BUCKETS.get_or_compute(state_key, lambda: _read_only_buckets(
+            _cached_buckets(ref, self.tolerance_) if keep else bucketize(ref.scores.T, self.tolerance_)))
         phi = self.buckets.phi
         counts = self.buckets.counts
         self._n_refs = ref.n_models
@@ -402,11 +415,18 @@ class BayesAME(BatchSelection, BaseMethod):
         self._cc = float(centre @ centre)
         self.kernel = LevelKernel(fit.alpha, fit.beta, fit.gamma, fit.tau0, fit.tau1)
         self.sigma2_ = float(fit.sigma2)
+
+        def prior_sums() -> np.ndarray:  # Σ·N: O(B²K) without the distances cached, most of a build at large B
+            return self.kernel.matvec(phi, self._psi, self._m, counts, self._d2_full)
+
         self.posterior = BucketPosterior(
             mu,
             self._prior_col,
             self.kernel.diag(self._psi, self._m),
-            self.kernel.matvec(phi, self._psi, self._m, counts, self._d2_full),
+            _PRIOR_SUMS.get_or_compute(
+                (*state_key, (fit.alpha, fit.beta, fit.gamma, fit.tau0, fit.tau1), self._d2_full is not None),
+                lambda: _read_only(_cached_prior_sums(ref, self.tolerance_, self.kernel, self._d2_full is not None,
+                                                      counts, prior_sums) if keep else prior_sums())),
             counts,
             np.full(n_buckets, self.sigma2_),
         )
@@ -1129,6 +1149,89 @@ def _stored(kind: str, cls: type, parts: tuple, compute):
     key = user_cache.key(kind, STORE_FORMAT, user_cache.code_fingerprint(), *parts)
     return user_cache.derived(kind, key, compute, lambda value: (value.to_dict(), ()),
                               lambda entry: _from_stored(cls, entry.meta))
+
+
+_BUCKETS: ReferenceCache[Buckets] = ReferenceCache("BayesAME buckets", 2)  # (phi: B x K floats each)
+_PRIOR_SUMS: ReferenceCache[np.ndarray] = ReferenceCache("BayesAME prior sums", 8)
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False  # shared by every method built on the reference: a write would be a bug
+    return a
+
+
+def _read_only_buckets(b: Buckets) -> Buckets:
+    for a in (b.of_item, b.counts, b.phi):  # (the members are read-only views already: _buckets_of)
+        _read_only(a)
+    return b
+
+
+#: Smallest N²·K (items² × reference models) whose prior state (:func:`_cached_buckets`, :func:`_cached_prior_sums`)
+#: goes to the user cache: below it deriving them costs about what reading them does (and a calibration's or a
+#: forecast's small sub-references would fill the cache with entries no one reads again).
+PRIOR_STATE_MIN_WORK = 1e9
+
+
+def _keeps_prior_state(ref: ScoreMatrix) -> bool:
+    from activeeval import user_cache
+
+    return float(ref.n_items) ** 2 * ref.n_models >= PRIOR_STATE_MIN_WORK and user_cache.root() is not None
+
+
+def _state_key(kind: str, ref: ScoreMatrix, *parts: Any) -> str:
+    """The user-cache key of a prior-state entry: the reference's content, the settings ``parts``, the layout
+    (:data:`STORE_FORMAT`), the activeeval code and NumPy's version (its products and ``unique`` compute them)."""
+    from activeeval import user_cache
+
+    return user_cache.key(kind, STORE_FORMAT, user_cache.code_fingerprint(), np.__version__, ref.fingerprint(),
+                          ref.n_models, ref.n_items, *parts)
+
+
+def _cached_buckets(ref: ScoreMatrix, tolerance: float) -> Buckets:
+    """:func:`~activeeval.gaussian.bucketize` of ``ref``'s items at ``tolerance``, kept in the user cache.
+
+    Stored as each item's bucket alone; read back through
+    :func:`~activeeval.gaussian.buckets_from_assignment`, which checks it is
+    exactly bucketize's grouping and derives the rest as bucketize does. An
+    entry that fails is derived again and stored anew
+    (:func:`activeeval.user_cache.derived`).
+    """
+    from activeeval import user_cache
+
+    phi_items = ref.scores.T
+
+    def decode(entry: user_cache.Entry) -> Buckets:
+        (of_item,) = entry.arrays
+        if of_item.dtype != np.int64 or entry.meta.get("n_buckets") != int(of_item.max(initial=-1)) + 1:
+            raise ValueError("stored buckets: dtype or count")
+        return buckets_from_assignment(phi_items, of_item, tolerance)
+
+    key = _state_key("bayesame_buckets", ref, float(tolerance))
+    return user_cache.derived("bayesame_buckets", key, lambda: bucketize(phi_items, tolerance),
+                              lambda b: ({"n_buckets": b.n_buckets}, [np.asarray(b.of_item, dtype=np.int64)]),
+                              decode)
+
+
+def _cached_prior_sums(ref: ScoreMatrix, tolerance: float, kernel: LevelKernel, dense: bool, counts: np.ndarray,
+                       compute: Callable[[], np.ndarray]) -> np.ndarray:
+    """Σ·N of the default's prior (``compute()``), kept in the user cache under everything it derives from: the
+    reference and ``tolerance`` (its buckets), the kernel's five numbers, and whether the B × B distances were at
+    hand (``dense``: a dense product, else :func:`~activeeval.kernels.kernel_sums`' tiles; the same sums to within
+    round-off, not to the bit). Checked when read: shape, dtype, finite, and Nᵀ Σ N ≥ 0 (Σ is positive
+    semi-definite)."""
+    from activeeval import user_cache
+
+    n_b = counts.size
+
+    def decode(entry: user_cache.Entry) -> np.ndarray:
+        (sums,) = entry.arrays
+        if sums.dtype != np.float64 or sums.shape != (n_b,) or not np.isfinite(sums).all() or counts @ sums < 0:
+            raise ValueError("stored prior sums: shape, dtype or values")
+        return sums
+
+    params = [float(kernel.alpha), float(kernel.beta), float(kernel.gamma), float(kernel.tau0), float(kernel.tau1)]
+    key = _state_key("bayesame_prior_sums", ref, float(tolerance), params, bool(dense))
+    return user_cache.derived("bayesame_prior_sums", key, compute, lambda sums: ({}, [sums]), decode)
 
 
 def _from_stored(cls: type, data: Mapping[str, Any]):
