@@ -8,6 +8,13 @@ of them per test). To search new examples locally::
 
 The user cache (parsed references, session snapshots: :mod:`activeeval.user_cache`) goes to a temporary folder
 for the whole run, never into the real one in the home folder; the commands the tests start inherit it.
+
+The test process runs its BLAS libraries (NumPy's and SciPy's OpenBLAS) at one thread, as activeeval's own numeric
+work does (activeeval._threads): a few library functions the tests call directly (``fit_hyperparameters``,
+``calibrate``) run outside that scope, and OpenBLAS's default of one thread per core made one such test take
+309 s instead of about 2 s on a 2-core machine with other work on it (docs/BENCHMARKS.md, issue 29 item 7). With
+``pytest -n 2`` each worker holds one core's worth of BLAS. Only this process is set: the commands and scorer
+processes the tests start keep the machine's default (tests/test_threads.py checks that, with its own setting).
 """
 
 from __future__ import annotations
@@ -17,11 +24,15 @@ import os
 import shutil
 import tempfile
 
+import scipy.linalg  # noqa: F401 - loads SciPy's own BLAS, so the limit below holds for it too
 from hypothesis import settings
+from threadpoolctl import threadpool_limits
 
 _CACHE = tempfile.mkdtemp(prefix="activeeval-test-cache-")
 os.environ["ACTIVEEVAL_CACHE"] = _CACHE
 atexit.register(shutil.rmtree, _CACHE, True)
+
+threadpool_limits(1, user_api="blas")
 
 settings.register_profile("repeatable", derandomize=True)
 settings.register_profile("explore", derandomize=False)
