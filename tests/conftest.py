@@ -37,3 +37,30 @@ threadpool_limits(1, user_api="blas")
 settings.register_profile("repeatable", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+# The modules that take longest (seconds of a loaded serial run, docs/BENCHMARKS.md issue 29 item 7) run first:
+# `pytest -n auto --dist loadscope` hands out whole modules in collection order, so a long module collected last
+# (tests/test_cat.py, tests/test_benchmarks.py) would finish alone after the other worker had run out of work.
+LONG_FIRST = (
+    "tests/test_cat.py",  # 173 s: ContinuousCAT calibrated on real MuSR
+    "tests/integration/test_ifeval_real.py",  # 115 s: 50 BayesAME runs on IFEval
+    "tests/test_benchmarks.py",  # 90 s: every benchmark script's --smoke run
+    "tests/session/test_rank_session.py",  # 79 s: CAT calibrated on AlpacaEval 2 per session
+    "tests/integration/test_rank_real.py",  # 48 s
+    "tests/integration/test_walkthrough.py",  # 39 s
+)
+
+
+def pytest_collection_modifyitems(config, items) -> None:  # noqa: ANN001
+    """Long modules first (a stable sort: every module's own order, and the others' order, unchanged)."""
+    rank = {path: i for i, path in enumerate(LONG_FIRST)}
+    root = config.rootpath
+
+    def key(item) -> int:  # noqa: ANN001
+        try:
+            rel = item.path.relative_to(root).as_posix()
+        except ValueError:
+            return len(rank)
+        return rank.get(rel, len(rank))
+
+    items.sort(key=key)
