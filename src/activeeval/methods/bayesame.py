@@ -38,6 +38,7 @@ from typing import Any, Literal
 import numpy as np
 
 from activeeval._cache import ReferenceCache
+from activeeval._threads import numeric
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.design import Prequential, RidgeControl, sampling_var_floor
 from activeeval.exceptions import ConfigurationError
@@ -130,6 +131,7 @@ def _checked_fields(cls: type, data: Mapping[str, Any], what: str) -> dict[str, 
     return dict(data)
 
 
+@numeric  # called directly too (public): its L-BFGS-B and Cholesky run under the BLAS limit like a method's
 def fit_hyperparameters(
     reference: ScoreMatrix,
     *,
@@ -962,6 +964,7 @@ class Calibration:
         return cls(**_checked_fields(cls, data, "calibration"))
 
 
+@numeric  # called directly too (public): under the BLAS limit like a method's
 def calibrate(
     reference: ScoreMatrix,
     fit: ReferenceFit,
