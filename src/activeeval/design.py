@@ -433,7 +433,7 @@ class RidgeControl:
             rhs = self._sxy - n * ybar * xbar
             beta = np.linalg.solve(gram + self.alpha_ * np.eye(k), rhs)
         else:  # the dual: β = X_cᵀ (X_c X_cᵀ + α I)⁻¹ y_c
-            if xc is None:
+            if xc is None or yc is None:
                 xc, yc = self.features[self._items] - xbar, np.asarray(self._y) - ybar
             beta = xc.T @ np.linalg.solve(xc @ xc.T + self.alpha_ * np.eye(n), yc)
         return ybar, xbar, beta

@@ -498,7 +498,7 @@ def run_backtest(
         method, s, mu, var = res
         if store is not None and (method, s) not in kept:
             store.save_arrays(_task_name(methods, method, s), method=np.array(method), seed=np.array(s),
-                              **({} if mu is None else {"means": mu, "vars": var}))
+                              **({} if mu is None or var is None else {"means": mu, "vars": var}))
         if mu is None:
             copies.append((method, s))
         else:

@@ -144,10 +144,11 @@ class MultiTargetMethod(ABC):
         self.n_items = self.reference.n_items
         self.item_ids = self.reference.item_ids
         self.seed = seed
-        self.seed_ = _seed_int(seed)
-        if self.seed_ is None:
+        seed_ = _seed_int(seed)
+        if seed_ is None:
             gen = seed if isinstance(seed, np.random.Generator) else np.random.default_rng()
-            self.seed_ = int(gen.integers(0, 2**63 - 1))
+            seed_ = int(gen.integers(0, 2**63 - 1))
+        self.seed_: int = seed_
         if not (isinstance(warm_start, (int, float)) and 0.0 <= float(warm_start) <= 1.0):
             raise ConfigurationError(f"warm_start must be a fraction of the items in [0, 1], got {warm_start!r}")
         self.warm_start = float(warm_start)
