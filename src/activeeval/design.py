@@ -64,10 +64,10 @@ def wilson_bounds(p: np.ndarray, n_eff: np.ndarray, z: float) -> tuple[np.ndarra
 
 
 def sampling_var_floor(
-    mean: np.ndarray,
-    low_seen: np.ndarray,
-    high_seen: np.ndarray,
-    n: np.ndarray,
+    mean: np.ndarray | float,
+    low_seen: np.ndarray | float,
+    high_seen: np.ndarray | float,
+    n: np.ndarray | int,
     n_items: int,
     score_range: tuple[float, float] | None,
     binary: bool,

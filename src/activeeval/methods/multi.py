@@ -60,6 +60,8 @@ def target_names(targets: int | Sequence[str]) -> tuple[str, ...]:
         return tuple(f"target-{i + 1}" for i in range(int(targets)))
     if isinstance(targets, str):
         raise ConfigurationError(f"targets must be a list of names or a count, got the string {targets!r}")
+    if isinstance(targets, bool):  # not a count (True is not 1 target): before, iterating it raised a TypeError
+        raise ConfigurationError(f"targets must be a list of names or a count, got {targets!r}")
     names = tuple(str(t) for t in targets)
     if not names:
         raise ConfigurationError("need at least one target; name the target models")
@@ -248,7 +250,8 @@ class MultiTargetMethod(ABC):
             raise SessionStateError(
                 "every item of the active targets is already observed or pending; nothing left to select")
         given = rng is not None
-        rng = rng if given else self.default_rng()
+        if rng is None:
+            rng = self.default_rng()
         out: list[Pair] = []
         for i in self.warm_items_:
             for t in act:
