@@ -675,7 +675,7 @@ def smc_search(
             if outside.size:
                 batch[int(rng.integers(batch.size))] = int(outside[rng.integers(outside.size)])
             particles.append(batch)
-    assert best_batch is not None, "smc_search: no warm start had a finite objective"
+    assert best_batch is not None, "smc_search: every warm start's objective was -inf or NaN"
     return best_batch, float(best)
 
 

@@ -69,9 +69,10 @@ _MULTI_TARGET = frozenset({"bayesame-multi", "bayesame-multi-paper"})
 _REGISTERED: dict[str, MethodFactory] = {}
 #: Every method by name: the built-ins (``"module:Class"``, imported on first use) and those added with
 #: :func:`register`. Read-only: nothing can replace a built-in behind the back of code that relies on it.
+# (ChainMap's stub asks for mutable maps; the proxy on top is what keeps METHODS read-only)
 METHODS: Mapping[str, str | MethodFactory] = MappingProxyType(ChainMap(  # built-ins listed first
     cast("MutableMapping[str, str | MethodFactory]", _REGISTERED),
-    cast("MutableMapping[str, str | MethodFactory]", _BUILTIN)))  # built-ins listed first
+    cast("MutableMapping[str, str | MethodFactory]", _BUILTIN)))
 
 
 def resolve_replay(name: str) -> Callable[..., tuple[Any, Any]] | None:
