@@ -161,7 +161,9 @@ class _BlasImportWatch:
             if spec is not None:
                 loader = spec.loader
                 if loader is not None and hasattr(loader, "exec_module"):
-                    spec.loader = _RefreshingLoader(loader)
+                    # typeshed types ModuleSpec.loader as importlib.abc.Loader (nominal); this one is a Loader by
+                    # protocol (PEP 451), see the class docstring: a stub limitation.
+                    spec.loader = _RefreshingLoader(loader)  # type: ignore[assignment]
                 return spec
         return None
 

@@ -643,7 +643,8 @@ def smc_search(
         raise ValueError("smc_search needs at least one warm start")
     m = v.size
     particles = [np.array(starts[i % len(starts)], dtype=np.intp) for i in range(max(population, 1))]
-    best_batch, best = None, -np.inf
+    best_batch: np.ndarray | None = None
+    best = -np.inf
     for start in starts:
         beta = _fresh(gram, v, np.asarray(start, dtype=np.intp))[1]
         if beta > best:
@@ -674,6 +675,7 @@ def smc_search(
             if outside.size:
                 batch[int(rng.integers(batch.size))] = int(outside[rng.integers(outside.size)])
             particles.append(batch)
+    assert best_batch is not None, "smc_search: every warm start's objective was -inf or NaN"
     return best_batch, float(best)
 
 

@@ -64,10 +64,10 @@ def wilson_bounds(p: np.ndarray, n_eff: np.ndarray, z: float) -> tuple[np.ndarra
 
 
 def sampling_var_floor(
-    mean: np.ndarray,
-    low_seen: np.ndarray,
-    high_seen: np.ndarray,
-    n: np.ndarray,
+    mean: np.ndarray | float,
+    low_seen: np.ndarray | float,
+    high_seen: np.ndarray | float,
+    n: np.ndarray | int,
     n_items: int,
     score_range: tuple[float, float] | None,
     binary: bool,
@@ -433,7 +433,7 @@ class RidgeControl:
             rhs = self._sxy - n * ybar * xbar
             beta = np.linalg.solve(gram + self.alpha_ * np.eye(k), rhs)
         else:  # the dual: β = X_cᵀ (X_c X_cᵀ + α I)⁻¹ y_c
-            if xc is None:
+            if xc is None or yc is None:
                 xc, yc = self.features[self._items] - xbar, np.asarray(self._y) - ybar
             beta = xc.T @ np.linalg.solve(xc @ xc.T + self.alpha_ * np.eye(n), yc)
         return ybar, xbar, beta

@@ -14,6 +14,7 @@ against (Eq. 7, Eq. 8) are in the tests (``tests/dense_formulas.py``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -483,7 +484,7 @@ class BucketPosterior:
         self._v = np.empty((self.capacity, n_b))
         self._rows = 0
         #: Optional ``prior_cols(bs)`` → Σ[:, bs] (B, len(bs)), a block of prior columns at once (batch selection).
-        self.prior_cols = None
+        self.prior_cols: Callable[[np.ndarray], np.ndarray] | None = None
 
     @property
     def n_buckets(self) -> int:

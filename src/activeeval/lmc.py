@@ -191,7 +191,7 @@ def nlml(params: LMCParams, targets: np.ndarray, buckets: np.ndarray, resid: np.
     n = resid.size
     w = params.W[targets]  # (n, L)
     gram = np.zeros((n, n))
-    kernels = []
+    kernels: list[tuple[np.ndarray, np.ndarray] | None] = []
     pick = np.ix_(buckets, buckets)
     for l in range(params.n_latents):  # noqa: E741
         values = kernel_values(params, l, d2, n_refs, gradient, fixed, level)
@@ -213,7 +213,9 @@ def nlml(params: LMCParams, targets: np.ndarray, buckets: np.ndarray, resid: np.
     n_lat, n_t = params.n_latents, params.W.shape[0]
     g_alpha, g_beta, g_w = np.zeros(n_lat), np.zeros(n_lat), np.zeros((n_t, n_lat))
     for l in range(n_lat):  # noqa: E741
-        kl, dkl = kernels[l]
+        entry = kernels[l]
+        assert entry is not None  # kept with the gradient
+        kl, dkl = entry
         wl = w[:, l]
         h = (a_mat * kl) @ wl
         g_alpha[l] = 0.5 * float(wl @ h) / params.alpha[l]
@@ -364,7 +366,7 @@ class _Grow:
     data: np.ndarray
     n: int = 0
 
-    def append(self, row: np.ndarray) -> None:
+    def append(self, row: np.ndarray | float) -> None:
         if self.n == self.data.shape[0]:
             bigger = np.zeros((max(2 * self.n, 16),) + self.data.shape[1:], dtype=self.data.dtype)
             bigger[: self.n] = self.data[: self.n]
@@ -450,7 +452,7 @@ class LMCPosterior:
     d2_row: Any
     n_refs: int
     n_targets: int
-    noise_unit: np.ndarray | None = None
+    noise_unit: Any = None  # an ndarray (B,) once built: None given means N_b
     fixed_row: Any = None
     level_row: Any = None
 
@@ -463,6 +465,7 @@ class LMCPosterior:
         self.obs_b: list[int] = []
         self.obs_s: list[float] = []
         self.unobserved = np.repeat(self.counts[:, None], self.n_targets, axis=1)  # U (B, T)
+        self._R: np.ndarray  # set by _reset
         self._reset()
 
     # ---------------------------------------------------------------- building

@@ -18,6 +18,7 @@ import json
 import math
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -46,6 +47,10 @@ from activeeval.cli.common import (
     results_folder,
 )
 from activeeval.exceptions import ConfigurationError
+
+if TYPE_CHECKING:
+    from activeeval.data.matrix import ScoreMatrix
+    from activeeval.experiments.protocol import BacktestConfig
 
 # The paper's Table 1 methods (its BayesAME under its own name), and our default beside them.
 TABLE1_METHODS = (
@@ -342,11 +347,12 @@ def backtest_command(
     if batch_size < 1:
         raise ConfigurationError(f"--batch-size must be a positive integer, got {batch_size}; 1 selects one item "
                                  "at a time")
-    batch = dict(batch_size=batch_size, batch_strategy=batch_strategy, myopic=myopic)
-    settings = dict(
+    batch: dict[str, Any] = dict(batch_size=batch_size, batch_strategy=batch_strategy, myopic=myopic)
+    settings: dict[str, Any] = dict(
         methods=names, ref_fraction=refs, n_targets=targets, n_seeds=DEFAULT_SEEDS if seeds is None else seeds,
         split_seed=split_seed, epsilon2=sweep, shared_order=shared, method_options=method_options, **batch,
     )
+    config: BacktestConfig
     if multi_target:
         from activeeval.experiments.multi_target import MultiTargetConfig
 
@@ -398,7 +404,7 @@ def estimate_seconds(matrix, config, workers: int | None) -> tuple[float, dict[s
 
 def _print_estimate(matrix, config, workers: int | None) -> None:
     total, per_method = estimate_seconds(matrix, config, workers)
-    slowest = max(per_method, key=per_method.get)
+    slowest = max(per_method, key=lambda name: per_method[name])
     typer.echo(
         f"backtest: {len(config.methods)} methods x {config.n_seeds} seeds (--seeds default {DEFAULT_SEEDS}), "
         f"{config.n_targets} targets each; estimated {_duration(total)} (one seed of each method timed: "
@@ -471,7 +477,7 @@ REPRO_JSON = typer.Option(False, "--json", help="Print one JSON object.")
 
 
 def _run_reproduction(plan: list[tuple], workers: int | None, backend: str, address: str | None,
-                      progress: bool, as_json: bool, out: Path | None) -> dict[str, tuple]:
+                      progress: bool | None, as_json: bool, out: Path | None) -> dict[str, tuple]:
     """Run each ``(key, ScoreMatrix, BacktestConfig)`` of ``plan``: {key: (BacktestResult, summary)}.
 
     The key is also the file prefix in ``--out`` (``ifeval_interpolation_``) and the name of the folder of
@@ -646,7 +652,8 @@ def table2_command(
     single = tuple(dict.fromkeys(r.label for r in TABLE2_ROWS if r.myopic_batch == 1)) + (BASELINE,)
     batches = sorted({r.myopic_batch for r in TABLE2_ROWS if r.myopic_batch > 1})
     start = time.perf_counter()
-    plan, regimes = [], {}
+    plan: list[tuple[str, ScoreMatrix, BacktestConfig]] = []
+    regimes: dict[str, dict[str, list[str]]] = {}
     for d in wanted:
         matrix = resolve(d)
         for regime in ("interpolation", "extrapolation"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import typer
 
@@ -67,8 +68,9 @@ def _print_models(name: str, as_json: bool) -> None:
     seen = ~np.isnan(matrix.scores)
     counts = seen.sum(axis=1)
     sums = np.where(seen, matrix.scores, 0.0).sum(axis=1)
-    rows = [{"model": m, "score": float(s / c) if c else math.nan, "missing": matrix.n_items - int(c)}
-            for m, s, c in zip(matrix.model_ids, sums, counts)]
+    rows: list[dict[str, Any]] = [
+        {"model": m, "score": float(s / c) if c else math.nan, "missing": matrix.n_items - int(c)}
+        for m, s, c in zip(matrix.model_ids, sums, counts)]
     if as_json:
         print_json(rows)
         return

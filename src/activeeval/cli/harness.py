@@ -111,7 +111,7 @@ def make_scorer(
             raise ConfigurationError(f"{', '.join(given)} go with --harness, not with --scorer; drop them")
         from activeeval.session.runner import Scorer
 
-        limit = {} if timeout is None else {"timeout": timeout}
+        limit: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         return Scorer(scorer, jobs=jobs, needs_model=ranking, **limit)
     if harness not in ("lm-eval", "inspect"):
         raise ConfigurationError(f"--harness must be lm-eval or inspect, got {harness!r}")

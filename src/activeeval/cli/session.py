@@ -545,12 +545,12 @@ def _make_scorer(scorer: str | None, harness: str | None, targets: Sequence[str]
     if several and scorer is not None and "{model}" not in scorer:
         raise ConfigurationError(
             f"--scorer {scorer!r} has no {{model}} placeholder; the session evaluates several targets "
-            f"({', '.join(targets)}) and passes each one's name there, e.g. "
+            f"({', '.join(targets or ())}) and passes each one's name there, e.g. "
             "--scorer 'python score.py {model} {item_id}'")
     if several and harness == "lm-eval" and "{model}" not in lm["model_args"]:
         raise ConfigurationError(
             f"--model-args {lm['model_args']!r} has no {{model}} placeholder; the session evaluates several targets "
-            f"({', '.join(targets)}) and passes each one's name there, e.g. --model-args 'pretrained={{model}}'")
+            f"({', '.join(targets or ())}) and passes each one's name there, e.g. --model-args 'pretrained={{model}}'")
     return h.make_scorer(scorer, harness, ranking=several, **lm)
 
 
@@ -593,7 +593,7 @@ def _drive_with_progress(s: Any, sc: Any, batch: int, progress: bool | None = No
     multi = s.KIND == "multi"
     n_total = (s.stopping_settings["max_items"] or s.settings["reference"]["n_items"]) * (
         len(s.targets) if multi else 1)
-    progress = Progress(
+    bar = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=Console(stderr=True), disable=not show_progress(progress), transient=False,
     )
@@ -606,11 +606,11 @@ def _drive_with_progress(s: Any, sc: Any, batch: int, progress: bool | None = No
         return f"estimate {e.mean:.3f} [{lo:.3f}, {hi:.3f}]"
 
     try:
-        with progress:
-            task = progress.add_task(describe(s), total=n_total, completed=len(s.observations))
+        with bar:
+            task = bar.add_task(describe(s), total=n_total, completed=len(s.observations))
 
             def on_record(sess: Any) -> None:
-                progress.update(task, completed=len(sess.observations), description=describe(sess))
+                bar.update(task, completed=len(sess.observations), description=describe(sess))
 
             (drive_multi if multi else drive)(s, sc, jobs=batch, on_record=on_record)
     except KeyboardInterrupt:

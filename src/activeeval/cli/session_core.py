@@ -158,7 +158,7 @@ def rank_lines(status) -> list[str]:
     """The ranking, each adjacent pair's confidence, ties and the stop."""
     d = status.to_dict()
     lines = [f"{'rank':>4}  {'model':<40} {'score':>8}  {'interval':>19} {'items':>6}"]
-    notes = []
+    notes: list[str] = []
     for row in d["ranking"]:
         interval = ("[" + _fmt(row["score_ci_low"]) + ", " + _fmt(row["score_ci_high"]) + "]"
                     if row["score_ci_low"] is not None else f"{'not shown (note)':>19}")
@@ -246,7 +246,7 @@ def record(
         name = _target_of(s, file, target)
         was_stopped = s.status().stop
         # the score is validated (and parsed) by the session
-        new_score = s.tell(item_id, score) if name is None else s.tell(name, item_id, score)  # type: ignore[arg-type]
+        new_score = s.tell(item_id, score) if name is None else s.tell(name, item_id, score)
         status = s.status()
         written = _results_once_stopped(s, was_stopped, status)
     of = "" if name is None else f" for target {name}"

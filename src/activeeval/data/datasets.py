@@ -71,7 +71,7 @@ class DatasetInfo:
 # -------------------------------------------------------------- catalogs
 @functools.lru_cache(maxsize=1)
 def _bundled_catalog() -> dict[str, DatasetInfo]:
-    text = resources.files("activeeval.data").joinpath("bundled", _CATALOG).read_text(encoding="utf-8")
+    text = resources.files("activeeval.data").joinpath("bundled").joinpath(_CATALOG).read_text(encoding="utf-8")
     out: dict[str, DatasetInfo] = {}
     for e in json.loads(text):
         out[e["name"]] = DatasetInfo(
@@ -300,7 +300,7 @@ def _load_cached(name: str, shared_folder: Path | None, cache: bool = True) -> S
         entry = _shared_catalog(shared_folder)[name]
         return _read_dataset(shared_folder / entry.file, entry, cache)
     entry = _bundled_catalog()[name]
-    with resources.as_file(resources.files("activeeval.data").joinpath("bundled", entry.file)) as path:
+    with resources.as_file(resources.files("activeeval.data").joinpath("bundled").joinpath(entry.file)) as path:
         matrix = _read_dataset(path, entry, cache)
     if (matrix.n_models, matrix.n_items, matrix.n_missing) != (entry.n_models, entry.n_items, entry.n_missing):
         raise DataFormatError(

@@ -20,14 +20,18 @@ import io
 import json
 import math
 import numbers
+import os
 import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO, TYPE_CHECKING, Literal
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 from activeeval._files import atomic_output
 from activeeval.data.matrix import ScoreKind, ScoreMatrix, parse_score_text
@@ -782,7 +786,7 @@ def _write_parquet(matrix: ScoreMatrix, path: Path, layout: Layout) -> None:
     pq.write_table(pa.table(columns), path)
 
 
-def read_prior_weights(path: str | Path) -> dict[str, float]:
+def read_prior_weights(path: str | os.PathLike[str]) -> dict[str, float]:
     """Metadata prior weights (BayesAME App. B.2), one per reference model: ``{model id: weight}``.
 
     ``path`` is a JSON object ``{"model": weight, ...}`` (``.json``) or a

@@ -131,7 +131,9 @@ class TaskStore:
 
     def save_arrays(self, name: str, **arrays: np.ndarray) -> None:
         self._prepare()
-        _write_atomically(self.folder / f"{name}.npz", lambda fh: np.savez(fh, **arrays))
+        # As Any: numpy's stub types savez's keywords as its allow_pickle flag, which no array name here is.
+        stored: dict[str, Any] = arrays
+        _write_atomically(self.folder / f"{name}.npz", lambda fh: np.savez(fh, **stored))
 
     def load_arrays(self, name: str) -> dict[str, np.ndarray]:
         path = self.folder / f"{name}.npz"

@@ -29,7 +29,7 @@ import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -58,6 +58,9 @@ from activeeval.ranking import (
     rank_static,
     static_subset,
 )
+
+if TYPE_CHECKING:
+    from activeeval.methods.multi import MultiTargetMethod
 
 __all__ = [
     "RANK_METHODS",
@@ -265,7 +268,8 @@ def method_factory(method: str, reference: ScoreMatrix, *, calibration: Calibrat
 
         if models is None:
             raise ConfigurationError(f"the joint method {method!r} ranks given models: pass models= (its targets)")
-        return make_method(method, reference, targets=list(models), seed=seed, **kwargs)
+        joint = make_method(method, reference, targets=list(models), seed=seed, **kwargs)
+        return cast("MultiTargetMethod", joint)  # a joint method's name builds one
     raise ConfigurationError(f"method must be one of {rank_methods()} for ranking, got {method!r}")
 
 
@@ -476,7 +480,7 @@ def _adaptive_record(models: Sequence[str], adaptive: RankResult, full: np.ndarr
     )
 
 
-def _add_baselines(rec: RunRecord, make: Callable[[int], Callable[[str], Any]], score: Callable[[str, int], float],
+def _add_baselines(rec: RunRecord, make: Callable[[int], MethodSource], score: Callable[[str, int], float],
                    reference: ScoreMatrix, cal: Calibration | None, costs: Mapping[str, float], gamma: float,
                    seed: int) -> None:
     """Random items, the static subset and fixed-length CAT at the adaptive ranker's spend, into ``rec``."""
@@ -546,7 +550,7 @@ def run_rank_backtest(
     if int(seeds) != seeds or seeds < 1:
         raise ConfigurationError(f"seeds must be a positive integer, got {seeds}")
     check_gamma(gamma)
-    settings = dict(method=method, gamma=gamma, budget_per_model=budget_per_model, min_items=min_items,
+    settings: dict[str, Any] = dict(method=method, gamma=gamma, budget_per_model=budget_per_model, min_items=min_items,
                     calibration=calibration, response=response, pairing=pairing, local_error=local_error)
     runs = {f"run-{s:05d}-{f:02d}": (s, group) for s in range(first_seed, first_seed + seeds)
             for f, group in enumerate(backtest_folds(matrix, folds=folds, holdout=holdout, seed=s))}
@@ -621,7 +625,7 @@ def run_family_holdout(
     in_family = [m for m in matrix.model_ids if model_family(m) in fams]
     targets = [m for m in complete_models(matrix) if m in set(in_family)]
     reference = matrix.drop_models(in_family)
-    settings = dict(method=method, gamma=gamma, budget_per_model=budget_per_model, min_items=min_items,
+    settings: dict[str, Any] = dict(method=method, gamma=gamma, budget_per_model=budget_per_model, min_items=min_items,
                     calibration=calibration, response=response, pairing=pairing, local_error=local_error)
     store = rank_store(checkpoint, matrix, {**settings, "families": sorted(fams), "seeds": seeds,
                                             "first_seed": first_seed})

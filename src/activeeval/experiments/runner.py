@@ -36,6 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -56,6 +57,10 @@ from activeeval.methods.registry import (
     resolve_replay,
     sharing_factory,
 )
+
+if TYPE_CHECKING:
+    from activeeval.experiments.multi_target import MultiTargetConfig
+    from activeeval.methods.multi import MultiTargetMethod
 
 __all__ = [
     "BACKENDS", "BacktestInterrupted", "BacktestResult", "backtest_split", "batch_play_size", "check_batch",
@@ -215,7 +220,7 @@ def _repeats_source(config: BacktestConfig, label: str, reference: ScoreMatrix) 
     if _copy_source(config, label) is None:
         return False
     name, options = method_and_options(config, label, reference)
-    return bool(resolve_factory(name).repeats(reference, **options))
+    return bool(cast(Any, resolve_factory(name)).repeats(reference, **options))  # a class with same_runs_as
 
 
 def check_multi_target(config: BacktestConfig) -> None:
@@ -235,7 +240,7 @@ def check_multi_target(config: BacktestConfig) -> None:
 def backtest_split(matrix: ScoreMatrix, config: BacktestConfig) -> Split:
     """The targets and reference pool of ``config`` on ``matrix`` (a multi-target config makes its own)."""
     if config.multi_target:
-        return config.make_split(matrix)
+        return cast("MultiTargetConfig", config).make_split(matrix)
     return make_split(matrix, config.regime, config.n_targets, config.split_seed, config.gap)
 
 
@@ -264,7 +269,8 @@ def run_task(
         return method, seed_index, None, None
     seeds = [method_seed(config.root_seed, seed_index, 0 if config.shared_order else t) for t in range(n_t)]
     if is_multi_target(name):
-        joint = resolve_factory(name)(reference, list(split.targets), seed=seeds[0], **options)
+        built = resolve_factory(name)(reference, list(split.targets), seed=seeds[0], **options)
+        joint = cast("MultiTargetMethod", built)
         run_multi_to_end(joint, truths)
         trajs = [joint.trajectory(t) for t in range(n_t)]
         return (method, seed_index, np.array([[e.mean for e in tr] for tr in trajs], dtype=float),
@@ -498,7 +504,7 @@ def run_backtest(
         method, s, mu, var = res
         if store is not None and (method, s) not in kept:
             store.save_arrays(_task_name(methods, method, s), method=np.array(method), seed=np.array(s),
-                              **({} if mu is None else {"means": mu, "vars": var}))
+                              **({} if mu is None or var is None else {"means": mu, "vars": var}))
         if mu is None:
             copies.append((method, s))
         else:
@@ -525,6 +531,7 @@ def run_backtest(
         raise BacktestInterrupted(kept_now, total, None if store is None else store.folder) from None
     for label, s in copies:
         source = _copy_source(config, label)
+        assert source is not None  # copies holds only the labels that have one
         means[label][:, s, :] = means[source][:, s, :]
         vars_[label][:, s, :] = vars_[source][:, s, :]
     truth = np.array([float(np.mean(matrix.model_scores(t))) for t in split.targets])

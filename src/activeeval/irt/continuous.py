@@ -298,7 +298,7 @@ def default_grid(center: float = 0.0, half_width: float = 12.0, n_points: int = 
 
 
 def log_likelihood(
-    theta: np.ndarray, b: float, x: float, k: float, likelihood: str = "quasi"
+    theta: np.ndarray, b: float, x: float | np.ndarray, k: float, likelihood: str = "quasi"
 ) -> np.ndarray:
     """Log-likelihood of one scaled score x ∈ [0, 1] at every θ in ``theta``.
 
@@ -618,7 +618,7 @@ class ScoreIntervalCalibration:
     within: tuple[float | None, ...]
     above: tuple[float | None, ...]
     below: tuple[float | None, ...]
-    runs: tuple[int, int, int] = (0, 0, 0)
+    runs: tuple[int, ...] = (0, 0, 0)  # one count per case (within, above, below)
     local_error: bool = False
 
     CASES = ("within", "above", "below")
@@ -673,7 +673,7 @@ class ScoreIntervalCalibration:
                 f"interval_calibration needs increasing positive checkpoints and one positive factor (or None) per "
                 f"checkpoint in within, above and below, got {d!r}; drop it to learn it from the reference"
             )
-        return cls(cps, cases["within"], cases["above"], cases["below"], runs,  # type: ignore[arg-type]
+        return cls(cps, cases["within"], cases["above"], cases["below"], runs,
                    bool(local_error))
 
 

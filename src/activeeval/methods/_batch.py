@@ -23,6 +23,7 @@ as before.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -42,15 +43,19 @@ class BatchSelection:
     batch_strategy: str
     batch_size: int
     myopic: bool
+    # Provided by the host (declared for the type checker; no value here).
+    n_items: int
+    buckets: Any  # a BucketStructure
+    _observed: np.ndarray
 
     def _init_batch(self, batch_strategy: str, batch_size: int, myopic: bool) -> None:
         check_strategy(batch_strategy)
         if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
             raise ConfigurationError(
                 f"batch_size must be a positive integer (the |A| of the non-myopic selection), got {batch_size!r}")
-        if batch_size > self.n_items:  # type: ignore[attr-defined]
+        if batch_size > self.n_items:
             raise ConfigurationError(
-                f"batch_size {batch_size} is larger than the benchmark's {self.n_items} items; "  # type: ignore[attr-defined]
+                f"batch_size {batch_size} is larger than the benchmark's {self.n_items} items; "
                 "choose at most that many")
         if not isinstance(myopic, (bool, np.bool_)):
             raise ConfigurationError(f"myopic must be true or false, got {myopic!r}")
@@ -74,7 +79,7 @@ class BatchSelection:
         nonmyopic = k == 1 and not self.myopic and self.batch_size > 1
         size = k
         if nonmyopic:
-            free = int((~self._observed).sum()) - sum(1 for i in exclude if not self._observed[i])  # type: ignore[attr-defined]
+            free = int((~self._observed).sum()) - sum(1 for i in exclude if not self._observed[i])
             size = min(self.batch_size, free)
         if self.batch_strategy == "greedy" or size == 1:
             chosen = greedy(rng, size, exclude)
@@ -86,8 +91,8 @@ class BatchSelection:
 
     def _strategy_items(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> list[int]:
         """k distinct items by ``batch_strategy``, conditioned on the pending items ``exclude``."""
-        buckets = self.buckets  # type: ignore[attr-defined]
-        observed = self._observed  # type: ignore[attr-defined]
+        buckets = self.buckets
+        observed = self._observed
         available = ~observed
         available[list(exclude)] = False
         fantasy = self._batch_posterior().fantasy()

@@ -168,12 +168,13 @@ class BaseMethod(ABC):
         self.n_items = self.reference.n_items
         self.item_ids = self.reference.item_ids
         self.seed = seed  # as given (a setting); the resolved base seed is seed_
-        self.seed_ = _seed_int(seed)
-        if self.seed_ is None:
+        seed_ = _seed_int(seed)
+        if seed_ is None:
             # An unseeded (or Generator-seeded) method still needs a fixed base
             # seed so that select() is pure; draw it once.
             gen = seed if isinstance(seed, np.random.Generator) else np.random.default_rng()
-            self.seed_ = int(gen.integers(0, 2**63 - 1))
+            seed_ = int(gen.integers(0, 2**63 - 1))
+        self.seed_: int = seed_
         self._observed = np.zeros(self.n_items, dtype=bool)
         self._items: list[int] = []
         self._scores: list[float] = []
@@ -285,7 +286,7 @@ class BaseMethod(ABC):
         mask[list(exclude)] = False
         return rng.choice(np.flatnonzero(mask), size=k, replace=False)
 
-    def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
+    def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int] | np.ndarray:
         return self._random_unobserved(rng, k, exclude)
 
     @abstractmethod

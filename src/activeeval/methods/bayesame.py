@@ -586,6 +586,7 @@ class BayesAME(BatchSelection, BaseMethod):
         """k items greedily: condition on each chosen (and pending) item, take the next argmax of Eq. 6."""
         available = ~self._observed
         available[list(exclude)] = False
+        fantasy: Any  # the posterior itself (read only: one item, so never conditioned) or its fantasy()
         if k == 1 and not len(exclude):  # one item, nothing pending: the posterior as it is (read, not copied)
             fantasy, avail_per_bucket = self.posterior, self.posterior.remaining
         else:
@@ -1237,9 +1238,9 @@ def _cached_prior_sums(ref: ScoreMatrix, tolerance: float, kernel: LevelKernel, 
     return user_cache.derived("bayesame_prior_sums", key, compute, lambda sums: ({}, [sums]), decode)
 
 
-def _from_stored(cls: type, data: Mapping[str, Any]):
+def _from_stored(cls: Any, data: Mapping[str, Any]):
     """A ReferenceFit or Calibration from its stored dict, refusing any field that is not a number (or flag)."""
-    for field in cls.__dataclass_fields__.values():  # type: ignore[attr-defined]
+    for field in cls.__dataclass_fields__.values():
         value = data[field.name]
         values = value if isinstance(value, list) else [value]
         number = (bool,) if field.type == "bool" else (int, float)

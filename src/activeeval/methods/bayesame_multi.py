@@ -42,7 +42,7 @@ the NLML uses at most ``fit_max`` observations drawn at random;
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -220,6 +220,8 @@ class BayesAMEMulti(MultiTargetMethod):
         self.refit_every_ = int(refit_every) if refit_every else 0
         self._n_refs = ref.n_models
         self.single_ = None
+        fixed_row: Callable[[int], np.ndarray] | None
+        level_row: Callable[[int], np.ndarray] | None
         if prior == "reference" and n_lat != self.n_targets:
             raise ConfigurationError("prior='reference' has one latent per target; leave latents unset "
                                      "(latents is for prior='paper')")
@@ -238,11 +240,13 @@ class BayesAMEMulti(MultiTargetMethod):
             if level == "separate":  # K − K_level coupled by B, K_level = τ0 + τ1 m mᵀ each target's own
                 kern, m = single.kernel, single._m
 
-                def level_row(b: int) -> np.ndarray:
+                def level_of(b: int) -> np.ndarray:
                     return kern.tau0 + kern.tau1 * float(m[b]) * m
 
-                def fixed_row(b: int) -> np.ndarray:
-                    return single._prior_col(b) - level_row(b)
+                def fixed_of(b: int) -> np.ndarray:
+                    return single._prior_col(b) - level_of(b)
+
+                fixed_row, level_row = fixed_of, level_of
             self.unit_rows_ = np.eye(self.n_targets)  # U of B = c UUᵀ + (1 − c) I: B = I, independent targets
             start = self._icm_params(self.unit_rows_, single.sigma2_)
         else:
@@ -357,7 +361,7 @@ class BayesAMEMulti(MultiTargetMethod):
         return self.posterior.information_gain(self.target_index(target))
 
     # ---------------------------------------------------------------- selection
-    def _free_buckets(self, target: int, exclude: np.ndarray) -> np.ndarray:
+    def _free_buckets(self, target: int, exclude: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         avail = ~self._observed[target]
         avail[exclude] = False
         return np.bincount(self.buckets.of_item[avail], minlength=self.n_buckets) > 0, avail
@@ -399,7 +403,7 @@ class BayesAMEMulti(MultiTargetMethod):
                 ok |= ok_t
             b = self._argmax_bucket(ig / len(act), ok, rng)
             if b is None:
-                t = int(act[rng.integers(len(act))]) if free[list(act)].any(1).all() else int(
+                t = int(act[int(rng.integers(len(act)))]) if free[list(act)].any(1).all() else int(
                     np.flatnonzero(free.any(1))[0])
                 item = int(rng.choice(np.flatnonzero(free[t])))
             else:
@@ -533,7 +537,7 @@ class BayesAMEMulti(MultiTargetMethod):
 
 def _check(selection: str, prior: str, latents: int | None, refit_every: int | None, fit_steps: int, min_fit_steps: int,
            learning_rate: float | None, weight_decay: float, sigma2: float | None, fit_max: int | None,
-           refit_growth: float, n0: int, estimator: str, interval: str, scale_prior: float,
+           refit_growth: float, n0: int, estimator: str, interval: str | None, scale_prior: float,
            tolerance: float | None) -> None:
     """BayesAMEMulti's option values, each refused with what it must be."""
     choices = (("selection", selection, ("round-robin", "average", "random")),
@@ -556,15 +560,15 @@ def _check(selection: str, prior: str, latents: int | None, refit_every: int | N
     integer("min_fit_steps", min_fit_steps, 1)
     integer("fit_max", fit_max, 2, True)
     integer("n0", n0, 0)
-    for label, value, none_ok in (("learning_rate", learning_rate, True), ("sigma2", sigma2, True),
-                                  ("scale_prior", scale_prior, False)):
-        if value is None and none_ok:
+    for label, number, none_ok in (("learning_rate", learning_rate, True), ("sigma2", sigma2, True),
+                                   ("scale_prior", scale_prior, False)):
+        if number is None and none_ok:
             continue
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-            raise ConfigurationError(f"{label} must be a positive number, got {value!r}")
-    for label, value in (("weight_decay", weight_decay), ("refit_growth", refit_growth)):
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
-            raise ConfigurationError(f"{label} must be a number >= 0, got {value!r}")
+        if not (isinstance(number, (int, float)) and math.isfinite(number) and number > 0):
+            raise ConfigurationError(f"{label} must be a positive number, got {number!r}")
+    for label, number in (("weight_decay", weight_decay), ("refit_growth", refit_growth)):
+        if not (isinstance(number, (int, float)) and math.isfinite(number) and number >= 0):
+            raise ConfigurationError(f"{label} must be a number >= 0, got {number!r}")
     if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
         raise ConfigurationError(f"tolerance must be >= 0 (0 compares scores exactly), got {tolerance}")
 

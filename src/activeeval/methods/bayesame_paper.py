@@ -286,6 +286,7 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
         self._counts = self.buckets.counts
         self.logit_model_: str | None = None
         if likelihood == "logit":
+            assert self.reference.score_range is not None  # refused above: logit needs a bounded range
             low, high = self.reference.score_range
             self._low, self._width = float(low), float(high - low)
             self.logit_model_ = "bernoulli" if self.reference.kind == "binary" else "logit-normal"
@@ -304,7 +305,7 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
             self.kernel.matvec(self._feat, self._counts, self._d2_full), self._counts, self.sigma2_ * self._counts,
             capacity=max(self.refit_every, 64), auto_compress=False,  # a refit may rebuild first: _after_observe
         )
-        self._readout: tuple[np.ndarray, ...] | None = None
+        self._readout: tuple[BucketPosterior, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float] | None = None
         if self.logit_model_ == "bernoulli":
             self._init_bernoulli(float(alpha), float(beta))
         self._post.prior_cols = self._prior_cols  # blocks of columns for batch selection
@@ -416,7 +417,7 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
         if self._d2_full is not None:
             d2 = self._d2_full[np.ix_(obs, obs)]
         else:
-            d2 = np.vstack([self._d2_row(b)[obs] for b in obs]) if obs.size else np.zeros((0, 0))
+            d2 = np.vstack([self._d2_row(int(b))[obs] for b in obs]) if obs.size else np.zeros((0, 0))
         resid = self._post.sum_obs[obs] / n_b[obs] - self._mu_prior[obs]
         return d2, resid, self._counts[obs] / n_b[obs]
 
@@ -550,7 +551,7 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
         obs = np.flatnonzero(n_b > 0)
         if obs.size < 2:
             return False
-        d2 = np.vstack([self._d2_row(b)[obs] for b in obs])
+        d2 = np.vstack([self._d2_row(int(b))[obs] for b in obs])
         nlml = BucketNLML(d2, z_sum[obs] / n_b[obs] - self._mu_f[obs], noise[obs] / n_b[obs], self._n_refs)
 
         def objective_log(y: np.ndarray) -> tuple[float, np.ndarray]:
@@ -690,7 +691,7 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
         cu = self._post.cov_u if cov_u is None else cov_u
         return self.n_items**2 * var_r(rem, self._counts, cu, self.sigma2_, self.n_items)
 
-    def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
+    def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int] | np.ndarray:
         if not self.active:
             return self._random_unobserved(rng, k, exclude)
         if self.likelihood == "logit":

@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.special import log_expit
@@ -195,6 +196,7 @@ class AbilityPosterior:
         """Condition on the scaled score ``y`` ∈ [0, 1] of ``item``."""
         cal = self.calibration
         if self.two_pl:
+            assert cal.noise is not None  # a 2PL calibration has its items' noise
             mu = cal.item_mean(self.grid, item)
             self._logpost += -0.5 * (y - mu) ** 2 / float(cal.noise[item])
             self.free[item] = False
@@ -206,6 +208,7 @@ class AbilityPosterior:
     def information(self, theta: float) -> np.ndarray:
         """Every item's Fisher information about θ at ``theta`` (2PL items)."""
         cal = self.calibration
+        assert cal.slopes is not None and cal.noise is not None  # 2PL items only
         return information_2pl(theta, cal.slopes, cal.b, cal.noise)
 
     def nearest(self, k: int, skip: set[int]) -> list[int]:
@@ -281,6 +284,7 @@ class LocalError:
         y = np.asarray(cal.scale(self.scores[:, item], item), dtype=float)
         if cal.slopes is not None:
             # −(y − μ)²/2s² = (y/s²)·μ − μ²/2s² − y²/2s² (the last is constant in θ)
+            assert cal.noise is not None  # set with the slopes
             mu = cal.item_mean(self.grid, item)
             s2 = float(cal.noise[item])
             self.common -= 0.5 * mu * mu / s2
@@ -431,7 +435,7 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
     checks = sorted({int(c) for c in checkpoints if 1 <= c < y_raw.shape[1]})
     keys = ("theta_error", "se2") + (("score_error", "var_r", "slope2", "noise") if score else ()) + (
         ("local",) if local_error else ())
-    out: dict[int, dict[str, list[float]]] = {n: {key: [] for key in keys} for n in checks}
+    out: dict[int, dict[str, list[Any]]] = {n: {key: [] for key in keys} for n in checks}
     if not checks:
         return out
     n_items = y_raw.shape[1]
@@ -597,9 +601,9 @@ def learn_reference_errors(
     y_raw = np.asarray(scores, dtype=float)
     n_models, n_items = y_raw.shape
     local_error = method == "consistent" if local_error is None else bool(local_error)
-    options = dict(method=method, response=default_response(method, response), scale=scale, clip=clip,
-                   filter_negative=filter_negative, information=information, likelihood=likelihood,
-                   local_error=local_error)
+    options: dict[str, Any] = dict(
+        method=method, response=default_response(method, response), scale=scale, clip=clip,
+        filter_negative=filter_negative, information=information, likelihood=likelihood, local_error=local_error)
     every = np.arange(n_models)
     folds_ = [(held, np.setdiff1d(every, held)) for held in _fold_groups(n_models, folds)]
     within = _pseudo_runs(y_raw, folds_, sorted(set(ERROR_CHECKPOINTS) | set(INTERVAL_CHECKPOINTS)), score=True,
@@ -921,7 +925,7 @@ class ContinuousCAT(BaseMethod):
         cal = self.calibration_.interval
         case = self._outside(mean)
         factor = cal.factor(self.n_observed, "within") if cal is not None else None
-        if factor is not None and case != "within":
+        if factor is not None and cal is not None and case != "within":  # (factor is None without cal)
             # never narrower than inside the references: the edge runs are few and nearer than a real outlier
             edge = cal.factor(self.n_observed, case)
             factor = None if edge is None else max(factor, edge)
@@ -943,7 +947,7 @@ class ContinuousCAT(BaseMethod):
         """The learned error model and interval calibration, so that a session reopens without the pseudo-target
         runs."""
         cal = self.calibration_
-        out = {"error_scale": cal.error_scale, "error_floor": cal.error_floor}
+        out: dict[str, Any] = {"error_scale": cal.error_scale, "error_floor": cal.error_floor}
         if cal.interval is not None:
             out["interval_calibration"] = cal.interval.to_dict()
         return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 from activeeval.exceptions import ConfigurationError
 
@@ -62,7 +63,7 @@ class Estimate:
             lo, hi = max(lo, self.bounds[0]), min(hi, self.bounds[1])
         return (lo, hi)
 
-    def to_dict(self, level: float = 0.95) -> dict[str, float | int]:
+    def to_dict(self, level: float = 0.95) -> dict[str, Any]:
         lo, hi = self.ci(level)
         return {
             "estimate": self.mean,

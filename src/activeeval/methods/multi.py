@@ -60,6 +60,8 @@ def target_names(targets: int | Sequence[str]) -> tuple[str, ...]:
         return tuple(f"target-{i + 1}" for i in range(int(targets)))
     if isinstance(targets, str):
         raise ConfigurationError(f"targets must be a list of names or a count, got the string {targets!r}")
+    if isinstance(targets, bool):  # not a count (True is not 1 target): before, iterating it raised a TypeError
+        raise ConfigurationError(f"targets must be a list of names or a count, got {targets!r}")
     names = tuple(str(t) for t in targets)
     if not names:
         raise ConfigurationError("need at least one target; name the target models")
@@ -144,10 +146,11 @@ class MultiTargetMethod(ABC):
         self.n_items = self.reference.n_items
         self.item_ids = self.reference.item_ids
         self.seed = seed
-        self.seed_ = _seed_int(seed)
-        if self.seed_ is None:
+        seed_ = _seed_int(seed)
+        if seed_ is None:
             gen = seed if isinstance(seed, np.random.Generator) else np.random.default_rng()
-            self.seed_ = int(gen.integers(0, 2**63 - 1))
+            seed_ = int(gen.integers(0, 2**63 - 1))
+        self.seed_: int = seed_
         if not (isinstance(warm_start, (int, float)) and 0.0 <= float(warm_start) <= 1.0):
             raise ConfigurationError(f"warm_start must be a fraction of the items in [0, 1], got {warm_start!r}")
         self.warm_start = float(warm_start)
@@ -247,7 +250,8 @@ class MultiTargetMethod(ABC):
             raise SessionStateError(
                 "every item of the active targets is already observed or pending; nothing left to select")
         given = rng is not None
-        rng = rng if given else self.default_rng()
+        if rng is None:
+            rng = self.default_rng()
         out: list[Pair] = []
         for i in self.warm_items_:
             for t in act:

@@ -19,9 +19,9 @@ import importlib
 import inspect
 import re
 from collections import ChainMap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
@@ -69,7 +69,10 @@ _MULTI_TARGET = frozenset({"bayesame-multi", "bayesame-multi-paper"})
 _REGISTERED: dict[str, MethodFactory] = {}
 #: Every method by name: the built-ins (``"module:Class"``, imported on first use) and those added with
 #: :func:`register`. Read-only: nothing can replace a built-in behind the back of code that relies on it.
-METHODS: Mapping[str, str | MethodFactory] = MappingProxyType(ChainMap(_REGISTERED, _BUILTIN))  # built-ins listed first
+# (ChainMap's stub asks for mutable maps; the proxy on top is what keeps METHODS read-only)
+METHODS: Mapping[str, str | MethodFactory] = MappingProxyType(ChainMap(  # built-ins listed first
+    cast("MutableMapping[str, str | MethodFactory]", _REGISTERED),
+    cast("MutableMapping[str, str | MethodFactory]", _BUILTIN)))
 
 
 def resolve_replay(name: str) -> Callable[..., tuple[Any, Any]] | None:
@@ -88,7 +91,7 @@ def resolve_replay(name: str) -> Callable[..., tuple[Any, Any]] | None:
     cls = resolve_factory(name)
     if not inspect.isclass(cls) or "replay" not in vars(cls):
         return None
-    return cls.replay
+    return cast(Any, cls).replay
 
 
 def is_multi_target(name: str) -> bool:
@@ -178,7 +181,9 @@ def split_method_list(text: str) -> list[str]:
 
     Raises :class:`ConfigurationError` on unbalanced brackets.
     """
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    depth = 0
+    current: list[str] = []
     for ch in text:
         if ch == "[":
             depth += 1
@@ -203,9 +208,9 @@ def _parse_value(text: str) -> Any:
         return low == "true"
     if low in ("none", "null"):
         return None
-    for cast in (int, float):
+    for convert in (int, float):
         try:
-            return cast(text)
+            return convert(text)
         except ValueError:
             pass
     return text

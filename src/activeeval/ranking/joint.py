@@ -22,6 +22,7 @@ budget like any other.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import numpy as np
 
@@ -90,8 +91,9 @@ def joint_method(models: Sequence[str], methods: Mapping[str, object]) -> MultiT
     sides = [methods[m] for m in models]
     if not sides or not all(isinstance(s, JointTarget) for s in sides):
         return None
-    joint = sides[0].joint  # type: ignore[union-attr]
-    if any(s.joint is not joint for s in sides):  # type: ignore[union-attr]
+    joint_sides = cast("list[JointTarget]", sides)
+    joint = joint_sides[0].joint
+    if any(s.joint is not joint for s in joint_sides):
         raise ConfigurationError("the models' methods are sides of different joint methods; rank with one")
     return joint
 

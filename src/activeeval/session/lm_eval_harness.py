@@ -294,7 +294,7 @@ class LmEvalHarness:
             from lm_eval.utils import sanitize_model_name
 
             name = GeneralConfigTracker._get_model_name(args) or self.model  # lm-eval draws a random name here
-            folder = self.output_path / sanitize_model_name(name)  # type: ignore[operator]
+            folder = self.output_path / sanitize_model_name(name)
             self._samples[args] = _SamplesFile(folder / f"samples_{self.task}_{self._stamp}.jsonl")
         return self._samples[args]
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -176,7 +176,8 @@ class MultiSession(StoppingChanges, JournalSession):
         seed = options.pop("seed")
         name, targets = self._settings["method"], self._settings["targets"]
         if is_multi_target(name):
-            return resolve_factory(name)(self._prepared_reference(), targets, seed=seed, **options)
+            joint = resolve_factory(name)(self._prepared_reference(), targets, seed=seed, **options)
+            return cast(MultiTargetMethod, joint)  # a multi-target name's factory builds one
         return Independent(self._prepared_reference(), targets, method=name, seed=seed, **options)
 
     def _observe(self, state: MultiTargetMethod, ev: Event) -> None:
@@ -236,9 +237,10 @@ class MultiSession(StoppingChanges, JournalSession):
             chosen: list[tuple[str, int]] = []
             for t, i in method.select_batch(int(k), exclude=list(self._pending), active=active):
                 name = method.targets[t]
-                if room[name] is None or room[name] > 0:
+                left = room[name]
+                if left is None or left > 0:
                     chosen.append((name, i))
-                    room[name] = None if room[name] is None else room[name] - 1
+                    room[name] = None if left is None else left - 1
             batch = tx.next_batch()
             seqs = [tx.append("ask", method.item_ids[i], batch=batch, target=t).seq for t, i in chosen]
         for (t, i), seq in zip(chosen, seqs):

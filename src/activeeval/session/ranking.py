@@ -18,7 +18,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DuplicateObservationError, UnknownModelError
@@ -38,6 +38,9 @@ from activeeval.ranking import (
 )
 from activeeval.session.base import JournalSession, new_seed, resolve_method
 from activeeval.session.storage import DEFAULT_TIMEOUT, Event
+
+if TYPE_CHECKING:
+    from activeeval.methods.multi import MultiTargetMethod
 
 __all__ = ["RankAsk", "RankSession", "RankStatus"]
 
@@ -146,7 +149,8 @@ class RankSession(JournalSession):
             if "targets" in kw:
                 raise ConfigurationError(
                     f"method {name!r}: its targets are the models ranked (--models); drop targets=")
-            return _Methods(joint_targets(make_method(name, ref, targets=targets, **kw), targets))
+            joint = cast("MultiTargetMethod", make_method(name, ref, targets=targets, **kw))  # a multi-target name
+            return _Methods(joint_targets(joint, targets))
         make = sharing_factory(name, ref, **kw)  # reference-only state derived once
         return _Methods({m: make() for m in targets})
 
@@ -275,6 +279,7 @@ class RankSession(JournalSession):
                 )
             idx, value = method.check_observation(idx, value)
             ev = tx.append("tell", iid, value, target=model)
+            assert ev.score is not None  # a tell event stores its score
             method.observe(idx, ev.score)  # the score as stored, exactly as a replay will see it
             self._told[(model, iid)] = ev.score
             self._digest.add(ev.seq, model, iid, ev.score)
@@ -287,7 +292,7 @@ class RankSession(JournalSession):
         """The current ranking with each adjacent pair's confidence, the ties, and the stop reason."""
         methods = self._sync()
         s = self._settings
-        asked = {m: [] for m in self.models}
+        asked: dict[str, list[int]] = {m: [] for m in self.models}
         for (m, iid), _ in self._told.items():
             asked[m].append(methods[m].reference.item_index(iid))
         reason = self.stop_reason()

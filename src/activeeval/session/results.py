@@ -54,7 +54,7 @@ LEVEL = 0.95
 
 def schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a results file."""
-    text = resources.files("activeeval").joinpath("schemas", "results.schema.json").read_text(encoding="utf-8")
+    text = resources.files("activeeval").joinpath("schemas").joinpath("results.schema.json").read_text(encoding="utf-8")
     return json.loads(text)
 
 

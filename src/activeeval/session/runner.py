@@ -44,7 +44,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from activeeval.data.matrix import parse_score_text
 from activeeval.exceptions import (
@@ -142,8 +142,12 @@ class Scorer:
     def argv(self, item_id: str, model: str | None = None) -> list[str]:
         """The command for one item: each placeholder replaced in one pass (values are never re-read)."""
         values = {PLACEHOLDER: item_id, MODEL_PLACEHOLDER: model}
-        return [_PLACEHOLDERS.sub(lambda m: values[m.group()] if values[m.group()] is not None else m.group(), a)
-                for a in shlex.split(self.template)]
+
+        def fill(m: re.Match[str]) -> str:
+            value = values[m.group()]
+            return value if value is not None else m.group()
+
+        return [_PLACEHOLDERS.sub(fill, a) for a in shlex.split(self.template)]
 
     def __call__(self, item_id: str, model: str | None = None) -> float:
         argv = self.argv(item_id, model)
@@ -235,8 +239,9 @@ def _collect(proc: subprocess.Popen, timeout: float | None) -> tuple[str, str, b
     are abandoned (closed unread).
     """
     deadline = None if timeout is None else time.monotonic() + timeout
-    tails = {proc.stdout: bytearray(), proc.stderr: bytearray()}
-    keep = {proc.stdout: _KEEP_STDOUT, proc.stderr: _KEEP_STDERR}
+    # keyed by the two pipes (IO objects; Popen's stubs say Optional, the caller opens both with PIPE)
+    tails: dict[Any, bytearray] = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+    keep: dict[Any, int] = {proc.stdout: _KEEP_STDOUT, proc.stderr: _KEEP_STDERR}
     finished = True
     if not _POSIX:  # pragma: no cover - no select() on Windows pipes
         try:
@@ -292,9 +297,9 @@ _REFUSED = (InvalidScoresError, DuplicateObservationError, UnknownItemError)
 def _record(session: Session | MultiSession, item_id: str, score: float, target: str | None = None) -> None:
     try:
         if target is None:
-            session.tell(item_id, score)  # type: ignore[call-arg]
+            cast(Session, session).tell(item_id, score)
         else:
-            session.tell(target, item_id, score)  # type: ignore[call-arg]
+            cast(MultiSession, session).tell(target, item_id, score)
     except _REFUSED as exc:
         of = "" if target is None else f" of target {target!r}"
         raise ScorerError(f"the scorer gave an invalid score for item {item_id!r}{of}: {exc}") from exc
@@ -316,6 +321,7 @@ def drive(
     check_jobs(jobs)
     if not hasattr(scorer, "score_many"):
         scorer = _Plain(scorer)  # a plain callable item_id -> score
+    batch_scorer = cast(BatchScorer, scorer)
     while True:
         reason = session.stop_reason()
         if reason is not None:
@@ -324,9 +330,9 @@ def drive(
         size = int(jobs) if budget is None else max(1, min(int(jobs), budget - len(session.observations)))
         batch: Sequence[str] = session.pending or [a.item_id for a in session.ask(size)]
         try:
-            results = scorer.score_many(batch)
+            results = batch_scorer.score_many(batch)
         except KeyboardInterrupt as exc:
-            scorer.stop()
+            batch_scorer.stop()
             _record_all(session, batch, getattr(exc, "partial", ()), on_record)
             raise
         failure = _record_all(session, batch, results, on_record)
@@ -397,15 +403,16 @@ def drive_multi(
     check_jobs(jobs)
     if not hasattr(scorer, "score_many"):
         scorer = _PlainPairs(scorer)  # a plain callable (target, item_id) -> score
+    batch_scorer = cast(BatchScorer, scorer)
     while True:
         reason = session.stop_reason()
         if reason is not None:
             return reason
-        batch = list(session.pending) or [tuple(p) for p in session.ask(int(jobs))]
+        batch = list(session.pending) or [(p.target, p.item_id) for p in session.ask(int(jobs))]
         try:
-            results = _score_pairs(scorer, batch)
+            results = _score_pairs(batch_scorer, batch)
         except KeyboardInterrupt as exc:
-            scorer.stop()
+            batch_scorer.stop()
             _record_all(session, batch, getattr(exc, "partial", ()), on_record)
             raise
         failure = _record_all(session, batch, results, on_record)

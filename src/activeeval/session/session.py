@@ -297,7 +297,7 @@ class Session(StoppingChanges, JournalSession):
         pairs = list(scores.items()) if isinstance(scores, Mapping) else list(scores)
         return self._record(pairs, include_unasked=include_unasked)
 
-    def _record(self, pairs: list[tuple[str | int, float]], include_unasked: bool) -> RecordSummary:
+    def _record(self, pairs: Sequence[tuple[str | int, float]], include_unasked: bool) -> RecordSummary:
         return RecordSummary(*self._record_scores([("", item, score) for item, score in pairs], include_unasked))
 
     def _check_new(self, state: BaseMethod, target: str, idx: int, value: float) -> float:

@@ -462,6 +462,7 @@ class Journal:
                 "INSERT INTO events(kind, item_id, score, batch, created) VALUES (?, ?, ?, ?, ?)",
                 (kind, item_id, score, batch, created),
             )
+            assert cur.lastrowid is not None  # set by every INSERT
             return Event(int(cur.lastrowid), kind, item_id, score, batch, created, target)
         # The chain continues from the last row, which the caller has replayed (and so verified) under this lock.
         last = conn.execute("SELECT seq, chain FROM events ORDER BY seq DESC LIMIT 1").fetchone()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ class ScoreFormat:
     matches: Callable[[Path], bool]
 
 
-def require_file(path: str | Path, what: str) -> Path:
+def require_file(path: str | os.PathLike[str], what: str) -> Path:
     p = Path(path).expanduser()
     if not p.exists():
         raise DataFormatError(f"{what} {str(p)!r} does not exist")

@@ -71,6 +71,7 @@ def parse_value_map(text: str | Mapping[str, float] | None) -> dict[str, float]:
     """``"P=0,N=0"`` (or a mapping) as ``{value: number}``; ConfigurationError naming --value-map otherwise."""
     if text is None:
         return {}
+    pairs: list[tuple[str, float | str]]
     if isinstance(text, Mapping):
         pairs = list(text.items())
     else:
@@ -85,15 +86,15 @@ def parse_value_map(text: str | Mapping[str, float] | None) -> dict[str, float]:
                     f"{part!r}")
             pairs.append((key.strip(), number.strip()))
     out: dict[str, float] = {}
-    for key, number in pairs:
+    for name, given in pairs:
         try:
-            value = float(number)
+            value = float(given)
         except (TypeError, ValueError):
             value = math.nan
-        if isinstance(number, bool) or not math.isfinite(value):
+        if isinstance(given, bool) or not math.isfinite(value):
             raise ConfigurationError(
-                f"--value-map (value_map=): {key!r} must map to a finite number, got {number!r} (e.g. 'P=0.5')")
-        out[str(key)] = value
+                f"--value-map (value_map=): {name!r} must map to a finite number, got {given!r} (e.g. 'P=0.5')")
+        out[str(name)] = value
     return out
 
 

@@ -120,9 +120,9 @@ class AIPWRidge(BaseMethod):
         if n >= self.n_items:
             return Estimate(float(self._sy[0] / n), 0.0, n, self.n_items, self._bounds())
         fallback = np.array([_rs_var(scores, self.n_items, worst_case_var(self.reference))])
-        mean, var = _aipw_from_moments(n, self.n_items, self._sx, self._sxx, self._sy, self._sxy, self._syy,
-                                       self._phi.sum(0), fallback, self.alpha)
-        return Estimate(_clip(float(mean[0]), self.reference), float(var[0]), n, self.n_items, self._bounds())
+        means, vars_ = _aipw_from_moments(n, self.n_items, self._sx, self._sxx, self._sy, self._sxy, self._syy,
+                                          self._phi.sum(0), fallback, self.alpha)
+        return Estimate(_clip(float(means[0]), self.reference), float(vars_[0]), n, self.n_items, self._bounds())
 
     @fast_replay
     def replay(reference: ScoreMatrix, truths: np.ndarray, seed: int, *,

@@ -90,7 +90,7 @@ def covering_gain(sim: np.ndarray, best: np.ndarray) -> np.ndarray:
     return np.maximum(sim - best[:, None], 0.0).sum(axis=0)
 
 
-def anchor_weights(sim: np.ndarray, anchors: Sequence[int]) -> np.ndarray:
+def anchor_weights(sim: np.ndarray, anchors: Sequence[int] | np.ndarray) -> np.ndarray:
     """APW weights: cluster size / N for each anchor, in the order of ``anchors``.
 
     Every anchor belongs to its own cluster; every other item joins its most
@@ -170,7 +170,7 @@ def covering_order(sim: np.ndarray, seed: int, *, dense_fraction: float = 0.25) 
     return order
 
 
-def anchor_weight_path(sim: np.ndarray, order: Sequence[int]) -> Iterator[np.ndarray]:
+def anchor_weight_path(sim: np.ndarray, order: Sequence[int] | np.ndarray) -> Iterator[np.ndarray]:
     """:func:`anchor_weights` of every prefix of ``order``: yields the weights for n = 1, 2, ...
 
     The nearest-anchor assignment is kept up to date instead of recomputed:
