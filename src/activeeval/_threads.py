@@ -133,7 +133,7 @@ def refresh() -> None:
     is loaded, however it was imported (a plain ``import scipy.optimize``
     inside a scope loads SciPy's BLAS with its own thread count: before this
     watch, the default's fit then ran at one thread per core until the next
-    inner scope, 8x slower on a busy machine: docs/BENCHMARKS.md "BLAS
+    inner scope, 10-14x slower on a busy machine: docs/BENCHMARKS.md "BLAS
     threads under load, again"). An inner scope entered later checks the same.
     """
     with _lock:
