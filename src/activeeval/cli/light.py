@@ -11,7 +11,7 @@ and says None for anything else: ``--help``, ``--version``, a completion request
 option, a missing or extra argument, a value that starts with ``-``, is empty, or needs Typer's conversion
 (an integer written other than in plain digits), a file argument that is a folder or unreadable, a terminal
 that is not UTF-8, Windows. The full Typer app then runs the command line (and prints its usage errors), so
-the light path never answers what Typer would answer differently (``tests/cli/test_light.py`` compares the
+the light path never answers what Typer would answer differently (``tests/session/test_light_cli.py`` compares the
 two on a table of command lines).
 """
 
