@@ -201,13 +201,19 @@ def _stored_key(method: Any, rule: tuple) -> str:
 
     ref = method.reference
     options = {"fit": method.fit_.to_dict(), "calibration": method.calibration_.to_dict(),
-               "calibrate_by": method.calibrate_by, "selection": method.selection,
-               "extrapolation": method.extrapolation, "switch_until": method.switch_until,
-               "scale_prior": method.scale_prior, "controls": method.controls, "warmup": method.warmup,
-               "tolerance": method.tolerance, "tolerance_": method.tolerance_, "seed": int(method.seed_),
+               **_played_options(method), "tolerance_": method.tolerance_, "seed": int(method.seed_),
                "class": type(method).__name__}
     return user_cache.key("forecast", STORE_FORMAT, user_cache.code_fingerprint(), np.__version__, ref.fingerprint(),
                           ref.n_models, ref.n_items, options, list(rule))
+
+
+def _played_options(method: Any) -> dict[str, Any]:
+    """The options of ``method`` that the forecast's fold methods are built with (besides its seed, fit and
+    calibration): one list, so the stored forecast's key (:func:`_stored_key`) holds every one of them."""
+    return {"calibrate_by": method.calibrate_by, "selection": method.selection,
+            "extrapolation": method.extrapolation, "switch_until": method.switch_until,
+            "scale_prior": method.scale_prior, "controls": method.controls, "warmup": method.warmup,
+            "tolerance": method.tolerance}
 
 
 def _from_stored(meta: dict[str, Any], n_items: int, max_items: int | None) -> Forecast | None:
@@ -321,9 +327,7 @@ def _play(method: Any, ref: Any, truths: np.ndarray, epsilon1: float, epsilon2: 
     from activeeval.methods.bayesame import SCALE_SKIP, SCALE_SWITCH, Z95, BayesAME, beyond_every_reference
 
     m = BayesAME(ref, seed=method.seed_, hyperparameters=method.fit_, calibration=method.calibration_,
-                 calibrate_by=method.calibrate_by, selection=method.selection, extrapolation=method.extrapolation,
-                 switch_until=method.switch_until, scale_prior=method.scale_prior, controls=method.controls,
-                 warmup=method.warmup, tolerance=method.tolerance)
+                 **_played_options(method))
     one = m.posterior
     n_t = truths.shape[0]
     post = BucketPosterior(one.prior_mean, one.prior_col, one.prior_diag, one.prior_cov_counts, one.counts,
