@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from activeeval import user_cache
@@ -256,6 +258,28 @@ def test_a_long_list_of_arrays_is_one_array_of_the_entry() -> None:
     assert node["$"] == "packed"
     with pytest.raises(Exception):  # noqa: B017 - lengths that do not add up to the values: refused
         snap.decode_state(node, (arrays[0], arrays[1] + 1), {})
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), dtype=st.sampled_from(["int64", "float64", "bool"]), write=st.booleans())
+def test_a_packed_list_of_arrays_reads_back_exactly(data, dtype, write) -> None:
+    """Property: any list of same-dtype, same-flag 1-D arrays long enough to be packed reads back with the same
+    values (bit for bit: -0.0, NaN, infinities), dtype, flag and count, whatever the lengths (zeros among them)."""
+    import numpy as np
+
+    n = data.draw(st.integers(snap.PACK_MIN, snap.PACK_MIN + 20))
+    lengths = data.draw(st.lists(st.integers(0, 6), min_size=n, max_size=n))
+    elems = {"int64": st.integers(-(2**63), 2**63 - 1), "bool": st.booleans(),
+             "float64": st.floats(allow_nan=True, allow_infinity=True)}[dtype]
+    arrays = [np.array(data.draw(st.lists(elems, min_size=k, max_size=k)), dtype=dtype) for k in lengths]
+    for a in arrays:
+        a.setflags(write=write)
+    graph, stored = snap.encode_state({"v": arrays}, {})
+    back = snap.decode_state(json.loads(json.dumps(graph)), tuple(a.copy() for a in stored), {})["v"]
+    assert len(back) == len(arrays)
+    for a, b in zip(arrays, back, strict=True):
+        assert b.dtype == a.dtype and b.shape == a.shape and b.tobytes() == a.tobytes()
+        assert b.flags.writeable == write
 
 
 @pytest.mark.parametrize("node", [
