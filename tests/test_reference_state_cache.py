@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from activeeval import user_cache
 from activeeval._cache import clear_caches
@@ -313,3 +315,33 @@ def test_methods_on_one_reference_share_the_prior_state_in_the_process(cache, st
     assert _play(first, target) == alone and _play(second, target) == alone
     BayesAME(ref, seed=5, hyperparameters={**FIT.to_dict(), "beta": 2.0}, calibration=None)  # another kernel
     assert state == ["sums"]
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=st.data(), binary=st.booleans())
+def test_buckets_read_back_from_their_assignment_exactly(data, binary) -> None:
+    """Property (the stored buckets' round trip): for any reference, bucketize's assignment alone gives back its
+    buckets bit for bit, and an assignment with two buckets' labels swapped is refused."""
+    from activeeval.gaussian import bucketize, buckets_from_assignment
+
+    n_items = data.draw(st.integers(1, 40))
+    n_refs = data.draw(st.integers(1, 5))
+    if binary:
+        phi = np.array(data.draw(st.lists(st.sampled_from([0.0, 1.0]), min_size=n_items * n_refs,
+                                          max_size=n_items * n_refs))).reshape(n_items, n_refs)
+        tol = None
+    else:
+        phi = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.1, 0.1000001, 0.5, -0.0, 1.0]),
+                                          min_size=n_items * n_refs, max_size=n_items * n_refs))).reshape(n_items, n_refs)
+        tol = data.draw(st.sampled_from([None, 1e-3]))
+    b = bucketize(phi, tol)
+    back = buckets_from_assignment(phi, b.of_item, tol)
+    for name in ("of_item", "counts", "phi"):
+        x, y = getattr(b, name), getattr(back, name)
+        assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), name
+    assert [m.tolist() for m in back.members] == [m.tolist() for m in b.members]
+    if b.n_buckets >= 2:
+        swapped = b.of_item.copy()
+        swapped[b.of_item == 0], swapped[b.of_item == 1] = 1, 0
+        with pytest.raises(ValueError):
+            buckets_from_assignment(phi, swapped, tol)
