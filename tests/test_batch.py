@@ -358,7 +358,7 @@ def test_non_myopic_select_is_a_member_of_the_best_batch(ifeval_split) -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"batch_strategy": "best"}, "batch_strategy must be one of greedy, pair, lars, dpp, kmeans, got 'best'"),
+        ({"batch_strategy": "best"}, "batch_strategy= must be one of greedy, pair, lars, dpp, kmeans, got 'best'"),
         ({"batch_size": 0}, "batch_size must be a positive integer (the |A| of the non-myopic selection), got 0"),
         ({"batch_size": 10_000}, "batch_size 10000 is larger than the benchmark's 541 items; choose at most that"),
         ({"myopic": "yes"}, "myopic must be true or false, got 'yes'"),
@@ -382,7 +382,7 @@ def test_select_batch_refuses_a_non_positive_k(ifeval_split) -> None:
 def test_select_batch_of_the_module_refuses_bad_values() -> None:
     _, cov, _, _ = problem()
     rng = np.random.default_rng(0)
-    with pytest.raises(ConfigurationError, match="batch_strategy must be one of"):
+    with pytest.raises(ConfigurationError, match="batch_strategy= must be one of"):
         select_batch(cov, 2, "nope", rng)
     with pytest.raises(ConfigurationError, match="the batch size must be a positive integer, got 0"):
         select_batch(cov, 0, "pair", rng)

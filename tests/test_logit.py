@@ -271,7 +271,7 @@ def test_bad_input() -> None:
         method.observe(0, 1.5)
     assert method.n_observed == 0  # nothing recorded
     unbounded = ScoreMatrix(ref.scores * 50, kind="continuous", score_range=None)
-    with pytest.raises(ConfigurationError, match=r"likelihood='logit' needs bounded scores.*--score-range LOW HIGH"):
+    with pytest.raises(ConfigurationError, match=r"likelihood='logit' needs bounded scores.*score_range=\(low, high\)"):
         BayesAMEPaper(unbounded, likelihood="logit")
 
 

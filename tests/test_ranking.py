@@ -361,7 +361,7 @@ def test_next_item_reuses_the_partners_most_informative_item():
     plain = Informed(0.0)
     plain.item_information = None
     assert next_item(plain, [40, 30], pairing="partner") == 40
-    with pytest.raises(ConfigurationError, match=r"--pairing \(pairing=\) must be 'own' or 'partner'"):
+    with pytest.raises(ConfigurationError, match=r"pairing= must be 'own' or 'partner'"):
         AdaptiveRanker(["a", "b"], fakes({"a": 0, "b": 1}), oracle, pairing="both")
 
 

@@ -197,7 +197,7 @@ def test_simulated_ranking_and_backtest_with_a_joint_method(alpaca, joint_name, 
     assert ev.summarize_rank_backtest([rec]).keys() == ev.summarize_rank_backtest(
         [ev.simulate_ranking(full, models, method="bayesame", budget_per_model=8, min_items=2, n_boot=200)]).keys()
     assert joint_name in ev.rank_methods()
-    with pytest.raises(ConfigurationError, match=r"'seed' is set by the simulation; use --seed"):
+    with pytest.raises(ConfigurationError, match=r"'seed' is set by the simulation; use seed="):
         ev.simulate_ranking(full, models, method=f"{joint_name}[seed=3]")
     with pytest.raises(ConfigurationError, match=r"'targets' is set by the simulation: the models ranked"):
         ev.simulate_ranking(full, models, method=f"{joint_name}[targets=3]")
@@ -263,7 +263,7 @@ def test_rank_session_with_a_joint_method_decides_like_the_ranker_and_survives_r
     assert st.result.items == direct.items and st.result.ranking == direct.ranking
     assert st.result.covariances == direct.covariances and st.stop_reason == direct.stop_reason
     assert n == direct.n_items_used
-    with pytest.raises(ConfigurationError, match=r"its targets are the models ranked \(--models\); drop targets="):
+    with pytest.raises(ConfigurationError, match=r"its targets are the models ranked \(models=\); drop targets="):
         RankSession.create(tmp_path / "bad.aeval", ref_file, models, method=f"{joint_name}[targets=2]")
     assert not (tmp_path / "bad.aeval").exists()
 

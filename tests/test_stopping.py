@@ -15,10 +15,10 @@ from activeeval.stopping import AnyOf, BudgetRule, WindowCIRule, conditions_of, 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"epsilon2": 0}, "epsilon2 must be > 0"),
-        ({"epsilon1": -1}, "epsilon1 must be >= 0"),
-        ({"window": 0}, "window must be a positive integer"),
-        ({"max_items": 0}, "max_items must be a positive integer"),
+        ({"epsilon2": 0}, "epsilon2= must be > 0"),
+        ({"epsilon1": -1}, "epsilon1= must be >= 0"),
+        ({"window": 0}, "window= must be a positive integer"),
+        ({"max_items": 0}, "max_items= must be a positive integer"),
     ],
 )
 def test_stopping_configuration_errors(kwargs: dict, message: str) -> None:

@@ -200,7 +200,7 @@ def output_folder(path: PathLike, *, overwrite: bool = False, what: str = "outpu
         raise StorageError(f"cannot create {what} {str(out)!r} ({exc.strerror or exc})") from exc
     try:
         yield tmp
-        (tmp / RESULTS_MARKER).write_text("written by activeeval; `--force` may replace this folder\n")
+        (tmp / RESULTS_MARKER).write_text("written by activeeval; asked to overwrite, it may replace this folder\n")
         check_output_folder(out, overwrite=overwrite, what=what, resumable=resumable)
         old = None
         if out.exists():

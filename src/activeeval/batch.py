@@ -60,7 +60,7 @@ import numpy as np
 from numpy.linalg import LinAlgError  # (SciPy's is this class)
 
 from activeeval._lazy import lazy_function
-from activeeval.exceptions import ConfigurationError, NumericalError
+from activeeval.exceptions import ConfigurationError, NumericalError, option
 
 __all__ = [
     "POOL_SIZE",
@@ -87,7 +87,7 @@ cho_factor = lazy_function("scipy.linalg:cho_factor")
 cho_solve = lazy_function("scipy.linalg:cho_solve")
 solve_triangular = lazy_function("scipy.linalg:solve_triangular")
 
-#: Batch strategies of the BayesAME methods' ``batch_strategy`` (and the backtest's ``--batch-strategy``).
+#: Batch strategies of the BayesAME methods' ``batch_strategy`` (and the backtest's).
 STRATEGIES = ("greedy", "pair", "lars", "dpp", "kmeans")
 #: Candidate items of the |A| > 2 strategies: the top items by single-item β (see the module docstring).
 POOL_SIZE = 500
@@ -96,10 +96,11 @@ POPULATION = 8
 ROUNDS = 3
 
 
-def check_strategy(strategy: object, what: str = "batch_strategy") -> str:
+def check_strategy(strategy: object, what: str | None = None) -> str:
     """``strategy`` if it is one of :data:`STRATEGIES`, else a ConfigurationError naming ``what``."""
     if strategy not in STRATEGIES:
-        raise ConfigurationError(f"{what} must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+        raise ConfigurationError(
+            f"{what or option('batch_strategy')} must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
     return str(strategy)
 
 

@@ -4,9 +4,19 @@ Every error the library raises on purpose derives from :class:`ActiveEvalError`,
 so ``except ActiveEvalError`` catches them all. Errors about bad values also
 derive from :class:`ValueError` (and lookup errors from :class:`KeyError`) so
 that generic handlers keep working. Messages name the problem and the fix.
+
+The library speaks Python, the command line speaks flags: a message names an
+option with :func:`option` (``seed=`` in the Python text, ``--seed`` where the
+CLI prints it). The error keeps the message as written (:attr:`ActiveEvalError.template`)
+and the options it names (:attr:`ActiveEvalError.options`); ``str(error)`` is the
+Python text, and the CLI renders the template with its one table of flags
+(:mod:`activeeval.cli.flags`).
 """
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 __all__ = [
     "ActiveEvalError",
@@ -24,11 +34,90 @@ __all__ = [
     "UnknownDatasetError",
     "UnknownItemError",
     "UnknownModelError",
+    "option",
+    "render_options",
+    "template_of",
 ]
+
+# An option named in a message: \x1f name \x1e table key \x1e python value \x1e command-line value \x1f. Control
+# characters no message of ours contains; only :func:`option` writes them (and strips them from values).
+_MARK, _SEP = "\x1f", "\x1e"
+_OPTION_RE = re.compile(r"\x1f([A-Za-z_][A-Za-z0-9_]*)\x1e([A-Za-z0-9_.]*)\x1e([^\x1f\x1e]*)\x1e([^\x1f\x1e]*)\x1f")
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def option(name: str, value: str | None = None, cli_value: str | None = None, *, key: str | None = None) -> str:
+    """The option ``name`` as a message names it: ``name=`` (``name=value``) in Python, its flag on the command line.
+
+    ``value`` is how a Python user writes the value (``"(low, high)"``, ``"'items'"``); ``cli_value`` how a
+    command-line user does (``"LOW HIGH"``, ``"items"``; defaults to ``value``). ``key`` is the entry of the
+    CLI's table of flags when it is not ``name`` (one keyword with two flags, e.g. the Inspect harness's
+    ``model_args``, given one by one as ``--model-arg``). Use it in an :class:`ActiveEvalError`'s message.
+    """
+    if not _NAME_RE.fullmatch(name) or (key is not None and not re.fullmatch(r"[A-Za-z0-9_.]+", key)):
+        raise ValueError(f"option name must be a Python identifier, got {name!r} (key {key!r})")
+    py = "" if value is None else _plain(str(value))
+    cli = py if cli_value is None else _plain(str(cli_value))
+    return f"{_MARK}{name}{_SEP}{key or ''}{_SEP}{py}{_SEP}{cli}{_MARK}"
+
+
+def _plain(text: str) -> str:
+    """A value as a message may carry it: without the marker characters (a user's value could hold them)."""
+    return text.replace(_MARK, "").replace(_SEP, "")
+
+
+def render_options(text: str, flags: Any = None) -> str:
+    """``text`` with each :func:`option` written for Python (``flags`` None: ``name=value``) or for the command
+    line (``flags``: a mapping of option name, or key, to flag — ``"name=value"`` to a flag that says the value,
+    such as ``"overwrite=True"`` → ``--force``; an option it lacks stays in its Python form)."""
+
+    def one(m: re.Match[str]) -> str:
+        name, key, py, cli = m.groups()
+        if flags is None:
+            return f"{name}={py}"
+        said = flags.get(f"{key or name}={py}") if py else None  # a flag that says the value: --force
+        if said is not None:
+            return str(said)
+        flag = flags.get(key or name)
+        if flag is None:
+            return f"{name}={py}"
+        return f"{flag} {cli}" if cli else str(flag)
+
+    return _OPTION_RE.sub(one, text)
+
+
+def options_in(text: str) -> tuple[str, ...]:
+    """The options :func:`option` wrote into ``text`` (their table keys), in order, each once."""
+    return tuple(dict.fromkeys(m.group(2) or m.group(1) for m in _OPTION_RE.finditer(text)))
+
+
+def template_of(exc: BaseException) -> str:
+    """An error's message with its options still marked (:attr:`ActiveEvalError.template`), else ``str(exc)``:
+    for a message that quotes another error's, so the CLI can still print that one's flags."""
+    template = getattr(exc, "template", None)
+    return template if isinstance(template, str) else str(exc)
 
 
 class ActiveEvalError(Exception):
-    """Base class of every error raised by activeeval on purpose."""
+    """Base class of every error raised by activeeval on purpose.
+
+    A message may name options with :func:`option`: ``str(error)`` (and ``args[0]``) is then the Python text
+    (``seed=``), :attr:`template` the message as written, :attr:`options` the names (the CLI prints flags).
+    """
+
+    template: str | None = None
+    options: tuple[str, ...] = ()
+
+    def __init__(self, *args: Any) -> None:
+        if args and isinstance(args[0], str) and _MARK in args[0]:
+            self.template = args[0]
+            self.options = options_in(args[0])
+            args = (render_options(args[0]), *args[1:])
+        super().__init__(*args)
+
+    def __reduce__(self) -> Any:  # across processes (a backtest's workers) the options stay marked
+        args = self.args if self.template is None else (self.template, *self.args[1:])
+        return (type(self), args, self.__dict__ or None)
 
 
 class DataFormatError(ActiveEvalError, ValueError):

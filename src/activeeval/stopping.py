@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from activeeval.exceptions import ConfigurationError
+from activeeval.exceptions import ConfigurationError, option
 from activeeval.methods.estimate import Estimate
 
 __all__ = [
@@ -72,11 +72,13 @@ class WindowCIRule:
 
     def __post_init__(self) -> None:
         if not self.epsilon1 >= 0:
-            raise ConfigurationError(f"epsilon1 must be >= 0 (the tolerated R-hat range), got {self.epsilon1}")
+            raise ConfigurationError(
+                f"{option('epsilon1')} must be >= 0 (the tolerated R-hat range), got {self.epsilon1}")
         if not self.epsilon2 > 0:
-            raise ConfigurationError(f"epsilon2 must be > 0 (the tolerated interval width), got {self.epsilon2}")
+            raise ConfigurationError(
+                f"{option('epsilon2')} must be > 0 (the tolerated interval width), got {self.epsilon2}")
         if int(self.window) != self.window or self.window < 1:
-            raise ConfigurationError(f"window must be a positive integer, got {self.window}")
+            raise ConfigurationError(f"{option('window')} must be a positive integer, got {self.window}")
         if not 0 < self.level < 1:
             raise ConfigurationError(f"level must be in (0, 1), got {self.level}")
 
@@ -111,7 +113,8 @@ class BudgetRule:
 
     def __post_init__(self) -> None:
         if int(self.max_items) != self.max_items or self.max_items < 1:
-            raise ConfigurationError(f"max_items must be a positive integer number of items, got {self.max_items}")
+            raise ConfigurationError(
+                f"{option('max_items')} must be a positive integer number of items, got {self.max_items}")
 
     def check(self, trajectory: Sequence[Estimate]) -> str | None:
         return "budget" if len(trajectory) >= self.max_items else None

@@ -33,7 +33,7 @@ def test_value_map_overrides_and_unknown_strings_name_the_fix() -> None:
     assert to_number("P", "here", {"P": 0.0}) == 0.0
     assert to_number("A", "here", {"A": 0.25}) == 0.25
     with pytest.raises(InvalidScoresError, match=r"score value 'maybe' is not a number nor one of C, P, I, N; give it "
-                                                 r"a number with value_map \(--value-map 'maybe=1'"):
+                                                 r"a number with value_map='maybe=1'"):
         to_number("maybe", "here")
     for bad in (math.nan, math.inf, None, [1, 0]):
         with pytest.raises(InvalidScoresError, match="is not a number"):
@@ -45,11 +45,11 @@ def test_a_scorer_with_several_values_needs_a_key() -> None:
     assert to_number(value, "here", key="grade") == 1.0
     assert to_number(value, "here", key="length") == 0.3
     with pytest.raises(InvalidScoresError, match=r"several values \['grade', 'length'\]; choose one with "
-                                                 r"score_name='SCORER/KEY' \(--score-name SCORER/KEY"):
+                                                 r"score_name='SCORER/KEY'"):
         to_number(value, "here")
     with pytest.raises(InvalidScoresError, match="has no value 'f1'"):
         to_number(value, "here", key="f1")
-    with pytest.raises(InvalidScoresError, match="drop '/grade' from --score-name"):
+    with pytest.raises(InvalidScoresError, match="drop '/grade' from score_name="):
         to_number("C", "here", key="grade")
 
 
@@ -58,7 +58,7 @@ def test_parse_value_map() -> None:
     assert parse_value_map({"P": 1}) == {"P": 1.0}
     assert parse_value_map(None) == {}
     for bad in ("P", "=1", "P=x", "P=nan"):
-        with pytest.raises(ConfigurationError, match="--value-map"):
+        with pytest.raises(ConfigurationError, match="value_map="):
             parse_value_map(bad)
 
 
@@ -96,9 +96,9 @@ def test_selectors_match_exactly_the_sample_asked_for() -> None:
 
 
 def test_key_value_arguments() -> None:
-    assert parse_args(["temperature=0", "max-tokens=12", "stop=a,b"], "--model-arg") == {
+    assert parse_args(["temperature=0", "max-tokens=12", "stop=a,b"], "model_args") == {
         "temperature": "0", "max_tokens": "12", "stop": "a,b"}
     assert [_value(v) for v in ("0", "12", "a,b", "true", "{model}x", "text")] == [0, 12, ["a", "b"], True,
                                                                                     "{model}x", "text"]
-    with pytest.raises(ConfigurationError, match=r"--task-arg takes KEY=VALUE, got 'n' \(e.g. --task-arg"):
-        parse_args(["n"], "--task-arg")
+    with pytest.raises(ConfigurationError, match=r"task_args= takes KEY=VALUE, got 'n' \(e.g. task_args="):
+        parse_args(["n"], "task_args")

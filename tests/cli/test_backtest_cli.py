@@ -80,8 +80,8 @@ def test_table_files_and_plots(toy, tmp_path) -> None:
     ("args", "message"),
     [
         (("--methods", "rs-man"), "error: unknown method 'rs-man' (did you mean 'rs-mean'?); choose one of:"),
-        (("--refs", "1.5"), "error: ref_fraction (--refs) must be in (0, 1], got 1.5; e.g. 0.5 for half the pool"),
-        (("--refs", "0"), "error: ref_fraction (--refs) must be in (0, 1], got 0.0"),
+        (("--refs", "1.5"), "error: --refs must be in (0, 1], got 1.5; e.g. 0.5 for half the pool"),
+        (("--refs", "0"), "error: --refs must be in (0, 1], got 0.0"),
         (("--targets", "16"), "error: --targets 16 is too many:"),
         (("--regime", "extrapolation", "--targets", "12"),
          "error: the extrapolation split of toy (16 models, 12 targets, 3 discarded) leaves 1 reference model(s)"),

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 import activeeval
 from activeeval.cli import app
 from activeeval.cli.common import CLI_FIXES, cli_message
+from activeeval.exceptions import ConfigurationError, option
 
 SOURCE = Path(activeeval.__file__).parent
 
@@ -26,9 +27,14 @@ def test_every_phrase_of_the_table_is_still_in_a_library_message() -> None:
 @pytest.mark.parametrize(("library", "cli"), [
     ("fix the data or pass score_range=(low, high) (None for unbounded scores)", "fix the data or pass --score-range "
      "LOW HIGH"),
-    ("the tolerance needs score_range=(low, high) (--score-range LOW HIGH)", "the tolerance needs --score-range "
+    (f"the tolerance needs {option('score_range', '(low, high)', 'LOW HIGH')}", "the tolerance needs --score-range "
      "LOW HIGH"),
-    ("--missing (missing=) must be 'models' or 'items'", "--missing must be 'models' or 'items'"),
+    (f"{option('missing')} must be 'models' or 'items'", "--missing must be 'models' or 'items'"),
+    (f"drop {option('batch_strategy')}/{option('myopic', 'False')}", "drop --batch-strategy/--non-myopic"),
+    (f"give {option('model_args', repr('k=v'), 'KEY=VALUE', key='inspect.model_args')}", "give --model-arg KEY=VALUE"),
+    # an option's value is never taken for an idiom of the Python text
+    (f"item {option('target', repr('overwrite=True'), 'overwrite=True')} is unknown",
+     "item --target overwrite=True is unknown"),
     ("report 'r.html' exists; pass overwrite=True to overwrite it", "report 'r.html' exists; pass --force to "
      "overwrite it"),
     ("kind='binary' but a score is 0.5 (use kind='continuous')", "--kind binary but a score is 0.5 (use --kind "
@@ -38,7 +44,7 @@ def test_every_phrase_of_the_table_is_still_in_a_library_message() -> None:
     ("item 'overwrite=True --force' is unknown", "item '--force --force' is unknown"),
 ])
 def test_cli_message(library: str, cli: str) -> None:
-    assert cli_message(ValueError(library)) == cli
+    assert cli_message(ConfigurationError(library)) == cli
 
 
 def test_a_semicolon_separated_reference_and_the_flags_in_its_errors(tmp_path: Path) -> None:

@@ -101,7 +101,7 @@ def test_score_range_and_kind_flags(tmp_path, chrf_file) -> None:
     assert "outside the score range [0, 1]" in r.stderr and "pass --score-range LOW HIGH" in r.stderr
     assert "score_range=" not in r.stderr  # a command-line user gets the flag, not the Python keyword
     r = invoke("session", "new", tmp_path / "a.aeval", "--reference", chrf_file, "--score-range", 100, 0)
-    assert r.exit_code == 2 and r.stderr == "error: --score-range LOW HIGH needs LOW < HIGH, got 100 0\n"
+    assert r.exit_code == 2 and r.stderr == "error: --score-range LOW HIGH needs low < high, got 100 0\n"
     r = invoke("session", "new", tmp_path / "a.aeval", "--reference", chrf_file, "--score-range", 0, 100,
                "--kind", "binary")
     assert r.exit_code == 2 and "--kind binary but a score is" in r.stderr and "(use --kind continuous)" in r.stderr

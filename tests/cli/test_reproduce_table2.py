@@ -182,7 +182,7 @@ def test_datasets_are_the_papers_and_the_continuous_sets():
                             "sets alpacaeval2"),
     (("--datasets", " , "), "error: --datasets must name at least one dataset: Table 2 rows exist for ifeval, musr"),
     (("--seeds", "0"), "error: --seeds must be a positive integer, got 0"),
-    (("--targets", "1"), "error: n_targets (--targets) must be an integer >= 2, got 1"),
+    (("--targets", "1"), "error: --targets must be an integer >= 2, got 1"),
     (("--workers", "0"), "error: --workers must be a positive integer, got 0"),
     (("--orders", "mixed"), "error: --orders must be 'shared' or 'independent', got 'mixed'"),
 ])

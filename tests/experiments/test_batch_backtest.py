@@ -117,10 +117,10 @@ def test_batched_stop_indices_equal_a_loop_over_batch_ends() -> None:
 @pytest.mark.parametrize(
     ("kw", "message"),
     [
-        ({"batch_size": 0}, "batch_size (--batch-size) must be a positive integer, got 0"),
-        ({"batch_strategy": "best"}, "batch_strategy (--batch-strategy) must be one of greedy, pair, lars, dpp, "
+        ({"batch_size": 0}, "batch_size= must be a positive integer, got 0"),
+        ({"batch_strategy": "best"}, "batch_strategy= must be one of greedy, pair, lars, dpp, "
                                      "kmeans, got 'best'"),
-        ({"myopic": "no"}, "myopic (--myopic/--non-myopic) must be True or False, got 'no'"),
+        ({"myopic": "no"}, "myopic= must be True or False, got 'no'"),
     ],
 )
 def test_bad_batch_settings_are_refused(kw, message) -> None:
@@ -133,7 +133,7 @@ def test_batch_settings_need_a_bayesame_method_and_fit_the_benchmark(small_ifeva
     cfg = BacktestConfig(methods=("rs-mean", "bayes-aipw"), n_targets=2, n_seeds=1, batch_size=2)
     with pytest.raises(ConfigurationError, match="apply to the BayesAME methods"):
         run_backtest(small_ifeval, cfg, workers=1)
-    with pytest.raises(ConfigurationError, match="--batch-size 121 is larger than the benchmark's 120 items"):
+    with pytest.raises(ConfigurationError, match="batch_size=121 is larger than the benchmark's 120 items"):
         run_backtest(small_ifeval, _config(batch_size=121), workers=1)
 
 
@@ -160,7 +160,7 @@ def test_cli_backtest_with_batches_end_to_end(small_file) -> None:
     ("args", "message"),
     [
         (("--batch-size", "0"), "--batch-size must be a positive integer, got 0"),
-        (("--batch-strategy", "best"), "batch_strategy (--batch-strategy) must be one of greedy, pair"),
+        (("--batch-strategy", "best"), "--batch-strategy must be one of greedy, pair"),
         (("--batch-size", "500"), "--batch-size 500 is larger than the benchmark's 120 items"),
         (("--batch-size", "2", "--methods", "rs-mean"), "apply to the BayesAME methods"),
     ],

@@ -133,13 +133,13 @@ def test_an_alias_of_a_target_is_neither_a_target_nor_a_reference(tiny) -> None:
 
 
 def test_bad_target_sets_are_refused(tiny) -> None:
-    with pytest.raises(ConfigurationError, match=r"correlation \(--correlation\) must be 'low' \(a random target set\) "
+    with pytest.raises(ConfigurationError, match=r"correlation= must be 'low' \(a random target set\) "
                                                  r"or 'high' \(the most correlated models\), got 'medium'"):
         make_target_split(tiny, "medium", 3)
     n = len(target_candidates(tiny))
-    with pytest.raises(ConfigurationError, match=rf"--targets {n - 1} is too many: .* has {n} distinct models with "
+    with pytest.raises(ConfigurationError, match=rf"n_targets={n - 1} is too many: .* has {n} distinct models with "
                                                  r"complete scores and at least 2 must remain as references; lower "
-                                                 r"--targets"):
+                                                 r"n_targets="):
         make_target_split(tiny, "high", n - 1)
     make_target_split(tiny, "high", n - 2)  # the largest set that leaves 2 references
 
@@ -242,14 +242,14 @@ def test_python_api_takes_a_plain_config_with_correlation(tiny, serial) -> None:
     ("call", "message"),
     [
         (lambda m: run_backtest(m, BacktestConfig(methods=(STAND_IN, "rs-mean"), n_targets=3, n_seeds=1), workers=1),
-         rf"method '{STAND_IN}' evaluates several targets jointly, which needs a multi-target backtest: add "
-         r"--multi-target --correlation low\|high \(Python: activeeval.experiments.multi_target."
-         r"run_multi_target_backtest\), or remove it from --methods"),
+         rf"method '{STAND_IN}' evaluates several targets jointly, which needs a multi-target backtest: run it "
+         r"with activeeval.experiments.multi_target.run_multi_target_backtest\(..., correlation='low' or 'high'\), "
+         r"or remove it from methods="),
         (lambda m: run_multi_target_backtest(m, BacktestConfig(methods=("rs-mean",), n_targets=3)),
-         r"the multi-target backtest needs --correlation low or high \(correlation='low' or 'high'\)"),
+         r"the multi-target backtest needs correlation='low' or 'high'"),
         (lambda m: run_multi_target_backtest(m, BacktestConfig(methods=("rs-mean",), regime="extrapolation"),
                                              correlation="low"),
-         r"regime='extrapolation' does not apply; leave regime at its default"),
+         r"regime='extrapolation' does not apply; leave regime= at its default"),
         (lambda m: MultiTargetConfig(methods=("rs-mean",), correlation="mid"), r"got 'mid'"),
         (lambda m: MultiTargetConfig(methods=("rs-mean",)), r"must be 'low' .* got None"),
         (lambda m: MultiTargetConfig(methods=("rs-mean",), correlation="low", regime="interpolation"),
@@ -258,7 +258,7 @@ def test_python_api_takes_a_plain_config_with_correlation(tiny, serial) -> None:
          r"correlation='low' contradicts the config's 'high'; give it once"),
         (lambda m: run_multi_target_backtest(
             m, MultiTargetConfig(methods=(f"{STAND_IN}[targets=3]",), correlation="low", n_targets=3)),
-         r"'targets' is set by the backtest protocol \(the targets are the split's: --targets, --correlation\)"),
+         r"'targets' is set by the backtest protocol \(the targets are the split's: n_targets=, correlation=\)"),
     ],
 )
 def test_python_errors_name_the_fix(tiny, call, message) -> None:
@@ -325,7 +325,7 @@ def test_cli_table_files_and_plots(tiny_csv, tmp_path) -> None:
         (("--multi-target", "--correlation", "high", "--regime", "extrapolation"),
          "error: --regime does not apply to --multi-target: its targets are the --correlation set; drop --regime"),
         (("--multi-target", "--correlation", "medium"),
-         "error: correlation (--correlation) must be 'low' (a random target set) or 'high' (the most correlated "
+         "error: --correlation must be 'low' (a random target set) or 'high' (the most correlated "
          "models), got 'medium'"),
         (("--methods", f"{STAND_IN},rs-mean"),
          f"error: method '{STAND_IN}' evaluates several targets jointly, which needs a multi-target backtest: add "

@@ -66,15 +66,15 @@ def test_exact_twins_of_a_target_leave_the_pool() -> None:
 
 def test_split_and_reference_errors_are_pinned() -> None:
     m = toy_matrix(n_models=12)
-    with pytest.raises(ConfigurationError, match=r"--targets 12 is too many: toy has 12 models with complete scores"):
+    with pytest.raises(ConfigurationError, match=r"n_targets=12 is too many: toy has 12 models with complete scores"):
         make_split(m, "interpolation", 12)
     with pytest.raises(ConfigurationError, match=r"the extrapolation split of toy \(12 models, 10 targets, "
                        r"2 discarded\) "
                        r"leaves 0 reference model\(s\); at least 2 are needed"):
         make_split(m, "extrapolation", 10)
-    with pytest.raises(ConfigurationError, match=r"--refs 0.05 of a pool of 20 models gives 1 reference model\(s\)"):
+    with pytest.raises(ConfigurationError, match=r"ref_fraction=0.05 of a pool of 20 models gives 1 reference model\(s\)"):
         sample_references(tuple(f"m{i}" for i in range(20)), 0.05, 0)
-    with pytest.raises(ConfigurationError, match=r"ref_fraction \(--refs\) must be in \(0, 1\], got 1.5"):
+    with pytest.raises(ConfigurationError, match=r"ref_fraction= must be in \(0, 1\], got 1.5"):
         BacktestConfig(methods=("rs-mean",), ref_fraction=1.5)
     with pytest.raises(ConfigurationError, match=r"regime must be 'interpolation' or 'extrapolation', got 'mid'"):
         BacktestConfig(methods=("rs-mean",), regime="mid")

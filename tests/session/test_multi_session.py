@@ -101,7 +101,7 @@ def test_tell_many_record_and_errors_write_nothing(tmp_path, ref_file, multi_spl
         s.tell(a, first, truth[a][first])
         before = (s.observations, s.pending)
         with pytest.raises(UnknownModelError, match=r"unknown target 'nobody' in session .*; its targets are "
-                                                    rf"{targets[0]}, .* \(name one with --target NAME\)"):
+                                                    rf"{targets[0]}, .* \(name one with target='NAME'\)"):
             s.tell("nobody", first, 1)
         with pytest.raises(UnknownItemError):
             s.tell(a, "no-such-item", 1)
@@ -127,13 +127,13 @@ def test_create_errors_leave_no_file(tmp_path, ref_file, multi_split) -> None:
     _, targets, _ = multi_split
     f = tmp_path / "m.aeval"
     for bad, message in [
-        ([], "need at least one target.*--targets a,b,c"),
+        ([], "need at least one target.*targets=\\['a', 'b', 'c'\\]"),
         (["a", "a"], "must be distinct; repeated: \\['a'\\]"),
         ("a,b", "must be a list of names"),
     ]:
         with pytest.raises(ConfigurationError, match=message):
             MultiSession.create(f, ref_file, bad)
-    with pytest.raises(ConfigurationError, match="'seed' is set by the session; use --seed"):
+    with pytest.raises(ConfigurationError, match="'seed' is set by the session; use seed="):
         MultiSession.create(f, ref_file, targets, method="bayesame[seed=3]")
     with pytest.raises(ConfigurationError, match="rs-mean has no option 'nosie'"):
         MultiSession.create(f, ref_file, targets, method="rs-mean[nosie=1]")
@@ -323,7 +323,7 @@ def test_precision_stop_per_target(tmp_path, ref_file, multi_split, method) -> N
 def test_the_joint_method_shares_what_the_targets_have_in_common(tmp_path, ref_file, multi_split) -> None:
     """bayesame-multi: built with the session's targets, warm start first, a covariance with cross terms."""
     ref, targets, truth = multi_split
-    with pytest.raises(ConfigurationError, match="'targets' is set by the session; use --targets"):
+    with pytest.raises(ConfigurationError, match="'targets' is set by the session; use targets="):
         MultiSession.create(tmp_path / "x.aeval", ref_file, targets, method="bayesame-multi[targets=2]")
     method = "bayesame-multi[warm_start=0.1]"  # the paper's shared start (the default has none)
     with MultiSession.create(tmp_path / "m.aeval", ref_file, targets, method=method, seed=0) as s:
@@ -448,7 +448,7 @@ def test_cli_errors_name_the_flag_and_lose_nothing(tmp_path, ref_file, multi_spl
     assert "has no {model} placeholder" in err("run", "--session", new, "--reference", ref_file, "--targets", "a,b",
                                                 "--scorer", no_model)
     assert err("session", "new", new, "--reference", ref_file, "--targets", "a,a").startswith(
-        "error: target names must be distinct; repeated: ['a'] (--targets a,b,c on the command line)")
+        "error: target names must be distinct; repeated: ['a'] (give the target models as --targets a,b,c)")
     assert not new.exists()
     with MultiSession.open(f) as s:
         assert s.observations == ((a, item, truth[a][item]),)

@@ -197,7 +197,7 @@ def test_pair_aware_rank_session_replays_the_rankers_choices(tmp_path, ref_file,
     direct = AdaptiveRanker(models, lambda m: make_method("cat", ref, seed=4), lambda m, i: truth[m][ref.item_ids[i]],
                             budget=14 * MODELS, pairing="partner").run()
     assert st.result.items == direct.items and st.result.ranking == direct.ranking
-    with pytest.raises(ConfigurationError, match=r"--pairing \(pairing=\) must be 'own' or 'partner'"):
+    with pytest.raises(ConfigurationError, match=r"pairing= must be 'own' or 'partner'"):
         RankSession.create(tmp_path / "q.aeval", ref_file, models, pairing="pairs")
     assert not (tmp_path / "q.aeval").exists()
 

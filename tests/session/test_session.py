@@ -195,7 +195,7 @@ def test_ask_validates_k_and_runs_out(tmp_path) -> None:
     f = tmp_path / "tiny.csv"
     ref.to_csv(f)
     with Session.create(tmp_path / "s.aeval", f, method="rs-mean", seed=0) as s:
-        with pytest.raises(ConfigurationError, match=r"k must be a positive integer \(--k on the command line\), got 0"):
+        with pytest.raises(ConfigurationError, match=r"k= must be a positive integer, got 0"):
             s.ask(0)
         assert len(s.ask(5)) == 3  # capped at what is left
         with pytest.raises(SessionStateError, match="every item is already observed or pending"):
@@ -205,9 +205,9 @@ def test_ask_validates_k_and_runs_out(tmp_path) -> None:
 def test_create_errors_leave_no_file(tmp_path, math_ref_file) -> None:
     with pytest.raises(ConfigurationError, match="unknown method 'bayesam' \\(did you mean 'bayesame'\\?\\)"):
         Session.create(tmp_path / "s.aeval", math_ref_file, method="bayesam")
-    with pytest.raises(ConfigurationError, match="epsilon2 must be > 0"):
+    with pytest.raises(ConfigurationError, match="epsilon2= must be > 0"):
         Session.create(tmp_path / "s.aeval", math_ref_file, epsilon2=0)
-    with pytest.raises(ConfigurationError, match=r"--max-items \(max_items=\) must be a positive integer, got 0"):
+    with pytest.raises(ConfigurationError, match=r"max_items= must be a positive integer, got 0"):
         Session.create(tmp_path / "s.aeval", math_ref_file, max_items=0)
     assert list(tmp_path.glob("s.aeval*")) == []
     Session.create(tmp_path / "s.aeval", math_ref_file).close()

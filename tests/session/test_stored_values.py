@@ -262,6 +262,6 @@ def test_any_accepted_score_reads_back_identical_through_real_processes(pairs) -
 
 
 def test_a_label_that_is_not_text_is_refused(tmp_path) -> None:
-    with pytest.raises(ConfigurationError, match=r"--label \(label=\) must be text, got dict"):
+    with pytest.raises(ConfigurationError, match=r"label= must be text, got dict"):
         Session.create(tmp_path / "s.aeval", reference(["a", "b"]), method="rs-mean", label={"x": 1})
     assert list(tmp_path.iterdir()) == []

@@ -62,9 +62,10 @@ def fail(message: object) -> CommandExit:
     return CommandExit(2)
 
 
-# The fixes library messages spell as Python keywords, and what a command-line user types instead. One pass,
-# longest phrase first, so a replacement is never replaced again (tests check that each phrase is still in the
-# library's messages, and that commands print the flags).
+# Phrases of library messages that are Python idioms rather than options (:func:`activeeval.exceptions.option`
+# marks those, and :data:`activeeval.cli.flags.FLAGS` gives their flags), and what a command-line user does
+# instead. One pass, longest phrase first, so a replacement is never replaced again (tests check that each
+# phrase is still in the library's messages, and that commands print the flags).
 CLI_FIXES = {
     "score_range=(low, high) (None for unbounded scores)": "--score-range LOW HIGH",
     "score_range=(low, high)": "--score-range LOW HIGH",
@@ -81,15 +82,17 @@ CLI_FIXES = {
     "data_dir=": "--data-dir ",
     " (see .model_ids)": " (`activeeval datasets --models NAME` lists a dataset's models)",
     " (see .item_ids)": "",
+    "(or skip the plots)": "(or pass --no-plots)",
+    "run it with activeeval.experiments.multi_target.run_multi_target_backtest(..., correlation='low' or 'high')":
+        "add --multi-target --correlation low|high",
+    "activeeval.data.adapters.lm_eval.reference_from_lm_eval(...)": "`activeeval reference build --from lm-eval ...`",
+    "activeeval.data.adapters.inspect_eval.reference_from_inspect(LOGS)":
+        "`activeeval reference build --from inspect LOGS`",
 }
-# Fixes whose wording varies (a class name, a value): pattern -> what the command line prints instead.
+# Python idioms whose wording varies (a class name, a value): pattern -> what the command line prints instead.
 CLI_PATTERNS = [
-    # "choose one with metric=... (--metric on the command line)", "(choose one with metric=... / --metric)"
-    (re.compile(r"\w+='([^']*)' \((--[\w-]+) \1 on the command line\)"), r"\2 \1"),
-    (re.compile(r"\w+=\.\.\. \((--[\w-]+) on the command line\)"), r"\1"),
-    (re.compile(r"\w+=\.\.\. / (--[\w-]+)"), r"\1"),
     # how to give a session its reference again, and how to create one
-    (re.compile(r"\w+\.open\(path, reference=\.\.\.\) or `--reference` on the command line"), "--reference FILE"),
+    (re.compile(r"\w+\.open\(path, reference=\.\.\.\)"), "--reference FILE"),
     (re.compile(r"open it with \w+\.open\(path, reference=<that matrix>\)"),
      "give its data as a score file with --reference FILE"),
     (re.compile(r"\w+\.create\(\.\.\.\) or (`activeeval session new`)"), r"\1"),
@@ -99,19 +102,30 @@ CLI_PATTERNS = [
      ""),
 ]
 _FIX_RE = re.compile("|".join(re.escape(k) for k in sorted(CLI_FIXES, key=len, reverse=True)))
-# "--missing (missing=)", "--correlation low or high (correlation='low' or 'high')": a message naming both
-# spellings; the flag is enough here.
-_BOTH_RE = re.compile(r"(--[a-z][\w-]*(?: [\w/]+| or)*) \(\w+=[^()]*\)")
-# "--score-range LOW HIGH (--score-range LOW HIGH)": a message that gave both, once translated.
-_TWICE_RE = re.compile(r"(--[a-z][\w-]*(?: [A-Z]+)*) \(\1\)")
 
 
 def cli_message(exc: BaseException) -> str:
-    """A library error's message with its fixes as command-line flags (see :data:`CLI_FIXES`)."""
-    text = _FIX_RE.sub(lambda m: CLI_FIXES[m.group()], str(exc))
+    """A library error's message for the command line: its options as flags (:data:`activeeval.cli.flags.FLAGS`),
+    and its Python idioms as what a command-line user does (:data:`CLI_FIXES`, :data:`CLI_PATTERNS`)."""
+    from activeeval.cli.flags import FLAGS
+    from activeeval.exceptions import _OPTION_RE, render_options, template_of
+
+    template = template_of(exc)
+    # the idioms are looked for in the Python text between the options, never inside what an option renders
+    parts, last = [], 0
+    for m in _OPTION_RE.finditer(template):
+        parts.append(_idioms(template[last:m.start()]))
+        parts.append(render_options(m.group(), FLAGS))
+        last = m.end()
+    parts.append(_idioms(template[last:]))
+    return "".join(parts)
+
+
+def _idioms(text: str) -> str:
+    text = _FIX_RE.sub(lambda m: CLI_FIXES[m.group()], text)
     for pattern, replacement in CLI_PATTERNS:
         text = pattern.sub(replacement, text)
-    return _TWICE_RE.sub(r"\1", _BOTH_RE.sub(r"\1", text))
+    return text
 
 
 def reported(func: F) -> F:

@@ -36,7 +36,7 @@ from activeeval.cli.common import (
     read_options,
     results_folder,
 )
-from activeeval.exceptions import ConfigurationError
+from activeeval.exceptions import ConfigurationError, template_of
 
 
 def _method(method: str) -> str:
@@ -47,7 +47,7 @@ def _method(method: str) -> str:
         check_rank_method(method)
     except ConfigurationError as exc:
         if not str(exc).startswith("method must be one of"):
-            raise ConfigurationError(f"--method: {exc}") from exc
+            raise ConfigurationError(f"--method: {template_of(exc)}") from exc
         raise ConfigurationError(
             f"--method must be one of {', '.join(rank_methods())} when simulating, got {method!r} (a ranking "
             "session, --session, takes any method spec)"

@@ -25,7 +25,7 @@ from importlib import resources
 from typing import Any
 
 from activeeval.dashboard.data import Board
-from activeeval.exceptions import ConfigurationError
+from activeeval.exceptions import ConfigurationError, option
 
 __all__ = ["INSTALL_HINT", "bind", "create_app", "require", "serve"]
 
@@ -100,10 +100,10 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise ConfigurationError(f"port {port} on {host} is in use; choose another with --port N (or --port 0 "
-                                     "for any free one)") from exc
-        raise ConfigurationError(f"cannot listen on {host}:{port} ({exc.strerror}); check --host and --port") \
-            from exc
+            raise ConfigurationError(f"port {port} on {host} is in use; choose another with {option('port', 'N')} "
+                                     f"(or {option('port', '0')} for any free one)") from exc
+        raise ConfigurationError(f"cannot listen on {host}:{port} ({exc.strerror}); check {option('host')} and "
+                                 f"{option('port')}") from exc
     sock.listen(128)
     return sock
 

@@ -41,6 +41,7 @@ from activeeval.exceptions import (
     DataFormatError,
     DuplicateIdError,
     InvalidScoresError,
+    template_of,
 )
 
 __all__ = ["ITEM_ALIASES", "MODEL_ALIASES", "SCORE_ALIASES", "read_prior_weights", "read_scores", "write_scores"]
@@ -656,7 +657,7 @@ def read_scores(
     except InvalidScoresError as exc:
         if str(exc).startswith(str(path)):
             raise
-        raise type(exc)(f"{path}: {exc}") from exc
+        raise type(exc)(f"{path}: {template_of(exc)}") from exc
 
 
 def _format_score(value: float) -> str:

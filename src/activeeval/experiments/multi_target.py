@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError
+from activeeval.exceptions import ConfigurationError, option
 from activeeval.experiments.protocol import BacktestConfig, Split, drop_twins
 from activeeval.experiments.runner import BacktestResult, run_backtest
 
@@ -76,7 +76,7 @@ MULTI_TARGET_REGIME = "multi-target"
 def _check_correlation(correlation: object) -> str:
     if correlation not in CORRELATIONS:
         raise ConfigurationError(
-            f"correlation (--correlation) must be 'low' (a random target set) or 'high' (the most correlated "
+            f"{option('correlation')} must be 'low' (a random target set) or 'high' (the most correlated "
             f"models), got {correlation!r}")
     return str(correlation)
 
@@ -178,11 +178,12 @@ def make_target_split(
     candidates = target_candidates(matrix)
     name = matrix.name or "the dataset"
     if int(n_targets) != n_targets or n_targets < 2:
-        raise ConfigurationError(f"--targets must be an integer >= 2 for a multi-target backtest, got {n_targets}")
+        raise ConfigurationError(f"{option('n_targets')} must be an integer >= 2 for a multi-target backtest, got "
+                                 f"{n_targets}")
     if n_targets > len(candidates) - 2:
         raise ConfigurationError(
-            f"--targets {n_targets} is too many: {name} has {len(candidates)} distinct models with complete scores "
-            "and at least 2 must remain as references; lower --targets")
+            f"{option('n_targets', str(n_targets))} is too many: {name} has {len(candidates)} distinct models with "
+            f"complete scores and at least 2 must remain as references; lower {option('n_targets')}")
     corr = score_correlations(matrix.select_models(candidates).scores)
     if correlation == "high":
         idx = most_correlated_set(corr, int(n_targets))
@@ -255,12 +256,12 @@ def run_multi_target_backtest(
     else:
         if correlation is None:
             raise ConfigurationError(
-                "the multi-target backtest needs --correlation low or high (correlation='low' or 'high')")
+                f"the multi-target backtest needs {option('correlation', repr('low'), 'low')} or 'high'")
         default = BacktestConfig.__dataclass_fields__["regime"].default
         if config.regime != default:
             raise ConfigurationError(
                 f"a multi-target backtest takes its targets from correlation=, so regime={config.regime!r} does not "
-                "apply; leave regime at its default (--regime: drop it)")
+                f"apply; leave {option('regime')} at its default (drop it)")
         values = {f.name: getattr(config, f.name) for f in dataclasses.fields(BacktestConfig) if f.name != "regime"}
         config = MultiTargetConfig(**values, correlation=correlation)
     return run_backtest(matrix, config, workers=workers, backend=backend, address=address, progress=progress)

@@ -47,7 +47,7 @@ def _pyplot():
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise ConfigurationError(
-            'plots need matplotlib: pip install "activeeval[plot]" (or pass --no-plots)'
+            'plots need matplotlib: pip install "activeeval[plot]" (or skip the plots)'
         ) from exc
     return plt
 

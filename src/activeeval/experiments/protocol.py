@@ -28,7 +28,7 @@ import numpy as np
 
 from activeeval.batch import check_strategy
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError
+from activeeval.exceptions import ConfigurationError, option
 
 __all__ = [
     "EPSILON2_SWEEP",
@@ -119,23 +119,23 @@ class BacktestConfig:
         self._check_regime()
         if not (isinstance(self.ref_fraction, (int, float)) and 0 < self.ref_fraction <= 1):
             raise ConfigurationError(
-                f"ref_fraction (--refs) must be in (0, 1], got {self.ref_fraction}; e.g. 0.5 for half the pool"
+                f"{option('ref_fraction')} must be in (0, 1], got {self.ref_fraction}; e.g. 0.5 for half the pool"
             )
         if int(self.n_targets) != self.n_targets or self.n_targets < 2:
-            raise ConfigurationError(f"n_targets (--targets) must be an integer >= 2, got {self.n_targets}")
+            raise ConfigurationError(f"{option('n_targets')} must be an integer >= 2, got {self.n_targets}")
         if int(self.n_seeds) != self.n_seeds or self.n_seeds < 1:
-            raise ConfigurationError(f"n_seeds (--seeds) must be a positive integer, got {self.n_seeds}")
+            raise ConfigurationError(f"{option('n_seeds')} must be a positive integer, got {self.n_seeds}")
         if not self.methods:
             raise ConfigurationError("methods must name at least one method, e.g. rs-mean,bayesame")
         if not 0 <= self.gap < 1:
             raise ConfigurationError(f"gap must be in [0, 1), got {self.gap}")
         if isinstance(self.batch_size, bool) or int(self.batch_size) != self.batch_size or self.batch_size < 1:
             raise ConfigurationError(
-                f"batch_size (--batch-size) must be a positive integer, got {self.batch_size!r}; 1 selects one "
+                f"{option('batch_size')} must be a positive integer, got {self.batch_size!r}; 1 selects one "
                 "item at a time")
-        check_strategy(self.batch_strategy, "batch_strategy (--batch-strategy)")
+        check_strategy(self.batch_strategy)
         if not isinstance(self.myopic, bool):
-            raise ConfigurationError(f"myopic (--myopic/--non-myopic) must be True or False, got {self.myopic!r}")
+            raise ConfigurationError(f"{option('myopic')} must be True or False, got {self.myopic!r}")
 
     @property
     def batched(self) -> bool:
@@ -163,8 +163,8 @@ def make_split(
     ids = [m for m, ok in zip(matrix.model_ids, complete) if ok]
     if n_targets >= len(ids):
         raise ConfigurationError(
-            f"--targets {n_targets} is too many: {matrix.name or 'the dataset'} has {len(ids)} models with "
-            "complete scores and at least 2 must remain as references; lower --targets"
+            f"{option('n_targets', str(n_targets))} is too many: {matrix.name or 'the dataset'} has {len(ids)} "
+            f"models with complete scores and at least 2 must remain as references; lower {option('n_targets')}"
         )
     discarded: list[str] = []
     if regime == "interpolation":
@@ -183,7 +183,8 @@ def make_split(
         raise ConfigurationError(
             f"the {regime} split of {matrix.name or 'the dataset'} ({matrix.n_models} models, {n_targets} targets"
             + (f", {len(discarded)} discarded" if regime == "extrapolation" else "")
-            + f") leaves {len(pool)} reference model(s); at least 2 are needed: use fewer --targets or more models"
+            + f") leaves {len(pool)} reference model(s); at least 2 are needed: use fewer "
+            + f"{option('n_targets')} or more models"
         )
     return Split(regime, tuple(targets), tuple(pool), tuple(discarded), tuple(twins))
 
@@ -200,8 +201,8 @@ def sample_references(pool: tuple[str, ...], fraction: float, seed_index: int, r
     k = int(round(fraction * len(pool)))
     if k < 2:
         raise ConfigurationError(
-            f"--refs {fraction} of a pool of {len(pool)} models gives {k} reference model(s); at least 2 are "
-            "needed: raise --refs"
+            f"{option('ref_fraction', f'{fraction}')} of a pool of {len(pool)} models gives {k} reference model(s); "
+            f"at least 2 are needed: raise {option('ref_fraction')}"
         )
     rng = np.random.default_rng(np.random.SeedSequence([root_seed, seed_index, 0x5EF]))
     return tuple(pool[i] for i in sorted(rng.choice(len(pool), k, replace=False)))

@@ -35,7 +35,7 @@ import numpy as np
 
 from activeeval._threads import numeric
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError, InvalidScoresError
+from activeeval.exceptions import ConfigurationError, InvalidScoresError, option
 from activeeval.experiments.checkpoint import BacktestInterrupted, TaskStore
 from activeeval.irt.continuous import (
     CALIBRATION_METHODS,
@@ -88,10 +88,10 @@ __all__ = [
 RANK_METHODS = ("cat", "bayesame", "bayesame-paper")
 #: Options of a ranking simulation's method that the simulation sets itself, and how.
 RESERVED_OPTIONS = {
-    "seed": "the simulation; use --seed (seed=)",
-    "targets": "the simulation: the models ranked (--models/--holdout)",
+    "seed": f"the simulation; use {option('seed')}",
+    "targets": f"the simulation: the models ranked ({option('models')}/{option('holdout')})",
     "missing": "the simulation (incomplete reference models are dropped)",
-    "calibration": "the simulation; use --calibration (calibration=)",
+    "calibration": f"the simulation; use {option('calibration')}",
 }
 
 
@@ -408,15 +408,15 @@ def simulate_ranking(
     check_pairing(pairing)
     name, options = check_rank_method(method)
     if calibration not in CALIBRATION_METHODS:
-        raise ConfigurationError(f"--calibration (calibration=) must be 'consistent' or 'paper', got {calibration!r}")
+        raise ConfigurationError(f"{option('calibration')} must be 'consistent' or 'paper', got {calibration!r}")
     if response is not None and response not in RESPONSES:
-        raise ConfigurationError(f"--response (response=) must be '2pl' or 'rasch', got {response!r}")
+        raise ConfigurationError(f"{option('response')} must be '2pl' or 'rasch', got {response!r}")
     models = check_models(check_holdout(matrix, holdout))
     costs = check_costs(costs, models)
     if not (budget_per_model > 0):
         raise ConfigurationError(f"budget_per_model must be > 0 (items per model), got {budget_per_model}")
     if local_error is not None and name != "cat":
-        raise ConfigurationError("--local-error/--no-local-error (local_error=) applies to --method cat only")
+        raise ConfigurationError(f"{option('local_error')} applies to {option('method', repr('cat'), 'cat')} only")
     reference = _complete_reference(matrix, reference, models)
     score = _oracle(matrix, reference)
     cal = None
@@ -516,7 +516,8 @@ def backtest_folds(matrix: ScoreMatrix, *, folds: int, holdout: int, seed: int) 
     if need > len(pool) - 2:
         raise ConfigurationError(
             f"{folds} folds x {holdout} held-out models need {need} complete models plus 2 references, "
-            f"but {matrix.name or 'the matrix'} has {len(pool)} complete models; lower --folds or --holdout"
+            f"but {matrix.name or 'the matrix'} has {len(pool)} complete models; lower {option('folds')} or "
+            f"{option('holdout')}"
         )
     perm = np.random.default_rng(seed).permutation(len(pool))
     return [[pool[j] for j in perm[f * holdout:(f + 1) * holdout]] for f in range(folds)]

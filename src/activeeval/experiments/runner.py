@@ -42,7 +42,7 @@ import numpy as np
 
 from activeeval._threads import active_limit, limit_threads
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError, StorageError
+from activeeval.exceptions import ConfigurationError, StorageError, option, template_of
 from activeeval.experiments.checkpoint import BacktestInterrupted, TaskStore
 from activeeval.experiments.protocol import BacktestConfig, Split, make_split, method_seed, sample_references
 from activeeval.experiments.simulate import run_batches, run_fixed, run_multi_to_end
@@ -106,6 +106,10 @@ class BacktestResult:
 # Options the backtest protocol sets itself: the seed comes from the task's coordinates, and the
 # stopping-rule runs are read off the full trajectories for every ε2 of the sweep.
 PROTOCOL_OPTIONS = ("seed", "stopping", "epsilon1", "epsilon2", "window", "max_items", "n_max")
+# The batch settings, as a message names them.
+_BATCH = "/".join((option("batch_size"), option("batch_strategy"), option("myopic", "False")))
+# How a Python user runs a multi-target backtest (the CLI's table says how a command-line user does).
+_MULTI = "run it with activeeval.experiments.multi_target.run_multi_target_backtest(..., correlation='low' or 'high')"
 
 
 def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
@@ -115,9 +119,11 @@ def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
     method does not have (with its options listed) or one the protocol sets.
     Option *values* are checked by :func:`check_method_options`.
     """
-    reserved = dict.fromkeys(PROTOCOL_OPTIONS, "the backtest protocol (seeds come from --seeds; stops are computed "
-                                               "for the whole ε2 sweep, see --epsilon2); remove it")
-    reserved["targets"] = "the backtest protocol (the targets are the split's: --targets, --correlation); remove it"
+    reserved = dict.fromkeys(PROTOCOL_OPTIONS, f"the backtest protocol (seeds come from {option('n_seeds')}; stops "
+                                               f"are computed for the whole ε2 sweep, see {option('epsilon2')}); "
+                                               "remove it")
+    reserved["targets"] = (f"the backtest protocol (the targets are the split's: {option('n_targets')}, "
+                           f"{option('correlation')}); remove it")
     out = []
     for spec in methods:
         name, options = check_method_spec(spec, reserved)
@@ -169,16 +175,15 @@ def check_batch(config: BacktestConfig, n_items: int) -> None:
         return
     if config.multi_target:
         raise ConfigurationError(
-            "--batch-size/--batch-strategy/--non-myopic are for single-target backtests; drop them with "
-            "--multi-target")
+            f"{_BATCH} are for single-target backtests; drop them from a multi-target one")
     if not any(takes_batch_options(parse_method_spec(label)[0]) for label in config.methods):
         raise ConfigurationError(
-            "--batch-size/--batch-strategy/--non-myopic apply to the BayesAME methods (bayesame, bayesame-paper "
-            "and their -rs versions); add one to --methods or drop them")
+            f"{_BATCH} apply to the BayesAME methods (bayesame, bayesame-paper and their -rs versions); add one "
+            f"to {option('methods')} or drop them")
     if config.batch_size > n_items:
         raise ConfigurationError(
-            f"--batch-size {config.batch_size} is larger than the benchmark's {n_items} items; choose at most "
-            f"{n_items}")
+            f"{option('batch_size', str(config.batch_size))} is larger than the benchmark's {n_items} items; choose "
+            f"at most {n_items}")
 
 
 def check_method_options(config: BacktestConfig, reference: ScoreMatrix, targets: Sequence[str] = ()) -> None:
@@ -196,7 +201,7 @@ def check_method_options(config: BacktestConfig, reference: ScoreMatrix, targets
             else:
                 make_method(name, reference, seed=0, **options)
         except (ConfigurationError, TypeError, ValueError) as exc:
-            raise ConfigurationError(f"method {label!r}: {exc}") from exc
+            raise ConfigurationError(f"method {label!r}: {template_of(exc)}") from exc
 
 
 def _copy_source(config: BacktestConfig, label: str) -> str | None:
@@ -232,9 +237,8 @@ def check_multi_target(config: BacktestConfig) -> None:
         what = (f"method {joint[0]!r} evaluates" if len(joint) == 1
                 else f"methods {', '.join(map(repr, joint))} evaluate")
         raise ConfigurationError(
-            f"{what} several targets jointly, which needs a multi-target backtest: add --multi-target "
-            "--correlation low|high (Python: activeeval.experiments.multi_target.run_multi_target_backtest), "
-            "or remove it from --methods")
+            f"{what} several targets jointly, which needs a multi-target backtest: {_MULTI}, or remove it from "
+            f"{option('methods')}")
 
 
 def backtest_split(matrix: ScoreMatrix, config: BacktestConfig) -> Split:
@@ -353,11 +357,11 @@ def _run_local(matrix, config, split, tasks, workers, threads, on_done):
 
 def _cluster_error(backend: str, address: str | None, exc: Exception) -> ConfigurationError:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    where = f"join the {backend} cluster at --address (address=) {address!r}" if address else f"start a local {backend}"
+    where = f"join the {backend} cluster at {option('address')} {address!r}" if address else f"start a local {backend}"
     return ConfigurationError(
-        f"--backend {backend}: could not {where}: {type(exc).__name__}: {first}; start the cluster as "
-        "docs/backtest.md (\"Parallel and distributed runs\") says and give its address, or drop --address for a "
-        "local one")
+        f"{option('backend', repr(backend), backend)}: could not {where}: {type(exc).__name__}: {first}; start the "
+        "cluster as docs/backtest.md (\"Parallel and distributed runs\") says and give its address, or drop "
+        f"{option('address')} for a local one")
 
 
 def _run_ray(matrix, config, split, tasks, workers, threads, on_done, address):
@@ -365,7 +369,8 @@ def _run_ray(matrix, config, split, tasks, workers, threads, on_done, address):
         import ray
     except ImportError as exc:
         raise ConfigurationError(
-            '--backend ray needs Ray: pip install "activeeval[ray]" (or pip install "ray>=2.9")'
+            f"{option('backend', repr('ray'), 'ray')} needs Ray: pip install \"activeeval[ray]\" (or pip install "
+            '"ray>=2.9")'
         ) from exc
     started = False
     if not ray.is_initialized():
@@ -394,7 +399,8 @@ def _run_dask(matrix, config, split, tasks, workers, threads, on_done, address):
         from distributed import Client, LocalCluster, as_completed
     except ImportError as exc:
         raise ConfigurationError(
-            '--backend dask needs Dask distributed: pip install "activeeval[dask]" (or pip install "dask[distributed]")'
+            f"{option('backend', repr('dask'), 'dask')} needs Dask distributed: pip install \"activeeval[dask]\" "
+            '(or pip install "dask[distributed]")'
         ) from exc
     cluster = None
     if address:

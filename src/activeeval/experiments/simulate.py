@@ -13,7 +13,7 @@ import numpy as np
 
 from activeeval._threads import numeric
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError, InvalidScoresError
+from activeeval.exceptions import ConfigurationError, InvalidScoresError, option
 from activeeval.methods.base import BaseMethod
 from activeeval.methods.estimate import Estimate
 from activeeval.methods.multi import MultiTargetMethod
@@ -120,7 +120,7 @@ def run_batches(method: BaseMethod, truth: np.ndarray, k: int, n: int | None = N
     trajectory keeps one estimate per observed item, in the batch's order.
     """
     if int(k) != k or k < 1:
-        raise ConfigurationError(f"k (--batch-size) must be a positive integer, got {k}")
+        raise ConfigurationError(f"{option('k', key='batch_size')} must be a positive integer, got {k}")
     target = method.n_items if n is None else int(n)
     while method.n_observed < target:
         for item in method.select_batch(min(int(k), target - method.n_observed), rng=rng):

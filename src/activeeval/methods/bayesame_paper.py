@@ -31,7 +31,7 @@ import numpy as np
 from scipy.optimize import minimize
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError
+from activeeval.exceptions import ConfigurationError, option
 from activeeval.gaussian import (
     BucketNLML,
     BucketPosterior,
@@ -230,11 +230,11 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
         if likelihood == "logit" and self.reference.score_range is None:
             raise ConfigurationError(
                 "likelihood='logit' needs bounded scores, but the reference has no score range; load it with "
-                "score_range=(low, high) (--score-range LOW HIGH)")
+                f"{option('score_range', '(low, high)', 'LOW HIGH')}")
         if likelihood == "logit" and (batch_strategy != "greedy" or not myopic):
             raise ConfigurationError(
                 "likelihood='logit' selects greedily, one item at a time (its batch selection is not implemented); "
-                "drop batch_strategy/myopic (--batch-strategy/--non-myopic) or use likelihood='gaussian'")
+                f"drop {option('batch_strategy')}/{option('myopic', 'False')} or use likelihood='gaussian'")
         self.likelihood, self.logit_eps = likelihood, float(logit_eps)
 
         phi_items = self.reference.scores.T  # (N, K)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from activeeval.exceptions import ConfigurationError
+from activeeval.exceptions import ConfigurationError, option
 from activeeval.methods.base import Method
 from activeeval.methods.multi import MultiTargetMethod
 from activeeval.ranking.costs import check_costs
@@ -109,7 +109,7 @@ PAIRINGS = ("own", "partner")
 
 def check_pairing(pairing: str) -> str:
     if pairing not in PAIRINGS:
-        raise ConfigurationError(f"--pairing (pairing=) must be 'own' or 'partner', got {pairing!r}")
+        raise ConfigurationError(f"{option('pairing')} must be 'own' or 'partner', got {pairing!r}")
     return pairing
 
 

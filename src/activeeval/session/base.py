@@ -29,6 +29,8 @@ from activeeval.exceptions import (
     DuplicateObservationError,
     StorageError,
     UnknownItemError,
+    option,
+    template_of,
 )
 from activeeval.methods.registry import check_method_spec, method_spec
 from activeeval.session import snapshot as snap
@@ -57,16 +59,17 @@ __all__ = [
     "stopping_settings",
 ]
 
-# Options of a method spec that a session sets itself, with the flag (and keyword) that sets them.
+# Options of a method spec that a session sets itself, with the session option that sets them (the CLI prints
+# its flag: activeeval.exceptions.option).
 SESSION_OPTIONS = {
-    "seed": "--seed (seed=)",
-    "epsilon1": "--epsilon1 (epsilon1=)",
-    "epsilon2": "--epsilon2 (epsilon2=)",
-    "window": "--window (window=)",
-    "max_items": "--max-items (max_items=)",
-    "n_max": "--max-items (max_items=)",
-    "stopping": "--epsilon1/--epsilon2/--window/--max-items",
-    "missing": "--missing (missing=)",
+    "seed": option("seed"),
+    "epsilon1": option("epsilon1"),
+    "epsilon2": option("epsilon2"),
+    "window": option("window"),
+    "max_items": option("max_items"),
+    "n_max": option("max_items"),
+    "stopping": "/".join(option(k) for k in ("epsilon1", "epsilon2", "window", "max_items")),
+    "missing": option("missing"),
 }
 STOPPING_KEYS = ("epsilon1", "epsilon2", "window", "max_items")
 # Session files written before the stopping rule left the methods stored it among the method's options,
@@ -114,7 +117,7 @@ def new_seed(seed: int | None) -> int:
     if seed is None:
         return secrets.randbelow(2**31)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ConfigurationError(f"--seed (seed=) must be a non-negative integer, got {seed!r}")
+        raise ConfigurationError(f"{option('seed')} must be a non-negative integer, got {seed!r}")
     return int(seed)
 
 
@@ -124,12 +127,13 @@ def resolve_method(spec: str, kwargs: Mapping[str, Any] | None = None, reserved:
 
     Options may come from the brackets or from ``kwargs`` (not both for one
     key); options the session sets itself (seed, stopping rule, missing
-    policy, and ``reserved``: option → the flag that sets it) are refused
-    with the flag that sets them, and unknown ones with the method's options
+    policy, and ``reserved``: option → the session option that sets it, as
+    :func:`~activeeval.exceptions.option` names it) are refused with the option that sets them, and unknown
+    ones with the method's options
     listed. Values are checked when the method is built.
     """
     if not isinstance(spec, str):
-        raise ConfigurationError(f"--method (method=) must be a method name or spec string, got {spec!r}")
+        raise ConfigurationError(f"{option('method')} must be a method name or spec string, got {spec!r}")
     flags = {**SESSION_OPTIONS, **(reserved or {})}
     reserved = {key: f"the session; use {flag} instead" for key, flag in flags.items()}
     name, options = check_method_spec(spec, reserved, kwargs)
@@ -159,15 +163,16 @@ def prior_weights_option(name: str, prior_weights: Mapping[str, float] | str | o
         why = (" (its kernel and interval are fitted and calibrated on the reference models themselves, each "
                "predicted from the others, which a fixed weight per model does not fit)") if name == "bayesame" else ""
         raise ConfigurationError(
-            f"--prior-weights (prior_weights=) sets the metadata-weighted prior of the paper's BayesAME (App. B.2); "
-            f"method {name!r} has no such prior{why}: use --method bayesame-paper (or bayesame-paper-rs)")
+            f"{option('prior_weights')} sets the metadata-weighted prior of the paper's BayesAME (App. B.2); "
+            f"method {name!r} has no such prior{why}: use {option('method', repr('bayesame-paper'), 'bayesame-paper')}"
+            " (or bayesame-paper-rs)")
     if isinstance(prior_weights, Mapping):
         weights = {str(k): v for k, v in prior_weights.items()}
         for model, value in weights.items():
             number = isinstance(value, (int, float)) and not isinstance(value, bool)
             if not number or not 0 <= value < float("inf"):
                 raise ConfigurationError(
-                    f"prior_weights: the weight of {model!r} must be a number >= 0, got {value!r}")
+                    f"{option('prior_weights')}: the weight of {model!r} must be a number >= 0, got {value!r}")
         return {k: float(v) for k, v in weights.items()}
     from activeeval.data.io import read_prior_weights
 
@@ -177,11 +182,11 @@ def prior_weights_option(name: str, prior_weights: Mapping[str, float] | str | o
 def check_stopping(epsilon1: float, epsilon2: float, window: int, max_items: int | None) -> StoppingRule:
     """The stopping rule of these settings; ConfigurationError naming the flag for a bad value."""
     if max_items is not None and (isinstance(max_items, bool) or int(max_items) != max_items or max_items < 1):
-        raise ConfigurationError(f"--max-items (max_items=) must be a positive integer, got {max_items!r}")
+        raise ConfigurationError(f"{option('max_items')} must be a positive integer, got {max_items!r}")
     try:
         return default_rule(epsilon1, epsilon2, window, None if max_items is None else int(max_items))
     except ConfigurationError as exc:
-        raise ConfigurationError(f"{exc} (--epsilon1/--epsilon2/--window on the command line)") from exc
+        raise ConfigurationError(template_of(exc)) from exc
 
 
 def stopping_settings(epsilon1: float, epsilon2: float, window: int, max_items: int | None) -> dict[str, Any]:
@@ -255,7 +260,7 @@ class JournalSession(ABC):
 
         Journal.check_creatable(path)  # before the work of building the method (checked again when creating)
         if meta.get("label") is not None and not isinstance(meta["label"], str):
-            raise ConfigurationError(f"--label (label=) must be text, got {type(meta['label']).__name__}")
+            raise ConfigurationError(f"{option('label')} must be text, got {type(meta['label']).__name__}")
         say = progress or (lambda text: None)
         say("reading the reference")
         matrix, source = resolve_reference(reference, read_options, cache=cache)

@@ -39,7 +39,7 @@ from activeeval.data.adapters.inspect_eval import (
     parse_value_map,
     scores_from_samples,
 )
-from activeeval.exceptions import ActiveEvalError, ConfigurationError
+from activeeval.exceptions import ActiveEvalError, ConfigurationError, option, template_of
 from activeeval.session.runner import MODEL_PLACEHOLDER, Interrupted, ScorerError
 
 __all__ = ["InspectHarness", "import_inspect", "parse_args"]
@@ -54,12 +54,13 @@ def import_inspect() -> Any:
         import inspect_ai.model
     except ImportError as exc:
         raise ConfigurationError(
-            f"--harness inspect needs inspect-ai ({exc}); install it with: {INSTALL_HINT}") from exc
+            f"the Inspect harness needs inspect-ai ({exc}); install it with: {INSTALL_HINT}") from exc
     return inspect_ai
 
 
-def parse_args(pairs: Sequence[str] | Mapping[str, Any] | None, flag: str) -> dict[str, str]:
-    """``["k=v", ...]`` (``--model-arg``/``--task-arg``, repeatable) as ``{k: raw v}``; values are parsed later."""
+def parse_args(pairs: Sequence[str] | Mapping[str, Any] | None, name: str) -> dict[str, str]:
+    """``["k=v", ...]`` (the option ``name``: ``model_args`` or ``task_args``) as ``{k: raw v}``; values are
+    parsed later."""
     if pairs is None:
         return {}
     if isinstance(pairs, Mapping):
@@ -68,7 +69,9 @@ def parse_args(pairs: Sequence[str] | Mapping[str, Any] | None, flag: str) -> di
     for pair in pairs:
         key, eq, value = pair.partition("=")
         if not eq or not key.strip():
-            raise ConfigurationError(f"{flag} takes KEY=VALUE, got {pair!r} (e.g. {flag} temperature=0)")
+            example = option(name, "['temperature=0']", "temperature=0", key=f"inspect.{name}")
+            raise ConfigurationError(f"{option(name, key=f'inspect.{name}')} takes KEY=VALUE, got {pair!r} "
+                                     f"(e.g. {example})")
         out[key.strip().replace("-", "_")] = value
     return out
 
@@ -151,20 +154,23 @@ class InspectHarness:
     ) -> None:
         if not task:
             raise ConfigurationError(
-                "--harness inspect needs --task (the Inspect task to score), e.g. --task quiz.py@quiz")
+                f"the Inspect harness needs {option('task')} (the Inspect task to score), e.g. "
+                f"{option('task', repr('quiz.py@quiz'), 'quiz.py@quiz')}")
         if needs_model and model is None:
             model = MODEL_PLACEHOLDER
         if not model:
-            raise ConfigurationError("--harness inspect needs --model (the Inspect model), e.g. --model openai/gpt-4o")
-        self.model_args = parse_args(model_args, "--model-arg")
-        self.task_args = {k: _value(v) for k, v in parse_args(task_args, "--task-arg").items()}
+            raise ConfigurationError(f"the Inspect harness needs {option('model')} (the Inspect model), e.g. "
+                                     f"{option('model', repr('openai/gpt-4o'), 'openai/gpt-4o')}")
+        self.model_args = parse_args(model_args, "model_args")
+        self.task_args = {k: _value(v) for k, v in parse_args(task_args, "task_args").items()}
         templated = MODEL_PLACEHOLDER in model or any(MODEL_PLACEHOLDER in str(v) for v in self.model_args.values())
         if needs_model and not templated:
             raise ConfigurationError(
-                f"--model {model!r} has no {MODEL_PLACEHOLDER} placeholder; each model's id is passed there (drop "
-                "--model to use the ids as Inspect models, e.g. --models openai/gpt-4o,openai/gpt-4o-mini)")
+                f"{option('model', repr(model), repr(model))} has no {MODEL_PLACEHOLDER} placeholder; each model's id "
+                f"is passed there (drop {option('model')} to use the ids as Inspect models, e.g. "
+                f"{option('models', repr('openai/gpt-4o,openai/gpt-4o-mini'), 'openai/gpt-4o,openai/gpt-4o-mini')})")
         if epochs is not None and (isinstance(epochs, bool) or int(epochs) != epochs or epochs < 1):
-            raise ConfigurationError(f"--epochs (epochs=) must be a positive integer, got {epochs!r}")
+            raise ConfigurationError(f"{option('epochs')} must be a positive integer, got {epochs!r}")
         self.task, self.model, self.score_name = task, model, score_name
         self.value_map = parse_value_map(value_map)
         self.epochs, self.log_dir = epochs, log_dir
@@ -196,8 +202,9 @@ class InspectHarness:
             raise
         except Exception as exc:
             raise ConfigurationError(
-                f"Inspect could not load task {self.task!r}: {_plain(exc)}; give --task as FILE.py@TASK (a task "
-                "file) or a registered task name, and its arguments with --task-arg KEY=VALUE") from exc
+                f"Inspect could not load task {self.task!r}: {_plain(exc)}; give {option('task')} as FILE.py@TASK "
+                "(a task file) or a registered task name, and its arguments with "
+                f"{option('task_args', repr('KEY=VALUE'), 'KEY=VALUE', key='inspect.task_args')}") from exc
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         if not logs:  # Ctrl-C while the task loaded
@@ -221,9 +228,10 @@ class InspectHarness:
             except Exception as exc:
                 raise ConfigurationError(
                     f"Inspect could not create model {name!r}"
-                    + (f" with --model-arg {args}" if args else "")
-                    + f": {_plain(exc)}; give --model as PROVIDER/MODEL (e.g. openai/gpt-4o, mockllm/model) and "
-                    "its arguments with --model-arg KEY=VALUE") from exc
+                    + (f" with {option('model_args', key='inspect.model_args')} {args}" if args else "")
+                    + f": {_plain(exc)}; give {option('model')} as PROVIDER/MODEL (e.g. openai/gpt-4o, mockllm/model) "
+                    "and its arguments with "
+                    + option("model_args", repr("KEY=VALUE"), "KEY=VALUE", key="inspect.model_args")) from exc
         return self._models[key]
 
     # --------------------------------------------------------------- scoring
@@ -239,14 +247,15 @@ class InspectHarness:
             examples = ", ".join(repr(str(i)) for i in list(self.sample_ids.values())[:3])
             out[iid] = ScorerError(
                 f"Inspect task {self.task_name!r} has no sample {iid!r} (its ids: {examples}, ...); the reference's "
-                "item ids must be the task's sample ids: build it with `activeeval reference build --from inspect "
-                "LOGS` from logs of this task (with the same --task-arg)")
+                "item ids must be the task's sample ids: build it with "
+                "activeeval.data.adapters.inspect_eval.reference_from_inspect(LOGS) from logs of this task (with the "
+                f"same {option('task_args', key='inspect.task_args')})")
         cancelled = False
         if wanted:
             try:
                 lm = self._model(model)
             except ConfigurationError as exc:
-                return [ScorerError(str(exc))] * len(item_ids)
+                return [ScorerError(template_of(exc))] * len(item_ids)
             cancelled = self._run(wanted, lm, of, out)
         if cancelled:
             # Ctrl-C: Inspect cancelled the run. Whatever it returned scored is recorded by the runner, which then
@@ -276,7 +285,7 @@ class InspectHarness:
         try:
             scores, errors = scores_from_samples(samples, where, self.score_name, self.value_map)
         except ActiveEvalError as exc:
-            out.update(dict.fromkeys(wanted, ScorerError(str(exc))))
+            out.update(dict.fromkeys(wanted, ScorerError(template_of(exc))))
             return False
         by_key = {_key(i): i for i in scores}
         failed = {_key(i): msg for i, msg in errors.items()}

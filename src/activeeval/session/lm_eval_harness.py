@@ -41,7 +41,7 @@ from typing import Any
 
 from activeeval._threads import user_threads
 from activeeval.data.adapters.lm_eval import parse_doc_id, scores_from_samples
-from activeeval.exceptions import ActiveEvalError, ConfigurationError, StorageError
+from activeeval.exceptions import ActiveEvalError, ConfigurationError, StorageError, option, template_of
 from activeeval.session.harness_output import harness_output
 from activeeval.session.runner import MODEL_PLACEHOLDER, ScorerError
 
@@ -58,11 +58,11 @@ def import_lm_eval() -> Any:
         from lm_eval.tasks import TaskManager  # noqa: F401
     except ImportError as exc:
         raise ConfigurationError(
-            f"--harness lm-eval needs lm-evaluation-harness ({exc}); install it with: {INSTALL_HINT}"
+            f"the lm-eval harness needs lm-evaluation-harness ({exc}); install it with: {INSTALL_HINT}"
         ) from exc
     if "samples" not in inspect.signature(lm_eval.simple_evaluate).parameters:
         raise ConfigurationError(
-            f"--harness lm-eval needs lm-eval >= 0.4.8 (simple_evaluate(samples=...)); upgrade it: {INSTALL_HINT}"
+            f"the lm-eval harness needs lm-eval >= 0.4.8 (simple_evaluate(samples=...)); upgrade it: {INSTALL_HINT}"
         )
     return lm_eval
 
@@ -114,18 +114,20 @@ class LmEvalHarness:
         output_path: str | os.PathLike[str] | None = None,
     ) -> None:
         if not task:
-            raise ConfigurationError("--harness lm-eval needs --task (the lm-eval task to score), e.g. --task arc_easy")
+            raise ConfigurationError(f"the lm-eval harness needs {option('task')} (the lm-eval task to score), e.g. "
+                                     f"{option('task', repr('arc_easy'), 'arc_easy')}")
         if "," in task:
             raise ConfigurationError(
-                f"--tasks {task!r} names several tasks; a session evaluates one task (its documents are the "
-                "reference's items): run one session per task")
+                f"{option('task', repr(task), repr(task))} names several tasks; a session evaluates one task (its "
+                "documents are the reference's items): run one session per task")
         if not model:
-            raise ConfigurationError("--harness lm-eval needs --model (the lm-eval model type), e.g. --model hf")
+            raise ConfigurationError(f"the lm-eval harness needs {option('model')} (the lm-eval model type), e.g. "
+                                     f"{option('model', repr('hf'), 'hf')}")
         if needs_model and MODEL_PLACEHOLDER not in model_args:
             raise ConfigurationError(
-                f"ranking with lm-eval: --model-args {model_args!r} has no {MODEL_PLACEHOLDER} placeholder; "
-                "each ranked "
-                "model's id is passed there, e.g. --model-args 'pretrained={model}'"
+                f"ranking with lm-eval: {option('model_args', repr(model_args), repr(model_args))} has no "
+                f"{MODEL_PLACEHOLDER} placeholder; each ranked model's id is passed there, e.g. "
+                f"{option('model_args', repr('pretrained={model}'), repr('pretrained={model}'))}"
             )
         self.model, self.model_args, self.task = model, model_args, task
         self.metric, self.filter = metric, filter
@@ -173,7 +175,7 @@ class LmEvalHarness:
             paths = self.include_path if len(self.include_path) != 1 else self.include_path[0]
             if self.include_path:
                 # Indexing lm-eval's own thousands of task files takes seconds: a custom task is looked
-                # up in --include-path alone first.
+                # up in include_path alone first.
                 tasks = TaskManager(include_path=paths, include_defaults=False)
                 if self.task in tasks.all_tasks:
                     self._tasks = tasks
@@ -186,7 +188,7 @@ class LmEvalHarness:
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ConfigurationError(
                     f"lm-eval has no task {self.task!r}{hint}; for a custom task give the folder of its YAML file "
-                    "with --include-path DIR"
+                    f"with {option('include_path', repr('DIR'), 'DIR')}"
                 )
             self._tasks = tasks
         return self._tasks
@@ -198,7 +200,8 @@ class LmEvalHarness:
             return get_model(self.model)
         except (KeyError, ValueError) as exc:
             raise ConfigurationError(
-                f"lm-eval has no model type {self.model!r} ({exc}); e.g. --model hf (pip install 'lm-eval[hf]')"
+                f"lm-eval has no model type {self.model!r} ({exc}); e.g. {option('model', repr('hf'), 'hf')} "
+                "(pip install 'lm-eval[hf]')"
             ) from exc
 
     def _lm(self, model_id: str | None) -> Any:
@@ -212,7 +215,7 @@ class LmEvalHarness:
                 raise
             except Exception as exc:
                 raise ConfigurationError(
-                    f"lm-eval could not load model {self.model!r} with --model-args {args!r}: "
+                    f"lm-eval could not load model {self.model!r} with {option('model_args', repr(args), repr(args))}: "
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
         return self._lms[args]
@@ -243,11 +246,12 @@ class LmEvalHarness:
             except (KeyboardInterrupt, ActiveEvalError):
                 raise
             except Exception as exc:
-                quiet = "" if self.verbose else " (re-run with --verbose to see lm-eval's output)"
+                quiet = ("" if self.verbose
+                         else f" (re-run with {option('verbose', 'True', '')} to see lm-eval's output)")
                 err = ScorerError(
                     f"lm-eval failed on documents {docs[:10]}{' ...' if len(docs) > 10 else ''} of task "
                     f"{self.task!r}{'' if model is None else f' for model {model!r}'}: {type(exc).__name__}: "
-                    f"{exc}{quiet}"
+                    f"{template_of(exc)}{quiet}"
                 )
                 return [err] * len(item_ids)
         try:
@@ -255,8 +259,8 @@ class LmEvalHarness:
             if self._stamp is not None:
                 self._samples_file(model).append(samples)
             scores, bad = self._scores(samples)
-        except ActiveEvalError as exc:  # e.g. a --metric no document has
-            return [ScorerError(str(exc))] * len(item_ids)
+        except ActiveEvalError as exc:  # e.g. a metric no document has
+            return [ScorerError(template_of(exc))] * len(item_ids)
         except (AttributeError, TypeError, ValueError) as exc:  # samples not as lm-eval writes them
             err = ScorerError(f"lm-eval's samples of task {self.task!r} could not be read: {type(exc).__name__}: {exc}")
             return [err] * len(item_ids)

@@ -32,7 +32,7 @@ from typing import Any, cast
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError, SessionStateError, UnknownModelError
+from activeeval.exceptions import ConfigurationError, SessionStateError, UnknownModelError, option, template_of
 from activeeval.methods.estimate import Estimate
 from activeeval.methods.multi import Independent, MultiTargetMethod, target_names
 from activeeval.methods.registry import is_multi_target, resolve_factory
@@ -161,8 +161,9 @@ class MultiSession(StoppingChanges, JournalSession):
         try:
             names = list(target_names(targets))
         except ConfigurationError as exc:
-            raise ConfigurationError(f"{exc} (--targets a,b,c on the command line)") from exc
-        name, options, spec = resolve_method(method, method_kwargs, reserved={"targets": "--targets (targets=)"})
+            raise ConfigurationError(f"{template_of(exc)} (give the target models as "
+                                     f"{option('targets', repr(['a', 'b', 'c']), 'a,b,c')})") from exc
+        name, options, spec = resolve_method(method, method_kwargs, reserved={"targets": option("targets")})
         meta = {"method": name, "method_spec": spec, "method_kwargs": {"seed": new_seed(seed), **options},
                 "targets": names, "stopping": stopping_settings(epsilon1, epsilon2, window, max_items),
                 "missing": missing, "label": label}
@@ -189,7 +190,7 @@ class MultiSession(StoppingChanges, JournalSession):
         except ConfigurationError as exc:
             raise UnknownModelError(
                 f"unknown target {target!r} in session {str(self.path)!r}; its targets are {', '.join(state.targets)}"
-                " (name one with --target NAME)"
+                f" (name one with {option('target', repr('NAME'), 'NAME')})"
             ) from exc
 
     def _check_new(self, state: MultiTargetMethod, target: str, idx: int, value: float) -> float:
@@ -222,7 +223,7 @@ class MultiSession(StoppingChanges, JournalSession):
         rest of the budget, is pending: record those scores first).
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ConfigurationError(f"k must be a positive integer (--k on the command line), got {k!r}")
+            raise ConfigurationError(f"{option('k')} must be a positive integer, got {k!r}")
         with self._write("hand out items") as tx:
             method = self._sync(tx)
             room = self._room(method)
@@ -232,7 +233,7 @@ class MultiSession(StoppingChanges, JournalSession):
             if not active:
                 raise SessionStateError(
                     f"the running targets ({', '.join(room)}) have their whole budget pending; record the pending "
-                    "scores first (`activeeval session status` lists them), or raise the budget with --max-items"
+                    f"scores first (the session's status lists them), or raise the budget with {option('max_items')}"
                 )
             chosen: list[tuple[str, int]] = []
             for t, i in method.select_batch(int(k), exclude=list(self._pending), active=active):

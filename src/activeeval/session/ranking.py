@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError, DuplicateObservationError, UnknownModelError
+from activeeval.exceptions import ConfigurationError, DuplicateObservationError, UnknownModelError, option
 from activeeval.methods.base import BaseMethod
 from activeeval.methods.registry import is_multi_target, make_method, sharing_factory
 from activeeval.ranking import (
@@ -126,10 +126,10 @@ class RankSession(JournalSession):
         targets = check_models(models)
         g = check_gamma(gamma)
         if isinstance(min_items, bool) or int(min_items) != min_items or min_items < 0:
-            raise ConfigurationError(f"--min-items (min_items=) must be a non-negative integer, got {min_items}")
+            raise ConfigurationError(f"{option('min_items')} must be a non-negative integer, got {min_items}")
         cost_map = check_costs(costs, targets)
         if budget_per_model is not None and not budget_per_model > 0:
-            raise ConfigurationError(f"--budget-per-model (budget_per_model=) must be > 0, got {budget_per_model}")
+            raise ConfigurationError(f"{option('budget_per_model')} must be > 0, got {budget_per_model}")
         budget = None if budget_per_model is None else float(budget_per_model) * sum(cost_map.values())
         name, options, spec = resolve_method(method, method_kwargs)
         meta = {
@@ -148,7 +148,7 @@ class RankSession(JournalSession):
         if is_multi_target(name):  # one joint method, each model one side of it (activeeval.ranking.joint)
             if "targets" in kw:
                 raise ConfigurationError(
-                    f"method {name!r}: its targets are the models ranked (--models); drop targets=")
+                    f"method {name!r}: its targets are the models ranked ({option('models')}); drop targets=")
             joint = cast("MultiTargetMethod", make_method(name, ref, targets=targets, **kw))  # a multi-target name
             return _Methods(joint_targets(joint, targets))
         make = sharing_factory(name, ref, **kw)  # reference-only state derived once

@@ -25,6 +25,7 @@ from activeeval.exceptions import (
     MissingScoresWarning,
     StorageError,
     UnknownDatasetError,
+    option,
 )
 from activeeval.session.storage import ReferenceMismatchError
 
@@ -38,10 +39,9 @@ __all__ = [
     "without_models",
 ]
 
-# Options of reading a reference *file* (``activeeval.read_scores``), with their command-line flags; and the
-# models to leave out of any reference (a file, a dataset or a matrix), applied once it is read.
-READ_OPTIONS = {"kind": "--kind", "score_range": "--score-range", "duplicate_models": "--duplicate-models",
-                "exclude_models": "--exclude-models"}
+# Options of reading a reference *file* (``activeeval.read_scores``); and the models to leave out of any reference
+# (a file, a dataset or a matrix), applied once it is read.
+READ_OPTIONS = ("kind", "score_range", "duplicate_models", "exclude_models")
 MISSING_POLICIES = ("models", "items")
 
 
@@ -59,16 +59,17 @@ def check_read_options(options: Mapping[str, Any]) -> dict[str, Any]:
             raise ConfigurationError(f"unknown reference read option {key!r}; choose from {', '.join(READ_OPTIONS)}")
         if key == "kind":
             if value not in ("binary", "continuous"):
-                raise ConfigurationError(f"--kind (kind=) must be 'binary' or 'continuous', got {value!r}")
+                raise ConfigurationError(f"{option('kind')} must be 'binary' or 'continuous', got {value!r}")
         elif key == "score_range":
             try:
                 lo, hi = (float(v) for v in value)
             except (TypeError, ValueError) as exc:
                 raise ConfigurationError(
-                    f"--score-range LOW HIGH (score_range=(low, high)) needs two numbers, got {value!r}"
+                    f"{option('score_range', '(low, high)', 'LOW HIGH')} needs two numbers, got {value!r}"
                 ) from exc
             if not lo < hi:
-                raise ConfigurationError(f"--score-range LOW HIGH needs LOW < HIGH, got {lo:g} {hi:g}")
+                raise ConfigurationError(
+                    f"{option('score_range', '(low, high)', 'LOW HIGH')} needs low < high, got {lo:g} {hi:g}")
             value = [lo, hi]
         elif key == "exclude_models":
             value = _model_list(value)
@@ -78,21 +79,21 @@ def check_read_options(options: Mapping[str, Any]) -> dict[str, Any]:
             value = str(value).replace("-", "_")
             if value not in ("error", "drop_identical"):
                 raise ConfigurationError(
-                    f"--duplicate-models (duplicate_models=) must be 'error' or 'drop-identical', got {options[key]!r}"
+                    f"{option('duplicate_models')} must be 'error' or 'drop-identical', got {options[key]!r}"
                 )
         out[key] = value
     return out
 
 
 def _model_list(value: Any) -> list[str]:
-    """``exclude_models``: model ids as a list (a string is one comma-separated list, as ``--exclude-models``)."""
+    """``exclude_models``: model ids as a list (a string is one comma-separated list, as on the command line)."""
     if isinstance(value, str):
         value = value.split(",")
     try:
         names = [str(v).strip() for v in value]
     except TypeError as exc:
         raise ConfigurationError(
-            f"--exclude-models (exclude_models=) takes model ids, comma-separated on the command line, got {value!r}"
+            f"{option('exclude_models')} takes model ids (a list, or one comma-separated string), got {value!r}"
         ) from exc
     return list(dict.fromkeys(n for n in names if n))
 
@@ -107,9 +108,8 @@ def without_models(matrix: ScoreMatrix, models: Sequence[str]) -> ScoreMatrix:
         close = difflib.get_close_matches(unknown[0], matrix.model_ids, n=3)
         hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
         raise ConfigurationError(
-            f"--exclude-models (exclude_models=) names {', '.join(map(repr, unknown))}, not a model of "
-            f"{matrix.name or 'the reference'}{hint}; `activeeval datasets --models NAME` or the file's first column "
-            "lists them")
+            f"{option('exclude_models')} names {', '.join(map(repr, unknown))}, not a model of "
+            f"{matrix.name or 'the reference'}{hint}; drop it or fix its spelling (see .model_ids)")
     return matrix.drop_models(models)
 
 
@@ -151,7 +151,7 @@ def _resolve_reference(
         except UnknownDatasetError:
             pass  # resolve() below gives the usual "neither a dataset nor a file" error
         else:
-            flags = ", ".join(f"{READ_OPTIONS[k]} ({k}=)" for k in opts)
+            flags = ", ".join(option(k) for k in opts)
             raise ConfigurationError(
                 f"{flags} only apply to a score file; {text!r} is a bundled dataset whose kind and score range come "
                 "from its catalog: drop them, or give a score file"
@@ -185,7 +185,7 @@ def reference_summary(matrix: ScoreMatrix) -> dict[str, Any]:
 def apply_missing(matrix: ScoreMatrix, missing: str) -> ScoreMatrix:
     """The reference with the missing-score policy applied (a note says what was dropped)."""
     if missing not in MISSING_POLICIES:
-        raise ConfigurationError(f"--missing (missing=) must be 'models' or 'items', got {missing!r}")
+        raise ConfigurationError(f"{option('missing')} must be 'models' or 'items', got {missing!r}")
     out, report = matrix.dropna(missing)  # type: ignore[arg-type]
     if report.changed:
         warnings.warn(report.summary(), MissingScoresWarning, stacklevel=3)
@@ -242,8 +242,7 @@ def _opener(meta: Mapping[str, Any]) -> str:
 
 
 def _hint(meta: Mapping[str, Any]) -> str:
-    return (f"pass the original data explicitly: {_opener(meta)}.open(path, reference=...) "
-            "or `--reference` on the command line")
+    return f"pass the original data explicitly: {_opener(meta)}.open(path, reference=...)"
 
 
 def _reload(

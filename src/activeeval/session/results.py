@@ -169,8 +169,8 @@ def results(session: Any, scorer: dict[str, Any] | None = None) -> dict[str, Any
     """
     if session.KIND == "rank":
         raise ConfigurationError(
-            f"{str(session.path)!r} is a ranking session; results files are for evaluation sessions (`activeeval "
-            "session status FILE --json` shows the ranking)")
+            f"{str(session.path)!r} is a ranking session; results files are for evaluation sessions (its status "
+            "shows the ranking)")
     status = session.status()
     if session.KIND == "multi":
         per = [_result(t, status.targets[t], [(iid, s) for tt, iid, s in session.observations if tt == t])

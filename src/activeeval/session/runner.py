@@ -53,6 +53,8 @@ from activeeval.exceptions import (
     DuplicateObservationError,
     InvalidScoresError,
     UnknownItemError,
+    option,
+    template_of,
 )
 from activeeval.session.multi import MultiSession
 from activeeval.session.ranking import RankSession
@@ -98,7 +100,7 @@ class BatchScorer(Protocol):
 
 def check_jobs(jobs: object) -> int:
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
-        raise ConfigurationError(f"--jobs (jobs=) must be a positive integer, got {jobs!r}")
+        raise ConfigurationError(f"{option('jobs')} must be a positive integer, got {jobs!r}")
     return jobs
 
 
@@ -123,7 +125,7 @@ class Scorer:
         except ValueError as exc:
             raise ConfigurationError(f"cannot parse scorer command {self.template!r}: {exc}") from exc
         if not argv:
-            raise ConfigurationError("the scorer command (--scorer) is empty")
+            raise ConfigurationError(f"the scorer command ({option('scorer')}) is empty")
         needed = [PLACEHOLDER] + ([MODEL_PLACEHOLDER] if self.needs_model else [])
         for ph in needed:
             if not any(ph in a for a in argv):
@@ -136,7 +138,7 @@ class Scorer:
         t = self.timeout
         if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < float("inf")):
             raise ConfigurationError(
-                f"--timeout (timeout=) must be a number of seconds >= 0 (0: no limit), got {self.timeout!r}")
+                f"{option('timeout')} must be a number of seconds >= 0 (0: no limit), got {self.timeout!r}")
         check_jobs(self.jobs)
 
     def argv(self, item_id: str, model: str | None = None) -> list[str]:
@@ -169,7 +171,7 @@ class Scorer:
                 self._running.discard(proc)
         if not finished:
             raise ScorerError(f"scorer for {what} timed out after {self.timeout:g} s (its processes were killed; "
-                              f"a longer --timeout (timeout=) allows more): {shown!r}")
+                              f"a longer {option('timeout')} allows more): {shown!r}")
         if proc.returncode != 0:
             tail = " | ".join(line for line in stderr.strip().splitlines()[-3:])
             raise ScorerError(
@@ -302,7 +304,7 @@ def _record(session: Session | MultiSession, item_id: str, score: float, target:
             cast(MultiSession, session).tell(target, item_id, score)
     except _REFUSED as exc:
         of = "" if target is None else f" of target {target!r}"
-        raise ScorerError(f"the scorer gave an invalid score for item {item_id!r}{of}: {exc}") from exc
+        raise ScorerError(f"the scorer gave an invalid score for item {item_id!r}{of}: {template_of(exc)}") from exc
 
 
 def drive(
@@ -436,7 +438,7 @@ def _plain_score(func: Callable[[str], Any], item_id: str) -> float | ScorerErro
     except ScorerError as exc:
         return exc
     except Exception as exc:
-        err = ScorerError(f"scorer for item {item_id!r} failed: {type(exc).__name__}: {exc}")
+        err = ScorerError(f"scorer for item {item_id!r} failed: {type(exc).__name__}: {template_of(exc)}")
         err.__cause__ = exc
         return err
 
@@ -516,5 +518,5 @@ def _tell_ranked(session: RankSession, asked: Any, score: float) -> None:
         session.tell(asked.model, asked.item_id, score)
     except _REFUSED as exc:
         raise ScorerError(
-            f"the scorer gave an invalid score for item {asked.item_id!r} of model {asked.model!r}: {exc}"
+            f"the scorer gave an invalid score for item {asked.item_id!r} of model {asked.model!r}: {template_of(exc)}"
         ) from exc

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError
+from activeeval.exceptions import ConfigurationError, option
 from activeeval.methods.base import BaseMethod
 from activeeval.methods.estimate import Estimate
 from activeeval.methods.registry import make_method
@@ -216,7 +216,7 @@ class Session(StoppingChanges, JournalSession):
         weights = prior_weights_option(name, prior_weights)
         if weights is not None:
             if "weights" in options:
-                raise ConfigurationError("give the prior weights once: --prior-weights (prior_weights=) or the "
+                raise ConfigurationError(f"give the prior weights once: {option('prior_weights')} or the "
                                          "method's option weights=, not both")
             options = {**options, "weights": weights}  # stored with the options, kept out of the spec label
         stopping = stopping_settings(epsilon1, epsilon2, window, max_items)
@@ -246,7 +246,7 @@ class Session(StoppingChanges, JournalSession):
         already recorded or pending.
         """
         if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ConfigurationError(f"k must be a positive integer (--k on the command line), got {k!r}")
+            raise ConfigurationError(f"{option('k')} must be a positive integer, got {k!r}")
         with self._write("hand out items") as tx:
             method = self._method(tx)
             chosen = method.select_batch(int(k), exclude=[iid for _, iid in self._pending])

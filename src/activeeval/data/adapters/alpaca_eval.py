@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from activeeval.data.adapters._common import ScoreFormat, matrix_from_rows, read_json, require_file, to_score
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError, InvalidScoresError
+from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError, InvalidScoresError, option
 
 __all__ = ["preference_to_score", "read_alpaca_eval_annotations", "reference_from_alpaca_eval"]
 
@@ -69,8 +69,8 @@ def _read(path: str | os.PathLike[str], generator: str | None, id_by: IdBy) -> t
     if generator is None:
         if len(generators) > 1:
             raise DataFormatError(
-                f"{name!r} holds annotations of several models {generators[:10]}; choose one with generator=... "
-                "(--generator on the command line)"
+                f"{name!r} holds annotations of several models {generators[:10]}; choose one with "
+                f"{option('generator', '...', 'NAME')}"
             )
         generator = generators[0] if generators else "model"
     out: dict[str, float] = {}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from activeeval.data.adapters._common import ScoreFormat, matrix_from_rows, read_json, require_file, to_score
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError, DataFormatError
+from activeeval.exceptions import ConfigurationError, DataFormatError, option
 
 __all__ = ["helm_model_name", "read_helm_per_instance_stats", "reference_from_helm"]
 
@@ -99,8 +99,8 @@ def read_helm_per_instance_stats(
     splits = {s for _, s in values}
     if len(splits) > 1:
         raise DataFormatError(
-            f"{str(f)!r} has {metric!r} for several splits {sorted(map(str, splits))}; choose one with split=... "
-            "(--split on the command line)"
+            f"{str(f)!r} has {metric!r} for several splits {sorted(map(str, splits))}; choose one with "
+            f"{option('split', '...', 'NAME')}"
         )
     return {iid: sum(v) / len(v) for (iid, _), v in values.items()}
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from activeeval.data.adapters._common import ScoreFormat, matrix_from_rows, require_file
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ActiveEvalError, ConfigurationError, DataFormatError, InvalidScoresError
+from activeeval.exceptions import ActiveEvalError, ConfigurationError, DataFormatError, InvalidScoresError, option
 
 __all__ = [
     "DEFAULT_VALUES",
@@ -82,7 +82,7 @@ def parse_value_map(text: str | Mapping[str, float] | None) -> dict[str, float]:
             key, eq, number = part.partition("=")
             if not eq or not key.strip():
                 raise ConfigurationError(
-                    f"--value-map (value_map=) takes VALUE=NUMBER pairs separated by commas, e.g. 'P=0,N=0'; got "
+                    f"{option('value_map')} takes VALUE=NUMBER pairs separated by commas, e.g. 'P=0,N=0'; got "
                     f"{part!r}")
             pairs.append((key.strip(), number.strip()))
     out: dict[str, float] = {}
@@ -93,7 +93,7 @@ def parse_value_map(text: str | Mapping[str, float] | None) -> dict[str, float]:
             value = math.nan
         if isinstance(given, bool) or not math.isfinite(value):
             raise ConfigurationError(
-                f"--value-map (value_map=): {name!r} must map to a finite number, got {given!r} (e.g. 'P=0.5')")
+                f"{option('value_map')}: {name!r} must map to a finite number, got {given!r} (e.g. 'P=0.5')")
         out[str(name)] = value
     return out
 
@@ -104,12 +104,13 @@ def to_number(value: Any, where: str, value_map: Mapping[str, float] | None = No
         if key is None:
             raise InvalidScoresError(
                 f"{where}: the score has several values {sorted(map(str, value))}; choose one with "
-                f"score_name='SCORER/KEY' (--score-name SCORER/KEY on the command line)")
+                f"{option('score_name', repr('SCORER/KEY'), 'SCORER/KEY')}")
         if key not in value:
             raise InvalidScoresError(f"{where}: the score has no value {key!r}; values: {sorted(map(str, value))}")
         return to_number(value[key], f"{where} [{key}]", value_map)
     if key is not None:
-        raise InvalidScoresError(f"{where}: the score has one value, not several; drop '/{key}' from --score-name")
+        raise InvalidScoresError(
+            f"{where}: the score has one value, not several; drop '/{key}' from {option('score_name')}")
     mapping = {**DEFAULT_VALUES, **(value_map or {})}
     if isinstance(value, str):
         if value in mapping:
@@ -121,7 +122,7 @@ def to_number(value: Any, where: str, value_map: Mapping[str, float] | None = No
         except ValueError:
             raise InvalidScoresError(
                 f"{where}: score value {value!r} is not a number nor one of {', '.join(mapping)}; give it a number "
-                f"with value_map (--value-map '{value}=1' on the command line)") from None
+                f"with {option('value_map', repr(f'{value}=1'), repr(f'{value}=1'))}") from None
         value = number
     if isinstance(value, bool):
         return float(value)
@@ -177,12 +178,12 @@ def scores_from_samples(
     if scorer is None:
         if len(names) > 1:
             raise DataFormatError(
-                f"{source} has the scorers {names}; choose one with score_name=... (--score-name on the command line)")
+                f"{source} has the scorers {names}; choose one with {option('score_name', '...', 'NAME')}")
         scorer = names[0] if names else None
     elif rows and names and scorer not in names:
         raise DataFormatError(
-            f"{source} has no scorer {scorer!r}; scorers present: {names} (choose one with score_name=... / "
-            "--score-name)")
+            f"{source} has no scorer {scorer!r}; scorers present: {names} (choose one with "
+            f"{option('score_name', '...', 'NAME')})")
     values: dict[str, list[float]] = {}
     errors: dict[str, str] = {}
     for s in rows:
@@ -242,7 +243,7 @@ def _only(task: str | None, logs: list[_Log], what: str) -> list[_Log]:
         return chosen
     if len(tasks) > 1:
         raise DataFormatError(
-            f"{what} holds logs of several tasks {tasks}; choose one with task=... (--task on the command line)")
+            f"{what} holds logs of several tasks {tasks}; choose one with {option('task', '...', 'NAME')}")
     return logs
 
 
@@ -289,8 +290,8 @@ def read_inspect_log(
     models = sorted({lg.model for lg in logs})
     if len(models) > 1:
         raise DataFormatError(
-            f"{str(path)!r} holds logs of several models {models}; give one model's logs (reference build --from "
-            "inspect takes several models)")
+            f"{str(path)!r} holds logs of several models {models}; give one model's logs "
+            "(activeeval.data.adapters.inspect_eval.reference_from_inspect(LOGS) takes several models)")
     return _model_scores(logs, score_name, parse_value_map(value_map))
 
 

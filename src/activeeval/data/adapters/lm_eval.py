@@ -37,7 +37,7 @@ from activeeval.data.adapters._common import (
     to_score,
 )
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError, InvalidScoresError
+from activeeval.exceptions import ConfigurationError, DataFormatError, DuplicateIdError, InvalidScoresError, option
 
 __all__ = [
     "find_samples_files",
@@ -134,19 +134,18 @@ def scores_from_samples(
     if filter is None and len(filters) > 1:
         raise DataFormatError(
             f"{source} has several filters {sorted(map(str, filters))} (one line per document and filter); "
-            "choose one with filter=... (--filter on the command line)"
+            f"choose one with {option('filter', '...', 'NAME')}"
         )
     if metric is None:
         if len(metrics_seen) != 1:
             raise DataFormatError(
-                f"{source} has the metrics {sorted(metrics_seen)}; choose one with metric=... (--metric on the "
-                "command line)"
+                f"{source} has the metrics {sorted(metrics_seen)}; choose one with {option('metric', '...', 'NAME')}"
             )
         metric = next(iter(metrics_seen))
-    if metric not in metrics_seen:  # a wrong --metric: no document has it
+    if metric not in metrics_seen:  # a wrong metric: no document has it
         raise DataFormatError(
             f"{source} has no metric {metric!r} in any {unit}; metrics present: {sorted(metrics_seen)} (choose one "
-            "with metric=... / --metric)"
+            f"with {option('metric', '...', 'NAME')})"
         )
     out: dict[str, float] = {}
     for (doc_id, _), (pos, obj) in rows.items():
@@ -155,7 +154,7 @@ def scores_from_samples(
             if metric not in obj:
                 raise DataFormatError(
                     f"{source} {unit} {pos} has no metric {metric!r}; metrics present: "
-                    f"{sorted(metrics_seen)} (choose one with metric=... / --metric)"
+                    f"{sorted(metrics_seen)} (choose one with {option('metric', '...', 'NAME')})"
                 )
             out[iid] = to_score(obj[metric], f"{source} {unit} {pos} (doc_id {doc_id!r}, {metric})")
         except (DataFormatError, InvalidScoresError) as exc:
@@ -181,7 +180,8 @@ def parse_doc_id(item_id: str, task: str) -> int:
     if doc < 0 or str(doc) != text:
         raise ConfigurationError(
             f"item id {item_id!r} is not an lm-eval document id of task {task!r} (expected '12' or '{task}/12'); "
-            "build the reference with `activeeval reference build --from lm-eval ...` so its item ids are doc ids"
+            "build the reference with activeeval.data.adapters.lm_eval.reference_from_lm_eval(...) so its item ids "
+            "are doc ids"
         )
     return doc
 
