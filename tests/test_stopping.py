@@ -68,3 +68,51 @@ def test_conditions_and_exhaustion() -> None:
         n_items, n_observed, trajectory = 4, 4, ()
 
     assert stop_reason(BudgetRule(100), Done()) == "exhausted"  # every item observed: whatever the rule
+
+
+def test_the_stop_rule_is_one_value_with_its_defaults_defined_once() -> None:
+    from activeeval.stopping import DEFAULT_STOP, StopRule, WindowCIRule, default_rule
+
+    assert DEFAULT_STOP == StopRule() == StopRule.from_dict({})
+    assert (DEFAULT_STOP.epsilon1, DEFAULT_STOP.epsilon2, DEFAULT_STOP.window) == (
+        WindowCIRule().epsilon1, WindowCIRule().epsilon2, WindowCIRule().window)
+    rule = StopRule(epsilon2=0.05, max_items=40)
+    assert StopRule.from_dict(rule.to_dict()) == rule
+    assert StopRule.from_dict({"epsilon2": 0.05, "n_max": 40}) == rule  # older files spelled the budget n_max
+    assert rule.rule() == default_rule(epsilon2=0.05, max_items=40)
+    with pytest.raises(ConfigurationError, match="max_items= must be a positive integer, got 0"):
+        StopRule(max_items=0)
+    with pytest.raises(ConfigurationError, match="max_items= must be a positive integer, got True"):
+        StopRule(max_items=True)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="epsilon2= must be > 0"):
+        StopRule(epsilon2=0)
+
+
+def test_no_module_spells_the_stopping_defaults_again() -> None:
+    """The defaults 0.005 / 0.03 / 30 live in activeeval.stopping; a signature or option elsewhere takes them from
+    there (a second spelling drifts the day the first changes)."""
+    import ast
+    from pathlib import Path
+
+    import activeeval
+
+    root = Path(activeeval.__file__).parent
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "stopping.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            args = getattr(node, "args", None)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and isinstance(args, ast.arguments):
+                named = list(zip(reversed(args.args), reversed(args.defaults))) + [
+                    (a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+                for arg, default in named:
+                    if isinstance(default, ast.Call) and default.args:  # typer.Option(0.03, "--epsilon2", ...)
+                        default = default.args[0]
+                    if arg.arg in ("epsilon1", "epsilon2", "window") and isinstance(default, ast.Constant) and \
+                            default.value is not None:
+                        found.append(f"{path.relative_to(root)}:{default.lineno} {arg.arg}={default.value!r}")
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
+                    node.target.id in ("epsilon1", "epsilon2", "window") and isinstance(node.value, ast.Constant):
+                found.append(f"{path.relative_to(root)}:{node.lineno} {node.target.id} = {node.value.value!r}")
+    assert found == [], "stopping defaults spelled outside activeeval.stopping:\n" + "\n".join(found)

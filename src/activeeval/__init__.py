@@ -33,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "Method": "activeeval.methods.base",
     "RSMean": "activeeval.methods.baselines.rs_mean",
     "ScoreMatrix": "activeeval.data.matrix",
+    "StopRule": "activeeval.stopping",
     "StoppingRule": "activeeval.stopping",
     "WindowCIRule": "activeeval.stopping",
     "default_rule": "activeeval.stopping",
@@ -56,7 +57,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from activeeval.methods.bayesame import BayesAME
     from activeeval.methods.bayesame_paper import BayesAMEPaper
     from activeeval.methods.estimate import Estimate
-    from activeeval.stopping import AnyOf, BudgetRule, StoppingRule, WindowCIRule, default_rule, stop_reason
+    from activeeval.stopping import (
+        AnyOf,
+        BudgetRule,
+        StoppingRule,
+        StopRule,
+        WindowCIRule,
+        default_rule,
+        stop_reason,
+    )
 
 
 __getattr__ = lazy_getattr(globals(), _EXPORTS, __name__)

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from activeeval.exceptions import ConfigurationError
+from activeeval.stopping import DEFAULT_EPSILON1, DEFAULT_EPSILON2, DEFAULT_WINDOW
 
 __all__ = [
     "AUTO_WORK",
@@ -158,7 +159,8 @@ def forecast_session(session: Any, progress: Callable[[int, int], None] | None =
 
 
 def forecast_items(
-    method: Any, epsilon1: float = 0.005, epsilon2: float = 0.03, window: int = 30, max_items: int | None = None,
+    method: Any, epsilon1: float = DEFAULT_EPSILON1, epsilon2: float = DEFAULT_EPSILON2, window: int = DEFAULT_WINDOW,
+    max_items: int | None = None,
     *, progress: Callable[[int, int], None] | None = None, max_work: float | None = None,
 ) -> Forecast | None:
     """Forecast the items a run of ``method`` (a BayesAME, not yet observed) takes under this stopping rule.

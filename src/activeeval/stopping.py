@@ -19,15 +19,26 @@ from activeeval.exceptions import ConfigurationError, option
 from activeeval.methods.estimate import Estimate
 
 __all__ = [
+    "DEFAULT_EPSILON1",
+    "DEFAULT_EPSILON2",
+    "DEFAULT_STOP",
+    "DEFAULT_WINDOW",
     "AnyOf",
     "BudgetRule",
     "Condition",
+    "StopRule",
     "StoppingRule",
     "WindowCIRule",
     "conditions_of",
     "default_rule",
     "stop_reason",
 ]
+
+#: The defaults of the paper's stopping rule (Algorithm 1), defined once: sessions, backtests, the cost forecast
+#: and the CLI's options take them from here (:class:`StopRule`).
+DEFAULT_EPSILON1 = 0.005
+DEFAULT_EPSILON2 = 0.03
+DEFAULT_WINDOW = 30
 
 
 @dataclass(frozen=True)
@@ -65,9 +76,9 @@ class WindowCIRule:
     of the ``level`` credible interval, 2·z·sqrt(Var R), is at most ``epsilon2``.
     """
 
-    epsilon1: float = 0.005
-    epsilon2: float = 0.03
-    window: int = 30
+    epsilon1: float = DEFAULT_EPSILON1
+    epsilon2: float = DEFAULT_EPSILON2
+    window: int = DEFAULT_WINDOW
     level: float = 0.95
 
     def __post_init__(self) -> None:
@@ -147,13 +158,60 @@ def conditions_of(rule: StoppingRule, trajectory: Sequence[Estimate]) -> tuple[C
 
 
 def default_rule(
-    epsilon1: float = 0.005, epsilon2: float = 0.03, window: int = 30, max_items: int | None = None
+    epsilon1: float = DEFAULT_EPSILON1, epsilon2: float = DEFAULT_EPSILON2, window: int = DEFAULT_WINDOW,
+    max_items: int | None = None,
 ) -> StoppingRule:
     """The paper's rule, plus a fixed budget when ``max_items`` is given."""
     rule: StoppingRule = WindowCIRule(epsilon1=epsilon1, epsilon2=epsilon2, window=window)
     if max_items is not None:
         rule = AnyOf((rule, BudgetRule(max_items)))
     return rule
+
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """The stopping settings as one value: the paper's rule (ε1, ε2, window) and an optional budget.
+
+    What a session stores and a caller passes around instead of four loose numbers; its defaults are
+    :data:`DEFAULT_EPSILON1`, :data:`DEFAULT_EPSILON2`, :data:`DEFAULT_WINDOW` and no budget. Checked when
+    made (a :class:`~activeeval.exceptions.ConfigurationError` names the option); :meth:`rule` is the
+    stopping rule, :meth:`to_dict` / :meth:`from_dict` its stored form (JSON types, values as given).
+    """
+
+    epsilon1: float = DEFAULT_EPSILON1
+    epsilon2: float = DEFAULT_EPSILON2
+    window: int = DEFAULT_WINDOW
+    max_items: int | None = None
+
+    def __post_init__(self) -> None:
+        m = self.max_items
+        if m is not None and (isinstance(m, bool) or not isinstance(m, (int, float)) or int(m) != m or m < 1):
+            raise ConfigurationError(f"{option('max_items')} must be a positive integer, got {m!r}")
+        if m is not None:
+            object.__setattr__(self, "max_items", int(m))
+        self.rule()  # the rules check their own values
+
+    def rule(self) -> StoppingRule:
+        """The stopping rule: Algorithm 1, or it or the budget when ``max_items`` is set."""
+        return default_rule(self.epsilon1, self.epsilon2, self.window, self.max_items)
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        return {"epsilon1": self.epsilon1, "epsilon2": self.epsilon2, "window": self.window,
+                "max_items": self.max_items}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, float | int | None]) -> StopRule:
+        """The rule of a stored form (a key it lacks takes its default; ``n_max`` is read as ``max_items``)."""
+        known = {"epsilon1", "epsilon2", "window", "max_items"}
+        values: dict[str, float | int | None] = {k: v for k, v in data.items() if k in known and v is not None}
+        if data.get("max_items") is None and data.get("n_max") is not None:
+            values["max_items"] = data["n_max"]
+        return cls(**values)  # type: ignore[arg-type]
+
+
+#: The paper's rule with its defaults and no budget.
+DEFAULT_STOP = StopRule()
 
 
 class _Driven(Protocol):

@@ -47,6 +47,7 @@ from activeeval.cli.common import (
     results_folder,
 )
 from activeeval.exceptions import ConfigurationError
+from activeeval.stopping import DEFAULT_EPSILON2
 
 if TYPE_CHECKING:
     from activeeval.data.matrix import ScoreMatrix
@@ -289,7 +290,8 @@ def backtest_command(
     address: str | None = typer.Option(None, "--address", help="ray/dask cluster address. [default: local]"),
     out: Path | None = typer.Option(None, "--out", help="Directory for raw results and PNG plots: " + OUT_RULE),
     force: bool = FORCE,
-    epsilon2: float = typer.Option(0.03, "--epsilon2", help="ε2 of the 'at stop' columns (the sweep is always run)."),
+    epsilon2: float = typer.Option(DEFAULT_EPSILON2, "--epsilon2",
+                                   help="ε2 of the 'at stop' columns (the sweep is always run)."),
     split_seed: int = typer.Option(
         0, "--split-seed", help="Seed of the random targets (interpolation; --multi-target --correlation low)."),
     output_format: str | None = typer.Option(None, "--format", help=FORMAT_HELP),

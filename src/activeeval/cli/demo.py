@@ -21,6 +21,7 @@ from activeeval.cli.common import (
     show_progress,
 )
 from activeeval.cli.forecast import FORECAST, forecast_or_note
+from activeeval.stopping import DEFAULT_EPSILON1, DEFAULT_EPSILON2, DEFAULT_WINDOW
 
 
 @app.command()
@@ -29,8 +30,9 @@ def demo(
     dataset: str = typer.Option("ifeval", help="Bundled dataset name (see `activeeval datasets`) or a score file."),
     target: str = typer.Option(None, help="Model to hold out as the target. [default: chosen with --seed]"),
     method: str = typer.Option("bayesame", "--method", help=METHOD_HELP),
-    epsilon1: float = typer.Option(0.005, help="Stop only once R-hat varied by at most this over the last 30 steps."),
-    epsilon2: float = typer.Option(0.03, help="Stop once the 95% interval is at most this wide."),
+    epsilon1: float = typer.Option(
+        DEFAULT_EPSILON1, help=f"Stop only once R-hat varied by at most this over the last {DEFAULT_WINDOW} steps."),
+    epsilon2: float = typer.Option(DEFAULT_EPSILON2, help="Stop once the 95% interval is at most this wide."),
     seed: int = typer.Option(0, min=0, help="Seed for the target choice and the method."),
     max_items: int = typer.Option(None, min=1, help="Also stop after this many items (a fixed budget)."),
     missing: str = MISSING,

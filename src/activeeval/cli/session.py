@@ -51,6 +51,7 @@ from activeeval.cli.session_core import (  # noqa: F401 - the helpers other comm
     rank_lines,
 )
 from activeeval.exceptions import ConfigurationError
+from activeeval.stopping import DEFAULT_STOP
 
 session_app = make_app("session", "Ask/tell sessions: which items to score next, record scores, status, report.")
 app.add_typer(session_app, name="session")
@@ -67,6 +68,10 @@ SET_WINDOW = "Window of the stopping rule (items)."
 SET_MAX_ITEMS = "Budget: stop after this many items at most."
 
 
+def _default(help_text: str, value: object) -> str:
+    return f"{help_text} [default: {value}]"
+
+
 def parse_targets(targets: str | None) -> list[str] | None:
     """``--targets a,b,c`` as a list of names (None when not given)."""
     if targets is None:
@@ -80,9 +85,9 @@ def new(
     file: Path = FILE,
     reference: str = typer.Option(..., "--reference", help="Bundled dataset name or path to a score file."),
     method: str = typer.Option("bayesame", "--method", help=METHOD_HELP),
-    epsilon1: float = typer.Option(0.005, "--epsilon1", help=SET_EPSILON1),
-    epsilon2: float = typer.Option(0.03, "--epsilon2", help=SET_EPSILON2),
-    window: int = typer.Option(30, "--window", help=SET_WINDOW),
+    epsilon1: float = typer.Option(DEFAULT_STOP.epsilon1, "--epsilon1", help=SET_EPSILON1),
+    epsilon2: float = typer.Option(DEFAULT_STOP.epsilon2, "--epsilon2", help=SET_EPSILON2),
+    window: int = typer.Option(DEFAULT_STOP.window, "--window", help=SET_WINDOW),
     max_items: int | None = typer.Option(None, "--max-items", help=SET_MAX_ITEMS + " [default: none]"),
     seed: int | None = typer.Option(None, "--seed", help="Seed of the item selection. [default: random, stored]"),
     missing: str = MISSING,
@@ -282,9 +287,9 @@ def run(
         None, "--reference", help="Bundled dataset name or score file (needed to create the session)."
     ),
     method: str | None = typer.Option(None, "--method", help=METHOD_HELP + " [default: bayesame]"),
-    epsilon1: float | None = typer.Option(None, "--epsilon1", help=SET_EPSILON1 + " [default: 0.005]"),
-    epsilon2: float | None = typer.Option(None, "--epsilon2", help=SET_EPSILON2 + " [default: 0.03]"),
-    window: int | None = typer.Option(None, "--window", help=SET_WINDOW + " [default: 30]"),
+    epsilon1: float | None = typer.Option(None, "--epsilon1", help=_default(SET_EPSILON1, DEFAULT_STOP.epsilon1)),
+    epsilon2: float | None = typer.Option(None, "--epsilon2", help=_default(SET_EPSILON2, DEFAULT_STOP.epsilon2)),
+    window: int | None = typer.Option(None, "--window", help=_default(SET_WINDOW, DEFAULT_STOP.window)),
     max_items: int | None = typer.Option(None, "--max-items", help=SET_MAX_ITEMS + " [default: none]"),
     seed: int | None = typer.Option(None, "--seed", help="Selection seed. [default: random, stored]"),
     missing: str | None = typer.Option(None, "--missing", help=MISSING.help + " [default: models]"),
@@ -426,7 +431,7 @@ def _start_run(session: Path, reference: str | None, target: str | None, scorer:
             f"session {str(session)!r} does not exist yet: give --reference to create it{several}")
     sc = scorer_of(names, {"read": {k: v for k, v in read.items() if v is not None}}, None)
     check_output(out, overwrite=force, what="results file")
-    defaults = {"epsilon1": 0.005, "epsilon2": 0.03, "window": 30, "max_items": None}
+    defaults = DEFAULT_STOP.to_dict()
     s = _create(session, reference, names, method=method or "bayesame",
                 **{k: defaults[k] if v is None else v for k, v in stopping.items()}, seed=seed,
                 missing=missing or "models", label=label if label is not None else target,

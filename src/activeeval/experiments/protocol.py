@@ -29,6 +29,7 @@ import numpy as np
 from activeeval.batch import check_strategy
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, option
+from activeeval.stopping import DEFAULT_EPSILON1, DEFAULT_WINDOW
 
 __all__ = [
     "EPSILON2_SWEEP",
@@ -103,8 +104,8 @@ class BacktestConfig:
     split_seed: int = 0
     root_seed: int = 0
     epsilon2: tuple[float, ...] = EPSILON2_SWEEP
-    epsilon1: float = 0.005
-    window: int = 30
+    epsilon1: float = DEFAULT_EPSILON1
+    window: int = DEFAULT_WINDOW
     level: float = 0.95
     gap: float = 0.2
     method_options: dict = field(default_factory=dict)

@@ -17,6 +17,7 @@ from activeeval.experiments.metrics import (
 )
 from activeeval.experiments.protocol import BacktestConfig, sample_references
 from activeeval.experiments.runner import BacktestResult, backtest_split
+from activeeval.stopping import DEFAULT_EPSILON2
 
 __all__ = [
     "BASELINE",
@@ -191,7 +192,7 @@ def _gain_index(n_items: int, pct: int) -> int:
     return max(1, int(round(pct / 100 * n_items))) - 1
 
 
-def summarize(result: BacktestResult, epsilon2: float = 0.03) -> dict[str, dict]:
+def summarize(result: BacktestResult, epsilon2: float = DEFAULT_EPSILON2) -> dict[str, dict]:
     """Per method: EW-IRMSE, RMSE Gain at 5/10/25 % of N, and the stopping run at ``epsilon2``.
 
     ``gain_db`` is None for every method when RS-Mean was not run.

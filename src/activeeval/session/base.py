@@ -30,7 +30,6 @@ from activeeval.exceptions import (
     StorageError,
     UnknownItemError,
     option,
-    template_of,
 )
 from activeeval.methods.registry import check_method_spec, method_spec
 from activeeval.session import snapshot as snap
@@ -44,7 +43,7 @@ from activeeval.session.storage import (
     now_iso,
     storable_text,
 )
-from activeeval.stopping import StoppingRule, default_rule
+from activeeval.stopping import StoppingRule, StopRule, default_rule
 
 __all__ = [
     "JournalSession",
@@ -180,20 +179,14 @@ def prior_weights_option(name: str, prior_weights: Mapping[str, float] | str | o
 
 
 def check_stopping(epsilon1: float, epsilon2: float, window: int, max_items: int | None) -> StoppingRule:
-    """The stopping rule of these settings; ConfigurationError naming the flag for a bad value."""
-    if max_items is not None and (isinstance(max_items, bool) or int(max_items) != max_items or max_items < 1):
-        raise ConfigurationError(f"{option('max_items')} must be a positive integer, got {max_items!r}")
-    try:
-        return default_rule(epsilon1, epsilon2, window, None if max_items is None else int(max_items))
-    except ConfigurationError as exc:
-        raise ConfigurationError(template_of(exc)) from exc
+    """The stopping rule of these settings (:class:`~activeeval.stopping.StopRule`); ConfigurationError naming the
+    option for a bad value."""
+    return StopRule(epsilon1, epsilon2, window, max_items).rule()
 
 
 def stopping_settings(epsilon1: float, epsilon2: float, window: int, max_items: int | None) -> dict[str, Any]:
-    """The stopping settings to store at creation (checked by :func:`check_stopping`)."""
-    check_stopping(epsilon1, epsilon2, window, max_items)
-    return {"epsilon1": epsilon1, "epsilon2": epsilon2, "window": window,
-            "max_items": None if max_items is None else int(max_items)}
+    """The stopping settings to store at creation (checked: :class:`~activeeval.stopping.StopRule`)."""
+    return StopRule(epsilon1, epsilon2, window, max_items).to_dict()
 
 
 class JournalSession(ABC):

@@ -46,7 +46,14 @@ from activeeval.session.base import (
 )
 from activeeval.session.session import RecordSummary, SessionStatus
 from activeeval.session.storage import DEFAULT_TIMEOUT, Event
-from activeeval.stopping import StoppingRule, conditions_of, stop_reason
+from activeeval.stopping import (
+    DEFAULT_EPSILON1,
+    DEFAULT_EPSILON2,
+    DEFAULT_WINDOW,
+    StoppingRule,
+    conditions_of,
+    stop_reason,
+)
 
 __all__ = ["AskedPair", "MultiSession", "MultiStatus"]
 
@@ -133,9 +140,9 @@ class MultiSession(StoppingChanges, JournalSession):
         targets: Sequence[str],
         *,
         method: str = "bayesame",
-        epsilon1: float = 0.005,
-        epsilon2: float = 0.03,
-        window: int = 30,
+        epsilon1: float = DEFAULT_EPSILON1,
+        epsilon2: float = DEFAULT_EPSILON2,
+        window: int = DEFAULT_WINDOW,
         max_items: int | None = None,
         seed: int | None = None,
         missing: str = "models",

@@ -40,7 +40,14 @@ from activeeval.session.base import (
 )
 from activeeval.session.reference import reference_summary
 from activeeval.session.storage import DEFAULT_TIMEOUT, Event, Transaction
-from activeeval.stopping import Condition, conditions_of, stop_reason
+from activeeval.stopping import (
+    DEFAULT_EPSILON1,
+    DEFAULT_EPSILON2,
+    DEFAULT_WINDOW,
+    Condition,
+    conditions_of,
+    stop_reason,
+)
 
 __all__ = ["AskedItem", "RecordSummary", "Session", "SessionStatus", "reference_summary"]
 
@@ -143,9 +150,9 @@ class Session(StoppingChanges, JournalSession):
         reference: str | os.PathLike[str] | ScoreMatrix,
         *,
         method: str = "bayesame",
-        epsilon1: float = 0.005,
-        epsilon2: float = 0.03,
-        window: int = 30,
+        epsilon1: float = DEFAULT_EPSILON1,
+        epsilon2: float = DEFAULT_EPSILON2,
+        window: int = DEFAULT_WINDOW,
         max_items: int | None = None,
         seed: int | None = None,
         missing: str = "models",
