@@ -37,6 +37,7 @@ from activeeval.cli.common import (
     results_folder,
 )
 from activeeval.exceptions import ConfigurationError, template_of
+from activeeval.methods.capabilities import Capabilities
 
 
 def _method(method: str) -> str:
@@ -55,8 +56,18 @@ def _method(method: str) -> str:
     return method
 
 
-def _is_cat(method: str) -> bool:
-    return method.split("[", 1)[0].strip() == "cat"
+def _capabilities(method: str) -> Capabilities:
+    """What the method of the spec ``method`` declares (methods.registry.capabilities); the defaults for a spec
+    that names no registered method (refused where the method is checked)."""
+    from activeeval.methods.registry import METHODS, capabilities
+
+    name = method.split("[", 1)[0].strip()
+    return capabilities(name) if name in METHODS else Capabilities()
+
+
+def _shares_calibration(method: str) -> bool:
+    """Whether the method takes the ranking's calibration settings (CAT: its IRT calibration, shared)."""
+    return _capabilities(method).shared_calibration is not None
 
 
 def _calibration(method: str, calibration: str | None, response: str | None = None,
@@ -78,7 +89,7 @@ def _calibration(method: str, calibration: str | None, response: str | None = No
         out["response"] = response
     if local_error is not None:
         out["local_error"] = bool(local_error)
-    if out and not _is_cat(method):
+    if out and not _shares_calibration(method):
         flags = " and ".join("--local-error/--no-local-error" if k == "local_error" else f"--{k}" for k in out)
         verb, obj = ("apply", "them") if len(out) > 1 else ("applies", "it")
         raise ConfigurationError(f"{flags} {verb} to --method cat only, not {method!r}; drop {obj}")
@@ -268,12 +279,12 @@ def _simulate(dataset: str, models: str | None, holdout: int | None, method: str
     payload["kendall_tau"] = rec.adaptive_tau
     payload["true_scores"] = rec.truth
     payload["method"] = method
-    payload["scale"] = "theta" if _is_cat(method) else "score"
+    payload["scale"] = _capabilities(method).ranking_scale  # "theta" or "score"
     if as_json:
         print_json(payload)
         return
     console = Console(soft_wrap=False, width=max(Console().width, 150))
-    scale = "θ" if _is_cat(method) else "score"
+    scale = "θ" if payload["scale"] == "theta" else "score"
     table = Table(title=f"adaptive ranking ({method}, γ = {gamma:g}, ranked on {scale})", title_justify="left")
     for col in ("rank", "model", scale, f"{gamma:.0%} interval", "score est.", "full score", "items"):
         table.add_column(col, justify="left" if col == "model" else "right")
@@ -354,13 +365,14 @@ def rank_backtest_command(
                                         budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed,
                                         pairing=pairing, checkpoint=store, **cal_kw)
     s = summarize_rank_backtest(records)
+    shared = _shares_calibration(method)
     payload = {
         "dataset": dataset, "method": method,
-        "calibration": cal_kw.get("calibration", "consistent") if _is_cat(method) else None,
+        "calibration": cal_kw.get("calibration", "consistent") if shared else None,
         "response": (cal_kw.get("response") or ("rasch" if cal_kw.get("calibration") == "paper" else "2pl"))
-        if _is_cat(method) else None,
+        if shared else None,
         "local_error": cal_kw.get("local_error", cal_kw.get("calibration", "consistent") == "consistent")
-        if _is_cat(method) else None,
+        if shared else None,
         "pairing": pairing, "n_runs": s["n_runs"],
         "adaptive_tau": s["adaptive_tau"], "random_tau": s["random_tau"], "static_tau": s["static_tau"],
         "fixed_tau": s["fixed_tau"], "items": s["items_adaptive"], "pct_used": s["pct_used"],

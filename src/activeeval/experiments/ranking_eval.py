@@ -63,7 +63,6 @@ if TYPE_CHECKING:
     from activeeval.methods.multi import MultiTargetMethod
 
 __all__ = [
-    "RANK_METHODS",
     "RunRecord",
     "backtest_folds",
     "bootstrap_ties",
@@ -85,7 +84,8 @@ __all__ = [
     "tie_prf",
 ]
 
-RANK_METHODS = ("cat", "bayesame", "bayesame-paper")
+#: The default method of a ranking simulation (listed first among the choices).
+DEFAULT_RANK_METHOD = "cat"
 #: Options of a ranking simulation's method that the simulation sets itself, and how.
 RESERVED_OPTIONS = {
     "seed": f"the simulation; use {option('seed')}",
@@ -96,10 +96,31 @@ RESERVED_OPTIONS = {
 
 
 def rank_methods() -> list[str]:
-    """Methods a ranking simulation takes: :data:`RANK_METHODS` and every joint multi-target method registered."""
-    from activeeval.methods.registry import is_multi_target, method_names
+    """Methods a ranking simulation takes: every registered method whose capabilities say it ranks
+    (:attr:`~activeeval.methods.capabilities.Capabilities.ranks`), the default first, then in the registry's
+    order (the built-ins first); the ones ranking one model each come before the joint multi-target ones."""
+    from activeeval.methods.registry import capabilities, method_names
 
-    return list(RANK_METHODS) + [n for n in method_names() if is_multi_target(n) and n not in RANK_METHODS]
+    ranking = [n for n in method_names() if capabilities(n).ranks]
+    ranking.sort(key=lambda n: (n != DEFAULT_RANK_METHOD, capabilities(n).multi_target))  # stable: registry order
+    return ranking
+
+
+def __getattr__(name: str) -> Any:
+    # RANK_METHODS (public until issue 29): the single-target methods a ranking simulation takes, now derived
+    # from the capabilities (computed when asked: it imports every method's module).
+    if name == "RANK_METHODS":
+        from activeeval.methods.registry import is_multi_target
+
+        return tuple(n for n in rank_methods() if not is_multi_target(n))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _ranks(name: Any) -> bool:
+    """Whether ``name`` is a registered method that a ranking simulation takes (its capabilities say so)."""
+    from activeeval.methods.registry import METHODS, capabilities
+
+    return isinstance(name, str) and name in METHODS and capabilities(name).ranks
 
 
 def check_rank_method(method: str) -> tuple[str, dict[str, Any]]:
@@ -110,10 +131,9 @@ def check_rank_method(method: str) -> tuple[str, dict[str, Any]]:
     """
     from activeeval.methods.registry import check_method_spec, parse_method_spec
 
-    choices = rank_methods()
     name = parse_method_spec(method)[0] if isinstance(method, str) else method
-    if name not in choices:
-        raise ConfigurationError(f"method must be one of {choices} for ranking, got {method!r}")
+    if not _ranks(name):
+        raise ConfigurationError(f"method must be one of {rank_methods()} for ranking, got {method!r}")
     return check_method_spec(method, RESERVED_OPTIONS)
 
 
@@ -243,34 +263,39 @@ def method_factory(method: str, reference: ScoreMatrix, *, calibration: Calibrat
                    seed: int = 0, models: Sequence[str] | None = None, **kwargs: Any) -> MethodSource:
     """What the ranker builds its methods from, on a complete reference matrix, for ``method`` in :func:`rank_methods`.
 
-    ``make(model_id) -> Method`` for a single-target method: CAT shares one
-    calibration across models (fitted here if not given). BayesAME (the
-    default, or the paper's ``bayesame-paper``) gets a per-model seed derived
-    from ``seed`` and the model's position of first request, so runs are
-    reproducible; the default's reference fit and calibration are computed
-    once and shared by every model (they depend on the reference only).
-    A joint multi-target method (e.g. ``bayesame-multi``) is one fresh
-    method object with ``models`` as its targets, seeded by ``seed``.
+    What is built is the method's capabilities' answer
+    (:class:`~activeeval.methods.capabilities.Capabilities`), never its name:
+    a joint multi-target method (``multi_target``, e.g. ``bayesame-multi``)
+    is one fresh method object with ``models`` as its targets, seeded by
+    ``seed``; otherwise ``make(model_id) -> Method``, one method per model.
+    A method with a ``shared_calibration`` (CAT) gets one calibration for
+    every model (``calibration``, fitted here if not given). With
+    ``rank_seeds="shared"`` every model's method gets ``seed``; otherwise
+    (BayesAME, the default, or the paper's ``bayesame-paper``) each gets a
+    seed derived from ``seed`` and the model's position of first request, so
+    runs are reproducible, and what the method derives from the reference
+    alone (the default's fit and calibration) is computed once and shared by
+    every model.
     """
-    if method == "cat":
-        from activeeval.methods.cat import ContinuousCAT, fit_calibration
+    from activeeval.methods.registry import capabilities, make_method, resolve_factory, sharing_factory
 
-        cal = calibration if calibration is not None else fit_calibration(reference.scores)
-        return lambda model_id: ContinuousCAT(reference, calibration=cal, seed=seed, **kwargs)
-    if method in ("bayesame", "bayesame-paper"):
-        from activeeval.methods.registry import sharing_factory
-
-        counter = iter(range(10**9))
-        make = sharing_factory(method, reference, **kwargs)
-        return lambda model_id: make(seed=seed * 1000 + next(counter))
-    if method in rank_methods():  # a joint multi-target method
-        from activeeval.methods.registry import make_method
-
+    if not _ranks(method):
+        raise ConfigurationError(f"method must be one of {rank_methods()} for ranking, got {method!r}")
+    caps = capabilities(method)
+    if caps.multi_target:
         if models is None:
             raise ConfigurationError(f"the joint method {method!r} ranks given models: pass models= (its targets)")
         joint = make_method(method, reference, targets=list(models), seed=seed, **kwargs)
         return cast("MultiTargetMethod", joint)  # a joint method's name builds one
-    raise ConfigurationError(f"method must be one of {rank_methods()} for ranking, got {method!r}")
+    if caps.shared_calibration is not None:
+        shared = calibration if calibration is not None else caps.fit_shared_calibration(reference.scores, kwargs)
+        kwargs = {**kwargs, "calibration": shared}
+    if caps.rank_seeds == "shared":
+        factory = resolve_factory(method)
+        return lambda model_id: factory(reference, seed=seed, **kwargs)
+    counter = iter(range(10**9))
+    make = sharing_factory(method, reference, **kwargs)
+    return lambda model_id: make(seed=seed * 1000 + next(counter))
 
 
 def _oracle(matrix: ScoreMatrix, reference: ScoreMatrix) -> Callable[[str, int], float]:
@@ -415,16 +440,17 @@ def simulate_ranking(
     costs = check_costs(costs, models)
     if not (budget_per_model > 0):
         raise ConfigurationError(f"budget_per_model must be > 0 (items per model), got {budget_per_model}")
-    if local_error is not None and name != "cat":
+    from activeeval.methods.registry import capabilities
+
+    caps = capabilities(name)
+    if local_error is not None and caps.shared_calibration is None:
         raise ConfigurationError(f"{option('local_error')} applies to {option('method', repr('cat'), 'cat')} only")
     reference = _complete_reference(matrix, reference, models)
     score = _oracle(matrix, reference)
     cal = None
-    if name == "cat":
-        from activeeval.methods.cat import fit_calibration
-
-        cal = fit_calibration(reference.scores, method=calibration, response=response, local_error=local_error,
-                              interval=options.get("interval", "calibrated") == "calibrated")
+    if caps.shared_calibration is not None:  # fitted once, shared by every model's method (and the baselines)
+        cal = caps.fit_shared_calibration(reference.scores, options, calibration=calibration, response=response,
+                                          local_error=local_error)
     if local_error is not None:
         options["local_error"] = local_error
 
@@ -481,7 +507,7 @@ def _adaptive_record(models: Sequence[str], adaptive: RankResult, full: np.ndarr
 
 
 def _add_baselines(rec: RunRecord, make: Callable[[int], MethodSource], score: Callable[[str, int], float],
-                   reference: ScoreMatrix, cal: Calibration | None, costs: Mapping[str, float], gamma: float,
+                   reference: ScoreMatrix, cal: Any, costs: Mapping[str, float], gamma: float,
                    seed: int) -> None:
     """Random items, the static subset and fixed-length CAT at the adaptive ranker's spend, into ``rec``."""
     models, adaptive, truth = list(rec.models), rec.adaptive, rec.truth
@@ -491,8 +517,9 @@ def _add_baselines(rec: RunRecord, make: Callable[[int], MethodSource], score: C
     rec.items_random = rnd.n_items_used
     # Static subset: the same items for every model, as many as the spend allows.
     n_static = max(1, int(adaptive.cost_spent // sum(costs.values())))
-    # only a min–max map is needed (the same for every calibration): CAT's, else the cheap one
-    scaler = cal if cal is not None else calibrate(reference.scores, method="paper")
+    # only a min–max map is needed (the same for every calibration): the shared one if it is an IRT
+    # calibration (CAT's), else the cheap one
+    scaler = cal if isinstance(cal, Calibration) else calibrate(reference.scores, method="paper")
     itc = corrected_item_total_correlation(scaler.scale(reference.scores))
     subset = static_subset(itc, min(n_static, reference.n_items))
     st = rank_static(models, subset, score, n_items=reference.n_items, costs=costs, gamma=gamma)

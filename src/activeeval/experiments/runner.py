@@ -47,10 +47,10 @@ from activeeval.experiments.checkpoint import BacktestInterrupted, TaskStore
 from activeeval.experiments.protocol import BacktestConfig, Split, make_split, method_seed, sample_references
 from activeeval.experiments.simulate import run_batches, run_fixed, run_multi_to_end
 from activeeval.methods.registry import (
+    capabilities,
     check_method_spec,
     is_multi_target,
     make_method,
-    method_parameters,
     method_spec,
     parse_method_spec,
     resolve_factory,
@@ -134,8 +134,9 @@ def check_methods(methods: Sequence[str]) -> tuple[str, ...]:
 
 
 def takes_batch_options(name: str) -> bool:
-    """Whether the method ``name`` has the batch-selection options (batch_strategy, batch_size, myopic)."""
-    return not is_multi_target(name) and "batch_strategy" in method_parameters(name)
+    """Whether the method ``name`` has the batch-selection options (batch_strategy, batch_size, myopic):
+    its capabilities say so (:attr:`~activeeval.methods.capabilities.Capabilities.batch`)."""
+    return capabilities(name).batch
 
 
 def _batch_options(config: BacktestConfig, name: str) -> dict:

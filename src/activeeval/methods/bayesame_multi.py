@@ -62,6 +62,7 @@ from activeeval.lmc import (
     nlml,
 )
 from activeeval.methods.base import SeedLike
+from activeeval.methods.capabilities import Capabilities
 from activeeval.methods.estimate import Estimate
 from activeeval.methods.multi import MultiTargetMethod, Pair
 
@@ -161,6 +162,7 @@ class BayesAMEMulti(MultiTargetMethod):
     """
 
     name = "bayesame-multi"
+    capabilities = Capabilities(multi_target=True, ranks=True)
 
     def __init__(
         self,
@@ -577,6 +579,7 @@ class BayesAMEMultiPaper(BayesAMEMulti):
     """The paper's multi-target BayesAME exactly (SPEC.md §2): ``BayesAMEMulti(prior="paper")``, model variance."""
 
     name = "bayesame-multi-paper"
+    capabilities = Capabilities(multi_target=True, ranks=True)
 
     def __init__(self, reference: ScoreMatrix, targets: int | Sequence[str], **kwargs: Any) -> None:
         if kwargs.get("prior", "paper") != "paper":

@@ -54,6 +54,7 @@ from activeeval.logit import (
 )
 from activeeval.methods._batch import BatchSelection
 from activeeval.methods.base import BaseMethod, SeedLike
+from activeeval.methods.capabilities import Capabilities
 from activeeval.methods.estimate import Estimate
 
 Z95 = 1.959963984540054
@@ -177,6 +178,7 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
     """
 
     name = "bayesame-paper"
+    capabilities = Capabilities(ranks=True, batch=True)
 
     def __init__(
         self,
@@ -766,6 +768,7 @@ class BayesAMEPaperRS(BayesAMEPaper):
     """The paper's BayesAME-RS: its posterior and estimator with uniformly random items (paper §5.1)."""
 
     name = "bayesame-paper-rs"
+    capabilities = Capabilities(batch=True)  # random items: not a ranker
     #: The method whose runs this one repeats where :meth:`repeats` says so: a backtest with both, the same
     #: options and the shared item order copies those runs instead of playing them twice.
     same_runs_as = "bayesame-paper"

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,7 @@ from activeeval.irt.continuous import (
     log_likelihood,
 )
 from activeeval.methods.base import BaseMethod, SeedLike
+from activeeval.methods.capabilities import Capabilities
 from activeeval.methods.estimate import Estimate
 
 __all__ = [
@@ -691,6 +692,14 @@ def fit_calibration(
     return cal
 
 
+def _ranking_calibration(scores: np.ndarray, options: Mapping[str, Any], *, calibration: str = "consistent",
+                         response: str | None = None, local_error: bool | None = None) -> Calibration:
+    """The calibration a ranking fits once on the references and shares across its models' CATs
+    (:attr:`~activeeval.methods.capabilities.Capabilities.shared_calibration`)."""
+    return fit_calibration(scores, method=calibration, response=response, local_error=local_error,
+                           interval=options.get("interval", "calibrated") == "calibrated")
+
+
 class ContinuousCAT(BaseMethod):
     """Continuous CAT: heteroskedastic normal IRT, max-information selection, Bayesian update.
 
@@ -757,6 +766,8 @@ class ContinuousCAT(BaseMethod):
     """
 
     name = "cat"
+    capabilities = Capabilities(ranks=True, ranking_scale="theta", rank_seeds="shared",
+                                shared_calibration=_ranking_calibration)
 
     def __init__(
         self,

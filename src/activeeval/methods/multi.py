@@ -45,6 +45,7 @@ from activeeval._threads import numeric, numeric_methods
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, DuplicateObservationError, SessionStateError
 from activeeval.methods.base import BaseMethod, SeedLike, _seed_int, prepare_reference
+from activeeval.methods.capabilities import Capabilities
 from activeeval.methods.estimate import Estimate
 
 __all__ = ["Independent", "MultiTargetMethod", "TargetView", "target_names"]
@@ -123,6 +124,8 @@ class MultiTargetMethod(ABC):
     """
 
     name = "multi"
+    #: one method on every target (activeeval.methods.capabilities); the ranker ranks on its joint posterior
+    capabilities = Capabilities(multi_target=True, ranks=True)
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         # As BaseMethod's: building and the steps run under activeeval's BLAS thread limit (activeeval._threads).
@@ -379,6 +382,7 @@ class Independent(MultiTargetMethod):
     """
 
     name = "independent"
+    capabilities = Capabilities(multi_target=True, ranks=True)
 
     def __init__(
         self,

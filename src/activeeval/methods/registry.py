@@ -4,7 +4,9 @@ Each name maps to ``"module:attribute"`` (imported on first use, so a session
 with BayesAME does not import every baseline's dependencies) or to a factory
 ``f(reference, **kwargs) -> BaseMethod`` registered at run time. A method's
 fast backtest replay, if it has one, is part of its class
-(:func:`resolve_replay`): adding a method is its module plus one line here.
+(:func:`resolve_replay`), and so are its :class:`Capabilities` (:func:`capabilities`:
+what the engines ask instead of its name): adding a method is its module plus
+one line here.
 
 A *method spec* is a name with optional constructor options in brackets,
 ``"bayesame-paper[noise=learned,refit_every=25]"``: what the backtest CLI accepts
@@ -26,9 +28,12 @@ from typing import Any, cast
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.base import BaseMethod
+from activeeval.methods.capabilities import Capabilities
 
 __all__ = [
     "METHODS",
+    "Capabilities",
+    "capabilities",
     "check_method_spec",
     "is_multi_target",
     "make_method",
@@ -63,10 +68,9 @@ _BUILTIN: Mapping[str, str | MethodFactory] = MappingProxyType({
     "bayesame-multi": "activeeval.methods.bayesame_multi:BayesAMEMulti",
     "bayesame-multi-paper": "activeeval.methods.bayesame_multi:BayesAMEMultiPaper",
 })
-#: Methods that evaluate several targets jointly (:class:`~activeeval.methods.multi.MultiTargetMethod`):
-#: ``cls(reference, targets, **options)``; see :func:`is_multi_target`.
-_MULTI_TARGET = frozenset({"bayesame-multi", "bayesame-multi-paper"})
 _REGISTERED: dict[str, MethodFactory] = {}
+#: The capabilities given to :func:`register` (over the factory's own ``capabilities`` attribute).
+_REGISTERED_CAPABILITIES: dict[str, Capabilities] = {}
 #: Every method by name: the built-ins (``"module:Class"``, imported on first use) and those added with
 #: :func:`register`. Read-only: nothing can replace a built-in behind the back of code that relies on it.
 # (ChainMap's stub asks for mutable maps; the proxy on top is what keeps METHODS read-only)
@@ -94,17 +98,41 @@ def resolve_replay(name: str) -> Callable[..., tuple[Any, Any]] | None:
     return cast(Any, cls).replay
 
 
+_NONE = Capabilities()
+
+
+def capabilities(name: str) -> Capabilities:
+    """What the method ``name`` declares it can do (:class:`Capabilities`): the engines ask this, never its name.
+
+    The capabilities given to :func:`register`, else the class's (or
+    factory's) ``capabilities`` attribute, else the defaults (a plain
+    single-target method). Raises :class:`ConfigurationError` for an
+    unknown name.
+    """
+    given = _REGISTERED_CAPABILITIES.get(name)
+    if given is not None and name in _REGISTERED:
+        return given
+    declared = getattr(resolve_factory(name), "capabilities", None)
+    return declared if isinstance(declared, Capabilities) else _NONE
+
+
 def is_multi_target(name: str) -> bool:
-    """Whether the method ``name`` evaluates several targets jointly (built as ``cls(reference, targets, ...)``)."""
-    return name in _MULTI_TARGET
+    """Whether the method ``name`` evaluates several targets jointly (built as ``cls(reference, targets, ...)``).
+
+    Its capabilities say so (:attr:`Capabilities.multi_target`); False for a name no method has.
+    """
+    return name in METHODS and capabilities(name).multi_target
 
 
-def register(name: str, factory: MethodFactory) -> None:
+def register(name: str, factory: MethodFactory, capabilities: Capabilities | None = None) -> None:
     """Make ``factory(reference, **kwargs) -> BaseMethod`` available as ``name`` (in this process).
 
-    A built-in name cannot be taken (its class's fast replay and the
-    backtest's shortcuts rely on it being that class); registering a name
-    again replaces what :func:`register` put there.
+    ``capabilities`` (:class:`Capabilities`) say what the engines may do
+    with it; without, the factory's own ``capabilities`` attribute (a method
+    class declares them) or the defaults. A built-in name cannot be taken
+    (its class's fast replay and the backtest's shortcuts rely on it being
+    that class); registering a name again replaces what :func:`register`
+    put there.
     """
     if not isinstance(name, str) or not _SPEC.match(name) or "[" in name:
         raise ConfigurationError(f"a method name is letters, digits and . _ -, got {name!r}")
@@ -112,7 +140,16 @@ def register(name: str, factory: MethodFactory) -> None:
         raise ConfigurationError(f"{name!r} is a built-in method; register yours under another name")
     if not callable(factory):
         raise ConfigurationError(f"the factory for {name!r} must be callable (reference, **options) -> method")
+    declared = getattr(factory, "capabilities", None)
+    for what, caps in (("capabilities", capabilities), (f"{name!r}'s factory's capabilities attribute", declared)):
+        if caps is not None and not isinstance(caps, Capabilities):
+            raise ConfigurationError(
+                f"{what} must be an activeeval.methods.registry.Capabilities, got {type(caps).__name__}")
     _REGISTERED[name] = factory
+    if capabilities is None:
+        _REGISTERED_CAPABILITIES.pop(name, None)
+    else:
+        _REGISTERED_CAPABILITIES[name] = capabilities
 
 
 def unregister(name: str) -> None:
@@ -120,6 +157,7 @@ def unregister(name: str) -> None:
     if name in _BUILTIN:
         raise ConfigurationError(f"{name!r} is a built-in method and cannot be removed")
     _REGISTERED.pop(name, None)
+    _REGISTERED_CAPABILITIES.pop(name, None)
 
 
 def method_names() -> list[str]:

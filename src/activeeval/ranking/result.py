@@ -11,6 +11,7 @@ from scipy.special import ndtri  # Φ⁻¹; scipy.stats costs ~1 s to import
 
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.base import Method
+from activeeval.methods.capabilities import Capabilities
 from activeeval.methods.estimate import Estimate
 from activeeval.ranking.joint import joint_method, joint_posterior
 from activeeval.ranking.pairwise import Covariances, is_confident, pair_confidence, rank_order, uncertain_adjacent
@@ -18,12 +19,24 @@ from activeeval.ranking.pairwise import Covariances, is_confident, pair_confiden
 ScaleLike = str | Callable[[Method], tuple[float, float]]
 
 
+def ranks_on_ability(method: Any) -> bool:
+    """Whether the ranker puts ``method`` on the ability θ by default: its declared
+    :class:`~activeeval.methods.capabilities.Capabilities` say so, or, declaring none, it has ``ability()``."""
+    declared = getattr(method, "capabilities", None)
+    if isinstance(declared, Capabilities):
+        return declared.ranking_scale == "theta"
+    return callable(getattr(method, "ability", None))
+
+
 def scale_of(scale: ScaleLike, method: Method) -> tuple[float, float]:
     """(mean, variance) of ``method`` on the ranking scale.
 
-    ``"auto"``: the ability θ when the method has ``ability()`` (CAT), else the
-    full-benchmark score ``estimate()``; ``"ability"`` / ``"estimate"`` force
-    one; a callable is used as is.
+    ``"auto"``: the scale the method's class declares
+    (:attr:`~activeeval.methods.capabilities.Capabilities.ranking_scale`: the
+    ability θ, ``ability()``, for CAT; the full-benchmark score
+    ``estimate()`` for the others), or, for a method that declares none, θ
+    when it has ``ability()``; ``"ability"`` / ``"estimate"`` force one; a
+    callable is used as is.
     """
     if callable(scale):
         mean, var = scale(method)
@@ -35,7 +48,10 @@ def scale_of(scale: ScaleLike, method: Method) -> tuple[float, float]:
         raise ConfigurationError(
             f"scale='ability' needs a method with an ability() estimate (e.g. cat), got {type(method).__name__}"
         )
-    use_ability = scale == "ability" or (scale == "auto" and has_ability)
+    use_ability = scale == "ability" or (scale == "auto" and ranks_on_ability(method))
+    if use_ability and not has_ability:
+        raise ConfigurationError(
+            f"{type(method).__name__} declares the θ ranking scale but has no ability() estimate")
     est: Estimate = method.ability() if use_ability else method.estimate()  # type: ignore[attr-defined]
     return float(est.mean), float(est.var)
 
