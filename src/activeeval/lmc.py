@@ -92,6 +92,9 @@ def _latent_kernel(spec: Kernel | str) -> Kernel:
     if not isinstance(spec, Kernel) or spec.hyperparameters not in (("alpha",), ("alpha", "beta")):
         raise ConfigurationError("an LMC latent's kernel must be a Kernel with hyperparameters ('alpha',) or "
                                  f"('alpha', 'beta') (α its amplitude), got {spec!r}")
+    if spec.per_reference and getattr(spec, "n_refs", 1) != 1:
+        raise ConfigurationError(f"the LMC gives {type(spec).__name__} the distance per reference model already: "
+                                 f"build the latent's kernel with n_refs=1, got n_refs={spec.n_refs}")  # type: ignore[attr-defined]
     return spec
 
 
