@@ -22,7 +22,7 @@ Printed per size:
   reading the matrix: they subsample items), done once per reference;
 * ``build s`` / ``build cpu``: building the method once they are known (wall
   and CPU of the process, all threads): bucketing, Σ·N over B² bucket pairs
-  (:func:`activeeval.kernels.kernel_sums`), the posterior state;
+  (:func:`activeeval.gp.kernels.kernel_sums`), the posterior state;
 * ``step ms``: median select + observe of the first ``--steps`` steps
   (n ≤ ``--steps``), and ``floor ms``: the median time, in the same process at
   the same n, of what a step cannot avoid written as plain numpy — one
@@ -110,9 +110,9 @@ def _former_sums(points: np.ndarray, vec: np.ndarray, scale: float, block: int =
 
 
 def _baseline(method) -> dict[str, float]:
-    """CPU seconds of Σ·N now (:func:`activeeval.kernels.kernel_sums`) and as before, and their largest relative
+    """CPU seconds of Σ·N now (:func:`activeeval.gp.kernels.kernel_sums`) and as before, and their largest relative
     difference, on the method's bucket vectors and fitted kernel."""
-    from activeeval.kernels import kernel_sums
+    from activeeval.gp.kernels import kernel_sums
 
     feat, counts = method._feat, method.buckets.counts
     scale = -method.kernel.beta / feat.shape[1]

@@ -14,7 +14,7 @@ import numpy as np
 from scipy.linalg import cho_solve
 
 from activeeval.gaussian import chol
-from activeeval.kernels import SquaredExponential
+from activeeval.gp.kernels import SquaredExponential
 
 __all__ = ["batch_beta_dense", "item_covariance", "nlml_dense", "posterior_bucket_form", "posterior_item_form"]
 
@@ -68,7 +68,7 @@ def nlml_dense(
 
     L = ½ rᵀ K⁻¹ r + ½ log|K| + (m/2) log 2π, K = α e^{−β d²/K} + σ² diag(noise_scale),
     and ∂L/∂θ = ½ tr((K⁻¹ − aaᵀ) ∂K/∂θ) with a = K⁻¹ r, the kernel's part of
-    ∂K/∂θ from :class:`~activeeval.kernels.SquaredExponential`. The same
+    ∂K/∂θ from :class:`~activeeval.gp.kernels.SquaredExponential`. The same
     quantity as :class:`~activeeval.gaussian.BucketNLML` (whose gradient is in
     the raw parameters), without its shortcuts.
     """

@@ -18,7 +18,8 @@ from activeeval import BayesAME, ScoreMatrix
 from activeeval.design import Prequential
 from activeeval.exceptions import ConfigurationError
 from activeeval.experiments.simulate import run_fixed, run_until_stop
-from activeeval.gaussian import LeaveOneOutNLML, LevelKernel, kernel_matvec, se_kernel, sq_dists
+from activeeval.gaussian import LeaveOneOutNLML, kernel_matvec, se_kernel, sq_dists
+from activeeval.gp.kernels import LevelKernel
 from activeeval.methods.bayesame import (
     BayesAMERS,
     Calibration,

@@ -17,13 +17,12 @@ from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import (
     BucketNLML,
     BucketPosterior,
-    LevelKernel,
     condition_covariance,
     kernel_matvec,
     se_kernel,
     sq_dists,
 )
-from activeeval.kernels import SquaredExponential, _integer_points, kernel_sums
+from activeeval.gp.kernels import LevelKernel, SquaredExponential, _integer_points, kernel_sums
 
 ATOL = 1e-8  # incremental against dense round-off on small, well-conditioned problems
 

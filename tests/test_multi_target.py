@@ -7,7 +7,7 @@ import pytest
 
 from activeeval import datasets
 from activeeval.exceptions import ConfigurationError, DuplicateObservationError
-from activeeval.kernels import Matern32
+from activeeval.gp.kernels import Matern32
 from activeeval.lmc import (
     LMCParams,
     LMCPosterior,

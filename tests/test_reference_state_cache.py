@@ -145,7 +145,7 @@ FIT = bayesame.ReferenceFit(alpha=0.05, beta=3.0, sigma2=0.01, tau0=1.0, tau1=1.
 @pytest.fixture()
 def state(cache, monkeypatch) -> list[str]:
     """Every reference kept (not only large ones); the bucketings and Σ·N actually derived from here on."""
-    from activeeval.gaussian import LevelKernel
+    from activeeval.gp.kernels import LevelKernel
 
     monkeypatch.setattr(bayesame, "PRIOR_STATE_MIN_WORK", 0.0)
     calls: list[str] = []

@@ -173,7 +173,7 @@ def test_scorer_processes_keep_their_own_threads(tmp_path: Path, monkeypatch) ->
 
 def test_kernel_sums_on_threads_hold_one_blas_thread_each_and_give_the_setting_back(monkeypatch) -> None:
     """Workers of their own, each calling BLAS: BLAS at one thread meanwhile, then the scope's limit or the user's."""
-    from activeeval import kernels
+    from activeeval.gp import kernels
 
     seen: list[list[int]] = []
     real_exp = np.exp

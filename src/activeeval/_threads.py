@@ -288,7 +288,7 @@ def user_threads() -> Iterator[None]:
 @contextlib.contextmanager
 def serial_blas() -> Iterator[None]:
     """One BLAS thread for the block, then the setting before it: for work that runs its own threads, each
-    calling BLAS (``kernels.kernel_sums``), so that threads are not multiplied by BLAS's own.
+    calling BLAS (``gp.kernels.kernel_sums``), so that threads are not multiplied by BLAS's own.
 
     Used by the thread that starts the workers (the setting is per process), around their whole run.
     """

@@ -7,9 +7,11 @@ item in bucket b has noise variance N_b σ²).
 
 What the methods run: the posterior state :class:`BucketPosterior` (one
 rank-one update, :func:`condition_covariance`, for observed and pending
-items alike), the kernels (:mod:`activeeval.kernels`) and the NLML
-objectives. The dense batch formulas the incremental updates are tested
-against (Eq. 7, Eq. 8) are in the tests (``tests/dense_formulas.py``).
+items alike) and the NLML objectives. The kernels live in
+:mod:`activeeval.gp.kernels` (``LevelKernel``, ``se_kernel`` and
+``kernel_matvec`` stay importable from here for user code). The dense batch
+formulas the incremental updates are tested against (Eq. 7, Eq. 8) are in the
+tests (``tests/dense_formulas.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from numpy.linalg import LinAlgError  # (SciPy's is this class)
 
 from activeeval._lazy import lazy_function
 from activeeval.exceptions import NumericalError
-from activeeval.kernels import SquaredExponential
+from activeeval.gp.kernels import LevelKernel, SquaredExponential
 
 cho_factor = lazy_function("scipy.linalg:cho_factor")  # SciPy's linear algebra only when a Cholesky is needed
 
@@ -30,6 +32,7 @@ __all__ = [
     "BucketNLML",
     "BucketPosterior",
     "Buckets",
+    "LevelKernel",
     "bucketize",
     "buckets_from_assignment",
     "chol",
@@ -142,15 +145,19 @@ def sq_dists(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def se_kernel(d2: np.ndarray, alpha: float, beta: float, n_refs: int) -> np.ndarray:
-    """Eq. 1: Σ = α · exp(−(β / K) d²), elementwise on squared distances ``d2`` (:class:`SquaredExponential`)."""
+    """Eq. 1: Σ = α · exp(−(β / K) d²), elementwise on squared distances ``d2``.
+
+    Kept for user code; the kernel lives in :class:`activeeval.gp.kernels.SquaredExponential`.
+    """
     return SquaredExponential(alpha, beta, n_refs)(d2)
 
 
 def kernel_matvec(
     phi: np.ndarray, vec: np.ndarray, alpha: float, beta: float, d2: np.ndarray | None = None, block: int = 512
 ) -> np.ndarray:
-    """Σ @ vec for the Eq. 1 kernel over all buckets, shape (n_buckets,) (:meth:`SquaredExponential.matvec`).
+    """Σ @ vec for the Eq. 1 kernel over all buckets, shape (n_buckets,).
 
+    Kept for user code; the kernel lives in :meth:`activeeval.gp.kernels.SquaredExponential.matvec`.
     Uses the cached squared distances ``d2`` when given, otherwise computes
     the kernel block by block so memory stays O(block · n_buckets).
     """
@@ -318,74 +325,8 @@ class BucketNLML:
 
 
 # ----------------------------------------------------------------------------
-# The kernel and posterior state of the default BayesAME (see docs/MATHS.md)
+# The posterior state of the default BayesAME (see docs/MATHS.md; its kernel: activeeval.gp.kernels.LevelKernel)
 # ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LevelKernel:
-    """Eq. 1 plus terms for how a new model relates to the references (not in the paper).
-
-    Σ_bb' = α exp(−(β/K) d²_bb') + (γ/K) ψ_bᵀψ_b' + τ0 + τ1 m_b m_b'
-
-    with d² the squared distance of the reference vectors φ, ψ_b = φ_b − φ̄
-    the reference vectors centred on each reference model's mean score over
-    the benchmark's items, m_b = μ_b − μ̄ the references' mean score on bucket b
-    centred on its mean over the items.
-
-    * γ: the target's scores may follow a *combination of reference models*
-      (Bayes-AIPW's linear model, as a prior): errors it shares with the
-      references it resembles, across all items.
-    * τ0, τ1: the target may sit at any level, and follow item difficulty
-      more or less steeply than the average reference; with them wide
-      (τ ≈ range²), a model much better or worse than every reference moves
-      every unobserved item, not only the items near the ones scored.
-
-    ``gamma = tau0 = tau1 = 0`` is the paper's Eq. 1.
-    """
-
-    alpha: float
-    beta: float
-    gamma: float = 0.0
-    tau0: float = 0.0
-    tau1: float = 0.0
-
-    def se(self, n_refs: int) -> SquaredExponential:
-        """The Eq. 1 part α exp(−(β/K) d²) over K = ``n_refs`` reference models."""
-        return SquaredExponential(self.alpha, self.beta, n_refs)
-
-    def column(
-        self, d2_row: np.ndarray, psi: np.ndarray, psi_b: np.ndarray, m: np.ndarray, m_b: float,
-        psi_dot: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """Σ[:, b] from the squared distances ``d2_row`` (B,) of bucket b to every bucket.
-
-        ``psi`` (B, K) and ``m`` (B,) as above; ``psi_b``, ``m_b`` those of bucket b;
-        ``psi_dot`` = ``psi @ psi_b`` when the caller has it already (it is then not recomputed).
-        """
-        n_refs = psi.shape[1]
-        col = self.se(n_refs)(d2_row) + self.tau0 + self.tau1 * m_b * m
-        if self.gamma:
-            col += (self.gamma / n_refs) * (psi @ psi_b if psi_dot is None else psi_dot)
-        return col
-
-    def diag(self, psi: np.ndarray, m: np.ndarray) -> np.ndarray:
-        n_refs = psi.shape[1]
-        out = self.alpha + self.tau0 + self.tau1 * m * m
-        if self.gamma:
-            out = out + (self.gamma / n_refs) * (psi * psi).sum(1)
-        return out
-
-    def matvec(
-        self, feat: np.ndarray, psi: np.ndarray, m: np.ndarray, vec: np.ndarray, d2: np.ndarray | None = None
-    ) -> np.ndarray:
-        """Σ @ vec over all buckets (block by block unless the distances ``d2`` are cached)."""
-        n_refs = psi.shape[1]
-        out = self.se(feat.shape[1]).matvec(feat, vec, d2)
-        out += self.tau0 * float(vec.sum()) + self.tau1 * m * float(m @ vec)
-        if self.gamma:
-            out += (self.gamma / n_refs) * (psi @ (psi.T @ vec))
-        return out
 
 
 def condition_covariance(

@@ -12,7 +12,8 @@ observation space (nothing of size (T·B)² is ever formed):
   one row per observation (a triangular solve, O(n²));
 * the new row of V = L⁻¹ Cov(observations, θ) (T × B) is found without storing
   V, through the kernel rows of the B_obs buckets observed so far, one row
-  per kernel (latents of a kind the caller supplies share theirs):
+  per kernel (latents on one kernel the caller supplies, a
+  :class:`~activeeval.gp.kernels.Given`, share theirs):
   O(n² + Σ_g min(L_g, T)·B_obs·B) over the kernel groups g of L_g latents;
   the posterior variances of every (target, bucket),
   Σ|C = Σ − VᵀV, are kept up to date by subtracting its squares, and the
@@ -31,6 +32,14 @@ in NumPy — no autodiff dependency: the gradient is ½ tr((G⁻¹ − aaᵀ) �
 ∂G elementwise products of the kernels, so an autodiff library would buy
 nothing but an install of several hundred MB. :func:`adamw_fit` minimises it
 with AdamW as the paper does (App. A.4), clipping α, β and σ² from below.
+
+Each latent's kernel is a kernel object (:mod:`activeeval.gp.kernels`) with an
+amplitude α and at most one more hyperparameter β: :class:`SquaredExponential`
+(Eq. 1, on the distance per reference model), :class:`Matern32`, a
+:class:`Given` kernel of the caller's, or any :class:`Kernel` declaring
+``("alpha",)`` or ``("alpha", "beta")``. The names "se", "matern32", "fixed"
+and "level" (:data:`LATENT_KERNELS`) are how :class:`LMCParams` is written in
+session files and options; they are mapped to objects at that edge.
 """
 
 from __future__ import annotations
@@ -44,19 +53,55 @@ import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
 from activeeval.exceptions import ConfigurationError
-from activeeval.kernels import Matern32, SquaredExponential
+from activeeval.gp.kernels import Given, Kernel, Matern32, SquaredExponential
 
 __all__ = ["FitRecord", "LMCParams", "LMCPosterior", "adamw_fit", "coupled", "fit_correlations", "icm_nlml",
            "initial_params", "nlml"]
 
 #: The paper's lower clip of α, β and σ² after each AdamW update (App. A.4).
 CLIP = 1e-4
-#: "se": Eq. 1; "matern32": :class:`~activeeval.kernels.Matern32`; "fixed": a kernel given by the caller (the
-#: single-target default's reference-fitted kernel), scaled by α and with no β; "level": a second kernel given by
-#: the caller (the default's level and slope terms, when each target keeps its own: ``level="separate"``).
-KINDS = ("se", "matern32", "fixed", "level")
-#: Kinds whose kernel the caller supplies: every latent of such a kind shares it (scaled by its α).
-CALLER_KINDS = ("fixed", "level")
+#: The range of a latent kernel's α and β (value space).
+LATENT_BOUNDS = (CLIP, 1e12)
+#: The stored names of the latent kernels (session files, options), each at α = β = 1: "se", Eq. 1 (the LMC gives
+#: it the distance per reference model, so ``n_refs`` is 1); "matern32", the Matérn-3/2 kernel; "fixed", the
+#: caller's kernel (the single-target default's reference-fitted kernel), scaled by α, no β; "level", a second
+#: kernel of the caller's (the default's level and slope terms, when each target keeps its own:
+#: ``level="separate"``).
+LATENT_KERNELS: dict[str, Kernel] = {
+    "se": SquaredExponential(1.0, 1.0, 1, alpha_bounds=LATENT_BOUNDS, beta_bounds=LATENT_BOUNDS),
+    "matern32": Matern32(1.0, 1.0, alpha_bounds=LATENT_BOUNDS, beta_bounds=LATENT_BOUNDS),
+    "fixed": Given("fixed", alpha_bounds=LATENT_BOUNDS),
+    "level": Given("level", alpha_bounds=LATENT_BOUNDS),
+}
+#: The stored names (kept for code that listed them).
+KINDS = tuple(LATENT_KERNELS)
+
+
+def _at(kernel: Kernel, alpha: float, beta: float) -> Kernel:
+    """``kernel`` with amplitude ``alpha`` and (if it has one) ``beta``."""
+    values = {"alpha": alpha, "beta": beta}
+    return kernel.with_values(np.array([values[name] for name in kernel.hyperparameters], dtype=float))
+
+
+def _latent_kernel(spec: Kernel | str) -> Kernel:
+    """A latent's kernel from its stored name or as given; refuses what the LMC cannot fit."""
+    if isinstance(spec, str):
+        if spec not in LATENT_KERNELS:
+            raise ConfigurationError(f"LMC kernel kinds must be among {KINDS}, got {spec!r}")
+        return LATENT_KERNELS[spec]
+    if not isinstance(spec, Kernel) or spec.hyperparameters not in (("alpha",), ("alpha", "beta")):
+        raise ConfigurationError("an LMC latent's kernel must be a Kernel with hyperparameters ('alpha',) or "
+                                 f"('alpha', 'beta') (α its amplitude), got {spec!r}")
+    if spec.per_reference and getattr(spec, "n_refs", 1) != 1:
+        raise ConfigurationError(f"the LMC gives {type(spec).__name__} the distance per reference model already: "
+                                 f"build the latent's kernel with n_refs=1, got n_refs={spec.n_refs}")  # type: ignore[attr-defined]
+    return spec
+
+
+def _kind_name(kernel: Kernel) -> str | None:
+    """The stored name of a latent's kernel, None if it has none."""
+    unit = _at(kernel, 1.0, 1.0)
+    return next((name for name, proto in LATENT_KERNELS.items() if proto == unit), None)
 
 
 @dataclass(frozen=True)
@@ -66,11 +111,14 @@ class LMCParams:
     Attributes
     ----------
     alpha, beta : tuple of float, length L
-        Amplitude and inverse lengthscale of each latent's kernel.
-    kinds : tuple of str, length L
-        "se" (Eq. 1, distances divided by the number of references),
-        "matern32" (:class:`~activeeval.kernels.Matern32`), or a kernel the
-        caller supplies, "fixed" or "level" (α times it; β unused).
+        Amplitude and inverse lengthscale of each latent's kernel (the
+        parameter vector :func:`adamw_fit` steps on; a kernel without β
+        ignores its entry).
+    kernels : tuple of Kernel or str, length L
+        Each latent's kernel: a kernel object (its own α and β are replaced by
+        the entries above: ``kernels[l]`` holds α_l and β_l once built), or a
+        stored name of :data:`LATENT_KERNELS` ("se", "matern32", "fixed",
+        "level"), mapped to its object.
     weights : tuple of tuple of float, shape (T, L)
         The mixing weights W[t, l].
     sigma2 : float
@@ -79,37 +127,40 @@ class LMCParams:
 
     alpha: tuple[float, ...]
     beta: tuple[float, ...]
-    kinds: tuple[str, ...]
+    kernels: tuple[Kernel, ...]
     weights: tuple[tuple[float, ...], ...]
     sigma2: float
 
     def __post_init__(self) -> None:
-        n_lat = len(self.kinds)
+        n_lat = len(self.kernels)
         if n_lat < 1 or len(self.alpha) != n_lat or len(self.beta) != n_lat:
-            raise ConfigurationError("LMC hyperparameters: alpha, beta and kinds need one entry per latent")
-        if any(k not in KINDS for k in self.kinds):
-            raise ConfigurationError(f"LMC kernel kinds must be among {KINDS}, got {self.kinds}")
+            raise ConfigurationError("LMC hyperparameters: alpha, beta and kernels need one entry per latent")
+        protos = tuple(_latent_kernel(k) for k in self.kernels)
         w = np.asarray(self.weights, dtype=float)
         if w.ndim != 2 or w.shape[1] != n_lat or not np.all(np.isfinite(w)):
             raise ConfigurationError(f"LMC weights must be finite, shape (targets, {n_lat}), got shape {w.shape}")
         for label, values in (("alpha", self.alpha), ("beta", self.beta), ("sigma2", (self.sigma2,))):
             if not all(math.isfinite(v) and v > 0 for v in values):
                 raise ConfigurationError(f"LMC hyperparameters: {label} must be positive numbers, got {values}")
+        object.__setattr__(self, "kernels", tuple(_at(k, a, b) for k, a, b in zip(protos, self.alpha, self.beta)))
 
     @property
     def n_latents(self) -> int:
-        return len(self.kinds)
+        return len(self.kernels)
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The stored names of the latents' kernels ("se", ...; a kernel without one: its class name)."""
+        return tuple(_kind_name(k) or type(k).__name__ for k in self.kernels)
 
     @property
     def W(self) -> np.ndarray:
         return np.asarray(self.weights, dtype=float)
 
-    def kernel(self, l: int):  # noqa: E741 - a kernel object
-        """Latent ``l``'s kernel object (SquaredExponential needs the reference count: see :func:`kernel_values`)."""
-        bounds = (CLIP, 1e12)
-        if self.kinds[l] == "se":
-            return SquaredExponential(self.alpha[l], self.beta[l], 1, alpha_bounds=bounds, beta_bounds=bounds)
-        return Matern32(self.alpha[l], self.beta[l], alpha_bounds=bounds, beta_bounds=bounds)
+    def kernel(self, l: int) -> Kernel:  # noqa: E741 - the paper's latent index
+        """Latent ``l``'s kernel object at α_l, β_l (a per-reference kernel has ``n_refs=1``: see
+        :func:`kernel_values`)."""
+        return self.kernels[l]
 
     def to_vector(self) -> np.ndarray:
         """(α_1..α_L, β_1..β_L, W row-major, σ²): the order of :func:`nlml`'s gradient and of :func:`adamw_fit`."""
@@ -120,11 +171,16 @@ class LMCParams:
         n_lat, n_t = self.n_latents, self.W.shape[0]
         a, b = vec[:n_lat], vec[n_lat:2 * n_lat]
         w = vec[2 * n_lat:2 * n_lat + n_t * n_lat].reshape(n_t, n_lat)
-        return LMCParams(tuple(map(float, a)), tuple(map(float, b)), self.kinds,
+        return LMCParams(tuple(map(float, a)), tuple(map(float, b)), self.kernels,
                          tuple(tuple(map(float, row)) for row in w), float(vec[-1]))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"alpha": list(self.alpha), "beta": list(self.beta), "kinds": list(self.kinds),
+        """The stored form: plain data, each kernel by its name in :data:`LATENT_KERNELS`."""
+        names = [_kind_name(k) for k in self.kernels]
+        if None in names:
+            raise ConfigurationError(f"LMC hyperparameters: only the kernels {KINDS} (at their default bounds) can be "
+                                     f"stored, got {[k for k, n in zip(self.kernels, names) if n is None]}")
+        return {"alpha": list(self.alpha), "beta": list(self.beta), "kinds": names,
                 "weights": [list(r) for r in self.weights], "sigma2": self.sigma2}
 
     @classmethod
@@ -133,7 +189,8 @@ class LMCParams:
         if unknown:
             raise ConfigurationError(f"unknown LMC hyperparameter field(s) {unknown}")
         try:
-            return cls(tuple(map(float, data["alpha"])), tuple(map(float, data["beta"])), tuple(data["kinds"]),
+            return cls(tuple(map(float, data["alpha"])), tuple(map(float, data["beta"])),
+                       tuple(_latent_kernel(str(k)) for k in data["kinds"]),
                        tuple(tuple(map(float, r)) for r in data["weights"]), float(data["sigma2"]))
         except KeyError as exc:
             raise ConfigurationError(f"LMC hyperparameters: missing field {exc}") from exc
@@ -142,35 +199,39 @@ class LMCParams:
 def initial_params(n_targets: int, n_latents: int, sigma2: float, seed: int) -> LMCParams:
     """The paper's start (App. C.1): α = β = 1, W ~ N(0, 0.01), σ² given; half SE, half Matérn-3/2 (SE first)."""
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0x1AC]))
-    kinds = tuple("se" if l < (n_latents + 1) // 2 else "matern32" for l in range(n_latents))  # noqa: E741 - l: the paper's latent index
+    se, matern = LATENT_KERNELS["se"], LATENT_KERNELS["matern32"]
+    kernels = tuple(se if l < (n_latents + 1) // 2 else matern for l in range(n_latents))  # noqa: E741 - l: the paper's latent index
     w = rng.normal(0.0, 0.1, size=(n_targets, n_latents))
-    return LMCParams((1.0,) * n_latents, (1.0,) * n_latents, kinds, tuple(tuple(map(float, r)) for r in w),
+    return LMCParams((1.0,) * n_latents, (1.0,) * n_latents, kernels, tuple(tuple(map(float, r)) for r in w),
                      float(sigma2))
 
 
 def kernel_values(params: LMCParams, l: int, d2: np.ndarray, n_refs: int,  # noqa: E741
                   gradient: bool = False, fixed: np.ndarray | None = None,
                   level: np.ndarray | None = None):
-    """K_l on squared distances ``d2``; with ``gradient`` also ∂K_l/∂β_l (in value space).
+    """K_l on squared distances ``d2``; with ``gradient`` also ∂K_l/∂β_l (in value space; 0 without β).
 
-    A "fixed" ("level") kernel is α times ``fixed`` (``level``), its values at the same pairs, which the caller
-    supplies.
+    A :class:`Given` kernel is α times the caller's values at the same pairs: ``fixed`` for its source "fixed",
+    ``level`` for "level". A kernel with ``per_reference`` (Eq. 1) reads the distances per reference model, d²/K.
     """
-    a, b = params.alpha[l], params.beta[l]
-    if params.kinds[l] in CALLER_KINDS:
-        given = fixed if params.kinds[l] == "fixed" else level
-        if given is None:
-            raise ConfigurationError(f"a {params.kinds[l]!r} LMC kernel needs its values ({params.kinds[l]}=)")
-        k = a * given
+    kernel = params.kernels[l]
+    if isinstance(kernel, Given):
+        given = _given_values(kernel, {"fixed": fixed, "level": level})
+        k = kernel.value(given)
         return (k, np.zeros_like(k)) if gradient else k
-    if params.kinds[l] == "se":
-        scaled = d2 / n_refs
-        k = a * np.exp(-b * scaled)
-        return (k, -scaled * k) if gradient else k
-    r = (math.sqrt(3.0) * b) * np.sqrt(np.maximum(d2, 0.0))
-    e = np.exp(-r)
-    k = a * (1.0 + r) * e
-    return (k, -(3.0 * a * b) * np.maximum(d2, 0.0) * e) if gradient else k
+    x = d2 / n_refs if kernel.per_reference else d2
+    if not gradient:
+        return kernel.value(x)
+    k, grad = kernel.value_gradient(x)
+    return k, (grad[..., 1] if kernel.n_dims > 1 else np.zeros_like(k))
+
+
+def _given_values(kernel: Given, given: Mapping[str, Any]) -> Any:
+    """The caller's values (or rows) for a :class:`Given` kernel's source."""
+    values = given.get(kernel.source)
+    if values is None:
+        raise ConfigurationError(f"a {kernel.source!r} LMC kernel needs its values ({kernel.source}=)")
+    return values
 
 
 # --------------------------------------------------------------------------- NLML
@@ -421,9 +482,9 @@ class LMCPosterior:
     """The exact LMC posterior over every target's bucket abilities, updated one observation at a time.
 
     Nothing of size n × T × B is stored. The latents are grouped by kernel:
-    latents of a kind the caller supplies ("fixed", "level") share one kernel
+    latents on one kernel the caller supplies (a :class:`Given`, "fixed" or "level") share it,
     K_g (scaled by their α), the others have one each, so the prior is
-    Σ_g B_g ⊗ K_g with B_g = Σ_{l in g} α_l w_l w_lᵀ (α only for the caller's kinds) and
+    Σ_g B_g ⊗ K_g with B_g = Σ_{l in g} α_l w_l w_lᵀ (α only for the caller's kernels) and
     only one kernel row per group and observed bucket is kept. A product with
     the cross-covariance, Σ_j g_j Cov(observation j, θ^t_b) = Σ_g Σ_j g_j B_g[t_j, t] K_g[b_j, b],
     costs O(min(L_g, T) · B_obs · B) per group, where B_obs ≤ B are the
@@ -443,7 +504,7 @@ class LMCPosterior:
     noise_unit : ndarray (B,), optional
         An item of bucket b has noise variance σ² · noise_unit[b] (default N_b, the paper's).
     fixed_row, level_row : callable b -> ndarray (B,), optional
-        Row b of the "fixed" and of the "level" kernel, for latents of those kinds.
+        Row b of the caller's "fixed" and "level" kernels, for latents on a :class:`Given` kernel of that source.
     """
 
     params: LMCParams
@@ -475,12 +536,12 @@ class LMCPosterior:
         keys: list[Any] = []
         grp = np.empty(p.n_latents, dtype=np.intp)
         scale = np.ones(p.n_latents)
-        for l, kind in enumerate(p.kinds):  # noqa: E741
-            key = kind if kind in CALLER_KINDS else l
+        for l, kernel in enumerate(p.kernels):  # noqa: E741
+            key = kernel.source if isinstance(kernel, Given) else l
             if key not in keys:
                 keys.append(key)
             grp[l] = keys.index(key)
-            if kind in CALLER_KINDS:
+            if isinstance(kernel, Given):
                 scale[l] = p.alpha[l]
         w = p.W
         bg = np.zeros((len(keys), self.n_targets, self.n_targets))
@@ -494,10 +555,9 @@ class LMCPosterior:
         d2 = None
         out = np.empty((len(self._keys), self.n_buckets))
         for g, key in enumerate(self._keys):
-            if key == "fixed":
-                out[g] = self.fixed_row(b)
-            elif key == "level":
-                out[g] = self.level_row(b)
+            if isinstance(key, str):  # a Given kernel's source: the caller's rows
+                out[g] = _given_values(self.params.kernels[self._members[g][0]],
+                                       {"fixed": self.fixed_row, "level": self.level_row})(b)
             else:
                 if d2 is None:
                     d2 = self.d2_row(b)
@@ -618,7 +678,8 @@ class LMCPosterior:
         return out
 
     def kernel_block(self, kind: str, buckets: np.ndarray) -> np.ndarray:
-        """The kernel of ``kind`` ("fixed" or "level") between observed ``buckets``, from the rows kept."""
+        """The caller's kernel of source ``kind`` ("fixed" or "level") between observed ``buckets``, from the rows
+        kept."""
         g = self._keys.index(kind)
         pos = np.array([self._pos[int(b)] for b in buckets], dtype=np.intp)
         return self._R[g][np.ix_(pos, np.asarray(buckets, dtype=np.intp))]

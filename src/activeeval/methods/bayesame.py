@@ -13,7 +13,7 @@ what made it fragile:
    predicted from the others (:class:`~activeeval.gaussian.LeaveOneOutNLML`),
    once, before the first item. No collapse, and a noise level learned from data.
 2. **Terms for how a new model differs from the references**
-   (:class:`~activeeval.gaussian.LevelKernel`): a level and a slope (it may sit
+   (:class:`~activeeval.gp.kernels.LevelKernel`): a level and a slope (it may sit
    above or below every reference, and follow item difficulty more or less
    steeply) and a linear term (it may follow a combination of references).
 3. **Noise per item, not per bucket**: a large bucket of identical reference
@@ -46,11 +46,11 @@ from activeeval.gaussian import (
     BucketPosterior,
     Buckets,
     LeaveOneOutNLML,
-    LevelKernel,
     bucketize,
     buckets_from_assignment,
     sq_dists,
 )
+from activeeval.gp.kernels import LevelKernel
 from activeeval.methods._batch import BatchSelection
 from activeeval.methods.base import BaseMethod, SeedLike, random_order
 from activeeval.methods.capabilities import Capabilities
@@ -1223,7 +1223,7 @@ def _cached_prior_sums(ref: ScoreMatrix, tolerance: float, kernel: LevelKernel, 
                        compute: Callable[[], np.ndarray]) -> np.ndarray:
     """Σ·N of the default's prior (``compute()``), kept in the user cache under everything it derives from: the
     reference and ``tolerance`` (its buckets), the kernel's five numbers, and whether the B × B distances were at
-    hand (``dense``: a dense product, else :func:`~activeeval.kernels.kernel_sums`' tiles; the same sums to within
+    hand (``dense``: a dense product, else :func:`~activeeval.gp.kernels.kernel_sums`' tiles; the same sums to within
     round-off, not to the bit). Checked when read: shape, dtype, finite, and Nᵀ Σ N ≥ 0 (Σ is positive
     semi-definite)."""
     from activeeval import user_cache

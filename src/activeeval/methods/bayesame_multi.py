@@ -50,7 +50,9 @@ import numpy as np
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import bucketize, sq_dists
+from activeeval.gp.kernels import Given
 from activeeval.lmc import (
+    LATENT_KERNELS,
     FitRecord,
     LMCParams,
     LMCPosterior,
@@ -293,20 +295,21 @@ class BayesAMEMulti(MultiTargetMethod):
         return {"reference_fit": self.single_.fit_.to_dict(), "calibration": self.single_.calibration_.to_dict()}
 
     def _icm_params(self, unit_rows: np.ndarray, sigma2: float | None = None) -> LMCParams:
-        """The LMC parameters of B = c UUᵀ + (1 − c) I over the single-target kernel: W = chol(B), "fixed" latents.
+        """The LMC parameters of B = c UUᵀ + (1 − c) I over the single-target kernel: W = chol(B), latents on the
+        caller's "fixed" kernel (:class:`~activeeval.gp.kernels.Given`).
 
-        With ``level="separate"`` T more latents, "level", one per target (W = [chol(B) | I]).
+        With ``level="separate"`` T more latents on the caller's "level" kernel, one per target (W = [chol(B) | I]).
         """
         bmat = coupled(unit_rows, self.coupling)
         w = np.linalg.cholesky(bmat + 1e-12 * np.eye(bmat.shape[0]))
         n = w.shape[0]
-        kinds = ("fixed",) * n
+        kernels = (LATENT_KERNELS["fixed"],) * n
         if self.level == "separate":
             w = np.hstack([w, np.eye(n)])
-            kinds += ("level",) * n
+            kernels += (LATENT_KERNELS["level"],) * n
         s2 = self.posterior.params.sigma2 if sigma2 is None else sigma2
-        return LMCParams((1.0,) * len(kinds), (1.0,) * len(kinds), kinds, tuple(tuple(map(float, r)) for r in w),
-                         float(s2))
+        return LMCParams((1.0,) * len(kernels), (1.0,) * len(kernels), kernels,
+                         tuple(tuple(map(float, r)) for r in w), float(s2))
 
     def correlations(self) -> np.ndarray:
         """B: the prior correlation of the targets' abilities on the same bucket (T × T), as learned.
@@ -315,7 +318,7 @@ class BayesAMEMulti(MultiTargetMethod):
         target's own).
         """
         params = self.posterior.params
-        w = params.W[:, [k != "level" for k in params.kinds]]
+        w = params.W[:, [not (isinstance(k, Given) and k.source == "level") for k in params.kernels]]
         b = w @ w.T
         d = np.sqrt(np.diag(b))
         return b / d[:, None] / d[None, :]

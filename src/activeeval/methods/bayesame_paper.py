@@ -16,7 +16,7 @@ observations) the posterior is rebuilt once from the bucket form (Eq. 8) with
 a Cholesky factor of the observed buckets' Gram matrix. The result equals the
 batch formulas Eq. 7 / Eq. 8 to round-off (see tests/test_bayesame_maths.py).
 That state is the default's, :class:`~activeeval.gaussian.BucketPosterior`,
-with the Eq. 1 kernel (:class:`~activeeval.kernels.SquaredExponential`) as
+with the Eq. 1 kernel (:class:`~activeeval.gp.kernels.SquaredExponential`) as
 its prior and σ² N_b as the noise of an item of bucket b.
 """
 
@@ -41,7 +41,7 @@ from activeeval.gaussian import (
     sq_dists,
     var_r,
 )
-from activeeval.kernels import SquaredExponential
+from activeeval.gp.kernels import SquaredExponential
 from activeeval.logit import (
     LOGIT_EPS,
     bernoulli_working_response,
