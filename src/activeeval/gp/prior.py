@@ -58,7 +58,8 @@ __all__ = [
 
 #: Smallest noise variance of the fit, relative to range² (App. C.1's σ² of the unique regime).
 SIGMA2_MIN = 1e-4
-#: Items drawn at random before the information-gain selection starts. 0: issue 25 measured 10 (with
+#: BayesAME's default ``warmup`` (its calibration's pseudo-targets start as it does): items drawn at random before
+#: the information-gain selection starts. 0: issue 25 measured 10 (with
 #: calibrate_by="budget") in benchmarks/efficiency.py — far better in extrapolation, but under-covering on a
 #: few-reference continuous set (WMT21 en-zh, 10 references: 0.80 at 10 % of N) — so it is an option, not the default.
 WARMUP = 0
@@ -693,7 +694,8 @@ class ReferencePrior:
         return BucketPrior(self, reference, cache_mb=cache_mb)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain data (JSON types only); :meth:`from_dict` reads it back to an equal prior, bit for bit."""
+        """Plain data (JSON types only); :meth:`from_dict` reads it back to an equal prior, bit for bit (a NaN
+        bookkeeping field, ``nlml`` or ``rms``, as JSON's one NaN)."""
         return {"fit": self.fit.to_dict(), "calibration": self.calibration.to_dict(),
                 "tolerance": self.tolerance, "fingerprint": self.fingerprint}
 
