@@ -251,3 +251,12 @@ def test_the_old_names_are_the_new_ones() -> None:
     for name in ("ReferenceFit", "fit_hyperparameters", "Calibration", "calibrate", "ReferencePrior", "WARMUP",
                  "CALIBRATION_MIN", "CALIBRATION_MIN_Z", "CALIBRATION_MAX", "SIGMA2_MIN"):
         assert getattr(bayesame, name) is getattr(gp_prior, name)
+
+
+def test_the_multi_target_default_still_gives_its_single_target_default_when_asked(ifeval) -> None:
+    ref, targets, _ = ifeval
+    multi = BayesAMEMulti(ref, targets, seed=0, level="separate")
+    single = multi.single_  # built on first use now, on the same prior
+    assert isinstance(single, BayesAME) and single.prior_ is multi.reference_prior_ and multi.single_ is single
+    assert all(single._prior_col(b).tobytes() == multi.bucket_prior_.column(b).tobytes() for b in range(5))
+    assert BayesAMEMulti(ref, targets, prior="paper").single_ is None

@@ -685,8 +685,8 @@ class ReferencePrior:
         """Refuse ``reference`` if the prior was built on another one (see ``fingerprint``)."""
         if self.fingerprint is not None and self.fingerprint != reference.fingerprint():
             raise ConfigurationError(
-                "the ReferencePrior was built on another reference (fingerprints differ); build it on this one: "
-                "ReferencePrior.build(reference, ...), with the method's missing-score handling applied first")
+                "the ReferencePrior was built on another reference (fingerprints differ); build one on this "
+                "reference (ReferencePrior.build), after the method's handling of missing scores")
 
     def on(self, reference: ScoreMatrix, *, cache_mb: float = 256.0) -> BucketPrior:
         """The bucket abilities' prior on ``reference`` (checked to be the prior's own): see :class:`BucketPrior`."""

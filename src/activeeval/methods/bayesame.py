@@ -649,14 +649,14 @@ def _check_prior(prior: Any, ref: ScoreMatrix, **options: Any) -> None:
     """A given ``prior=``: a ReferencePrior of this reference, with none of the options it holds set otherwise."""
     if not isinstance(prior, ReferencePrior):
         raise ConfigurationError(
-            f"prior must be a ReferencePrior (activeeval.gp.prior.ReferencePrior.build(reference, ...)) or None, "
+            f"prior must be a ReferencePrior (activeeval.gp.prior: ReferencePrior.build makes one) or None, "
             f"got {type(prior).__name__}")
     clash = [name for name, value in options.items()
              if not (type(value) is type(_PRIOR_OPTIONS[name]) and value == _PRIOR_OPTIONS[name])]
     if clash:
         raise ConfigurationError(
             f"prior= holds the fit, the calibration and the tolerance; leave {', '.join(clash)} unset "
-            "(or build the prior with them: ReferencePrior.build(reference, ...))")
+            "(or build the prior with them: ReferencePrior.build)")
     prior.check_reference(ref)
 
 

@@ -231,6 +231,7 @@ class BayesAMEMulti(MultiTargetMethod):
         self._n_refs = ref.n_models
         self.reference_prior_: ReferencePrior | None = None
         self.bucket_prior_: BucketPrior | None = None
+        self._single: Any = None
         fixed_row: Callable[[int], np.ndarray] | None
         level_row: Callable[[int], np.ndarray] | None
         if prior == "reference" and n_lat != self.n_targets:
@@ -289,6 +290,23 @@ class BayesAMEMulti(MultiTargetMethod):
         self.fits: list[FitRecord] = []
         self._last_fit = 0
         self._sum_obs = np.zeros(self.n_targets)
+
+    @property
+    def single_(self) -> Any:
+        """The single-target default on this reference and prior (``prior="reference"``; else None).
+
+        Kept for code that read it: the method itself no longer builds one (it
+        takes the prior directly, :attr:`bucket_prior_`); built here when first
+        asked for, on the same :class:`~activeeval.gp.prior.ReferencePrior`.
+        """
+        if self.reference_prior_ is None:
+            return None
+        if self._single is None:
+            from activeeval.methods.bayesame import BayesAME
+
+            self._single = BayesAME(self.reference, seed=int(self.seed_), selection="active", extrapolation="off",
+                                    prior=self.reference_prior_, cache_mb=self.cache_mb / 2)
+        return self._single
 
     def frozen_options(self) -> dict:
         """The single-target default's reference fit and calibration (``prior="reference"``), to rebuild
@@ -586,7 +604,7 @@ def _check_reference_prior(reference_prior: Any, prior: str, reference_fit: Any,
     """A given ``reference_prior=``: a ReferencePrior, for prior='reference', with what it holds left unset."""
     if not isinstance(reference_prior, ReferencePrior):
         raise ConfigurationError(
-            f"reference_prior must be a ReferencePrior (activeeval.gp.prior.ReferencePrior.build(reference, ...)) or "
+            f"reference_prior must be a ReferencePrior (activeeval.gp.prior: ReferencePrior.build makes one) or "
             f"None, got {type(reference_prior).__name__}")
     if prior != "reference":
         raise ConfigurationError("reference_prior is the default's prior; it needs prior='reference'")

@@ -81,9 +81,9 @@ SNAPSHOT_AFTER_SECONDS = 0.25
 LOAD_BYTES_PER_SECOND = 300e6
 # Modules whose classes a snapshot may hold (and their submodules): the methods, their maths, the ranker.
 ALLOWED_MODULES = (
-    "activeeval.methods", "activeeval.gaussian", "activeeval.kernels", "activeeval.lmc", "activeeval.logit",
-    "activeeval.batch", "activeeval.design", "activeeval.irt", "activeeval.data.matrix", "activeeval.ranking",
-    "activeeval.stopping", "activeeval.session.ranking",
+    "activeeval.methods", "activeeval.gp", "activeeval.gaussian", "activeeval.kernels", "activeeval.lmc",
+    "activeeval.logit", "activeeval.batch", "activeeval.design", "activeeval.irt", "activeeval.data.matrix",
+    "activeeval.ranking", "activeeval.stopping", "activeeval.session.ranking",
 )
 _ARRAY_KINDS = frozenset("biufc")
 # A list of at least this many 1-D arrays of one dtype is stored packed: one array and their lengths.
