@@ -9,8 +9,8 @@ Usage::
 
 For each seed's references (the backtest's 50 % sample of the split's pool,
 or the whole ``--reference`` file), each fit setting of ``--fits`` is fitted
-(:func:`~activeeval.methods.bayesame.fit_hyperparameters`) and calibrated
-(:func:`~activeeval.methods.bayesame.calibrate`), with no cache: CPU seconds,
+(:func:`~activeeval.gp.prior.fit_hyperparameters`) and calibrated
+(:func:`~activeeval.gp.prior.calibrate`), with no cache: CPU seconds,
 NLML evaluations, the fitted (α, β, σ², γ) and the pooled calibration factor.
 ``--fold-ftol`` also calibrates the default fit with that L-BFGS-B ``ftol``
 for the calibration's fold fits (SciPy's default is 2.2e-9): what a looser
@@ -27,7 +27,7 @@ from activeeval import datasets, gaussian
 from activeeval._cache import clear_caches
 from activeeval.data.io import read_scores
 from activeeval.experiments.protocol import BacktestConfig, make_split, sample_references
-from activeeval.methods import bayesame
+from activeeval.gp import prior as bayesame_prior
 
 
 def main() -> None:
@@ -71,11 +71,11 @@ def main() -> None:
             for name, n_pseudo, n_items, ftol in rows:
                 clear_caches()
                 evals[0], t = 0, time.process_time()
-                fit = bayesame.fit_hyperparameters(refs, n_pseudo=n_pseudo, n_items=n_items)
+                fit = bayesame_prior.fit_hyperparameters(refs, n_pseudo=n_pseudo, n_items=n_items)
                 fit_cpu, fit_evals = time.process_time() - t, evals[0]
                 evals[0], t = 0, time.process_time()
                 with _fold_ftol(ftol):
-                    cal = bayesame.calibrate(refs, fit)
+                    cal = bayesame_prior.calibrate(refs, fit)
                 print(f"{label:<12} {refs.n_models:>4} {name:<12} {fit_cpu:>9.2f} {fit_evals:>5} {fit.alpha:>8.4g} "
                       f"{fit.beta:>8.4g} {fit.sigma2:>8.3g} {fit.gamma:>8.3g} {time.process_time() - t:>9.2f} "
                       f"{evals[0]:>5} {cal.factor:>7.4f}", flush=True)

@@ -129,7 +129,8 @@ def one(size: int, refs: int, kind: str, steps: int, threads: int, baseline: boo
     """One size, in this process: what ``main`` prints for it."""
     from activeeval import ScoreMatrix
     from activeeval._threads import limit_threads
-    from activeeval.methods.bayesame import BayesAME, _cached_calibration, _resolve_fit
+    from activeeval.gp.prior import _cached_calibration, _resolve_fit
+    from activeeval.methods.bayesame import BayesAME
 
     scores, truth = synthetic(size, refs, kind, seed=size)
     reference = ScoreMatrix(scores, kind=kind)

@@ -393,8 +393,8 @@ def test_separate_level_keeps_each_targets_prior_and_couples_the_rest(ifeval):
     """level="separate": every target's prior is the single-target kernel, the targets share only K − K_level."""
     ref, targets, truth = ifeval
     sep = BayesAMEMulti(ref, targets, seed=2, level="separate", refit_every=10)
-    single = sep.single_
-    np.testing.assert_allclose(sep.posterior.prior_diag[0], [single._prior_col(b)[b] for b in range(sep.n_buckets)],
+    single = sep.bucket_prior_  # the single-target kernel on this reference (gp.prior.BucketPrior)
+    np.testing.assert_allclose(sep.posterior.prior_diag[0], [single.column(b)[b] for b in range(sep.n_buckets)],
                                rtol=1e-12)
     _play(sep, truth, 40)
     assert len(sep.fits) >= 1
@@ -403,7 +403,7 @@ def test_separate_level_keeps_each_targets_prior_and_couples_the_rest(ifeval):
     # the cross-target prior covariance of two buckets is B_st (K − K_level), not B_st K
     post = sep.posterior
     b0, b1 = 0, 1
-    k_rest = single._prior_col(b0)[b1] - post.level_row(b0)[b1]
+    k_rest = single.column(b0)[b1] - post.level_row(b0)[b1]
     coupling_part = post._B[post._keys.index("fixed")]
     assert coupling_part[0, 1] * k_rest == pytest.approx(
         sum(post._B[g][0, 1] * post._group_rows(b0)[g][b1] for g in range(len(post._keys))), rel=1e-12)

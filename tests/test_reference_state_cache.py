@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from activeeval import user_cache
 from activeeval._cache import clear_caches
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.methods import bayesame
+from activeeval.gp import prior
 from activeeval.methods.bayesame import BayesAME
 from activeeval.session import Session
 
@@ -33,10 +33,10 @@ def cache(tmp_path, monkeypatch) -> Path:
 def derivations(monkeypatch) -> list[str]:
     """The reference fits (not a calibration's fold fits) and calibrations actually computed from here on."""
     calls: list[str] = []
-    fit, cal = bayesame._fit_hyperparameters, bayesame.calibrate
-    monkeypatch.setattr(bayesame, "_fit_hyperparameters",
+    fit, cal = prior._fit_hyperparameters, prior.calibrate
+    monkeypatch.setattr(prior, "_fit_hyperparameters",
                         lambda *a: (a[-1] is None and calls.append("fit")) or fit(*a))  # a[-1]: start
-    monkeypatch.setattr(bayesame, "calibrate", lambda *a, **k: calls.append("calibration") or cal(*a, **k))
+    monkeypatch.setattr(prior, "calibrate", lambda *a, **k: calls.append("calibration") or cal(*a, **k))
     return calls
 
 
@@ -139,7 +139,7 @@ def test_a_session_without_the_cache_leaves_none_and_a_second_session_reuses_it(
 # ---------------------------------------------------------------------------------------------------------------
 
 STATE_KINDS = ("bayesame_buckets", "bayesame_prior_sums")
-FIT = bayesame.ReferenceFit(alpha=0.05, beta=3.0, sigma2=0.01, tau0=1.0, tau1=1.0, gamma=0.02)
+FIT = prior.ReferenceFit(alpha=0.05, beta=3.0, sigma2=0.01, tau0=1.0, tau1=1.0, gamma=0.02)
 
 
 @pytest.fixture()
@@ -147,10 +147,10 @@ def state(cache, monkeypatch) -> list[str]:
     """Every reference kept (not only large ones); the bucketings and Σ·N actually derived from here on."""
     from activeeval.gp.kernels import LevelKernel
 
-    monkeypatch.setattr(bayesame, "PRIOR_STATE_MIN_WORK", 0.0)
+    monkeypatch.setattr(prior, "PRIOR_STATE_MIN_WORK", 0.0)
     calls: list[str] = []
-    buckets, matvec = bayesame.bucketize, LevelKernel.matvec
-    monkeypatch.setattr(bayesame, "bucketize", lambda *a: calls.append("buckets") or buckets(*a))
+    buckets, matvec = prior.bucketize, LevelKernel.matvec
+    monkeypatch.setattr(prior, "bucketize", lambda *a: calls.append("buckets") or buckets(*a))
     monkeypatch.setattr(LevelKernel, "matvec", lambda *a: calls.append("sums") or matvec(*a))
     return calls
 
@@ -219,9 +219,9 @@ def test_prior_state_key_has_every_input(cache, state) -> None:
 
 
 def test_prior_state_not_kept_for_small_references_nor_without_the_cache(cache, state, monkeypatch, tmp_path) -> None:
-    monkeypatch.setattr(bayesame, "PRIOR_STATE_MIN_WORK", 12 * 60**2 + 1)  # just above this reference's N²·K
+    monkeypatch.setattr(prior, "PRIOR_STATE_MIN_WORK", 12 * 60**2 + 1)  # just above this reference's N²·K
     _method(_reference())
-    monkeypatch.setattr(bayesame, "PRIOR_STATE_MIN_WORK", 0.0)
+    monkeypatch.setattr(prior, "PRIOR_STATE_MIN_WORK", 0.0)
     with user_cache.disabled():
         _method(_reference())
     clear_caches()

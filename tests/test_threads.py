@@ -237,19 +237,19 @@ FIT_IN_A_FRESH_PROCESS = """
 import json, sys
 import numpy as np
 from threadpoolctl import threadpool_info
-import activeeval.methods.bayesame as bayesame
+import activeeval.gp.prior as prior
 
 def blas():
     return sorted(d["num_threads"] for d in threadpool_info() if d["user_api"] == "blas")
 
 seen = {}
 
-class Spy(bayesame.ReferenceFit):  # made right after L-BFGS-B returns, inside the fit's scope
+class Spy(prior.ReferenceFit):  # made right after L-BFGS-B returns, inside the fit's scope
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         seen.setdefault("at_fit_end", blas())
 
-bayesame.ReferenceFit = Spy
+prior.ReferenceFit = Spy
 from activeeval import ScoreMatrix
 from activeeval.methods.registry import resolve_factory
 rng = np.random.default_rng(0)
@@ -258,7 +258,7 @@ assert "scipy.optimize" not in sys.modules and "scipy.linalg" not in sys.modules
 if sys.argv[1] == "method":
     resolve_factory("bayesame")(ref, seed=0)
 else:  # the public function, called directly (no method's scope around it)
-    bayesame.fit_hyperparameters(ref, seed=0)
+    prior.fit_hyperparameters(ref, seed=0)
 seen["after"] = blas()
 print(json.dumps(seen))
 """

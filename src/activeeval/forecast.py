@@ -3,7 +3,7 @@
 tinyBenchmarks evaluates a fixed 100 items; BayesAME stops when its interval
 is narrow and its estimate steady, so its cost depends on the model. The
 forecast plays reference models as the target, the way the default's
-calibration does (:func:`activeeval.methods.bayesame.calibrate`): the
+calibration does (:func:`activeeval.gp.prior.calibrate`): the
 references are split into folds (a tenth of them each, or a fifth beyond 100
 models), each fold's models are pseudo-targets and the other folds' models
 their references (folds are played until 30 pseudo-targets have run), and

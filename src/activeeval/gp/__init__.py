@@ -2,6 +2,9 @@
 
 * :mod:`activeeval.gp.kernels` — covariance kernels as objects (one :class:`~activeeval.gp.kernels.Kernel`
   base; sums and products of kernels; the default's level kernel; ``kernel_sums``).
+* :mod:`activeeval.gp.prior` — the reference-fitted prior as a value (:class:`~activeeval.gp.prior.ReferencePrior`:
+  the fit and the calibration, plain data) and its bucket form (:class:`~activeeval.gp.prior.BucketPrior`), which
+  every Gaussian method built on a reference can share.
 
 Import the submodules themselves; this package imports nothing (``import activeeval.gp`` stays cheap).
 """

@@ -21,7 +21,7 @@ Two priors:
   data the paper's fit is fragile: on binary scores σ² runs into its clip
   within a few hundred observations and the intervals miss the truth
   (docs/multi-target.md). So every latent uses the single-target default's
-  kernel, fitted on the *reference* models (:func:`~activeeval.methods.bayesame.fit_hyperparameters`:
+  kernel, fitted on the *reference* models (:func:`~activeeval.gp.prior.fit_hyperparameters`:
   level, slope, linear and Eq. 1 terms, per-item noise σ²), and only the
   mixing weights W — how the targets co-vary, which only the targets can
   tell — are learned from the targets' scores (L-BFGS-B on the NLML), from
@@ -51,6 +51,7 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import bucketize, sq_dists
 from activeeval.gp.kernels import Given
+from activeeval.gp.prior import BucketPrior, ReferencePrior
 from activeeval.lmc import (
     LATENT_KERNELS,
     FitRecord,
@@ -111,6 +112,12 @@ class BayesAMEMulti(MultiTargetMethod):
         ``prior="reference"``: the single-target default's reference fit and
         calibration (:class:`~activeeval.methods.bayesame.BayesAME`'s
         ``hyperparameters`` and ``calibration``), to reuse stored ones.
+    reference_prior : ReferencePrior, optional
+        ``prior="reference"``: the whole prior (fit, calibration, tolerance;
+        :class:`~activeeval.gp.prior.ReferencePrior`), built once and shared
+        with other methods on the same reference; without it the method builds
+        it from ``reference_fit``, ``calibration`` and ``tolerance`` exactly
+        as the single-target default does (those then stay unset).
     coupling : float
         ``prior="reference"``: c, the largest share of a target's prior
         variance that it may share with the other targets (B = c UUᵀ + (1 − c) I;
@@ -180,6 +187,7 @@ class BayesAMEMulti(MultiTargetMethod):
         hyperparameters: LMCParams | Mapping[str, Any] | None = None,
         reference_fit: Mapping[str, Any] | None = None,
         calibration: Mapping[str, Any] | Literal["auto"] | None = "auto",
+        reference_prior: ReferencePrior | None = None,
         coupling: float = 0.5,
         level: Literal["coupled", "separate"] = "coupled",
         refit_every: int | None = 50,
@@ -202,7 +210,9 @@ class BayesAMEMulti(MultiTargetMethod):
         super().__init__(reference, targets, seed=seed, missing=missing, warm_start=warm_start)
         self.selection, self.prior, self.latents, self.hyperparameters = selection, prior, latents, hyperparameters
         self.reference_fit, self.calibration, self.coupling = reference_fit, calibration, coupling
-        self.level = level
+        self.level, self.reference_prior = level, reference_prior
+        if reference_prior is not None:
+            _check_reference_prior(reference_prior, prior, reference_fit, calibration, tolerance)
         if not (isinstance(coupling, (int, float)) and 0.0 <= coupling <= 1.0):
             raise ConfigurationError(f"coupling must be a number in [0, 1], got {coupling!r}")
         if level not in ("coupled", "separate"):
@@ -223,36 +233,34 @@ class BayesAMEMulti(MultiTargetMethod):
         self.learning_rate_ = float(learning_rate) if learning_rate is not None else (0.01 if binary else 0.001)
         self.refit_every_ = int(refit_every) if refit_every else 0
         self._n_refs = ref.n_models
-        self.single_ = None
+        self.reference_prior_: ReferencePrior | None = None
+        self.bucket_prior_: BucketPrior | None = None
+        self._single: Any = None
         fixed_row: Callable[[int], np.ndarray] | None
         level_row: Callable[[int], np.ndarray] | None
         if prior == "reference" and n_lat != self.n_targets:
             raise ConfigurationError("prior='reference' has one latent per target; leave latents unset "
                                      "(latents is for prior='paper')")
         if prior == "reference":
-            from activeeval.methods.bayesame import BayesAME
-
-            # the single-target default on this reference: its buckets, reference-fitted kernel, noise, calibration
-            self.single_ = single = BayesAME(ref, seed=int(self.seed_), selection="active", extrapolation="off",
-                                             hyperparameters=reference_fit, calibration=calibration,
-                                             tolerance=tolerance, cache_mb=cache_mb / 2)
-            self.buckets = single.buckets
-            self.tolerance_ = single.tolerance_
-            self.factor_ = float(single.calibration_.factor)
+            # the single-target default's prior on this reference: its buckets, reference-fitted kernel, noise,
+            # calibration (gp/prior.py), built as BayesAME builds it, or the one given
+            self.reference_prior_ = reference_prior if reference_prior is not None else ReferencePrior.build(
+                ref, hyperparameters=reference_fit, calibration=calibration, tolerance=tolerance)
+            self.bucket_prior_ = state = self.reference_prior_.on(ref, cache_mb=cache_mb / 2)
+            self.buckets = state.buckets
+            self.tolerance_ = self.reference_prior_.tolerance
+            self.factor_ = float(self.reference_prior_.calibration.factor)
             noise_unit = np.ones(self.buckets.n_buckets)
-            fixed_row, level_row = single._prior_col, None
+            fixed_row, level_row = state.column, None
             if level == "separate":  # K − K_level coupled by B, K_level = τ0 + τ1 m mᵀ each target's own
-                kern, m = single.kernel, single._m
-
-                def level_of(b: int) -> np.ndarray:
-                    return kern.tau0 + kern.tau1 * float(m[b]) * m
+                level_of = state.level_column
 
                 def fixed_of(b: int) -> np.ndarray:
-                    return single._prior_col(b) - level_of(b)
+                    return state.column(b) - level_of(b)
 
                 fixed_row, level_row = fixed_of, level_of
             self.unit_rows_ = np.eye(self.n_targets)  # U of B = c UUᵀ + (1 − c) I: B = I, independent targets
-            start = self._icm_params(self.unit_rows_, single.sigma2_)
+            start = self._icm_params(self.unit_rows_, state.sigma2)
         else:
             self.tolerance_ = float(tolerance) if tolerance is not None else (0.0 if binary else 1e-3)
             self.buckets = bucketize(ref.scores.T, self.tolerance_)
@@ -276,8 +284,8 @@ class BayesAMEMulti(MultiTargetMethod):
         phi = self.buckets.phi
         self._feat = phi
         self._feat_sq = (phi**2).sum(1)
-        if self.single_ is not None:
-            self._d2_full = self.single_._d2_full
+        if self.bucket_prior_ is not None:
+            self._d2_full = self.bucket_prior_.distances
         else:
             self._d2_full = sq_dists(phi, phi) if n_buckets * n_buckets * 8 <= cache_mb * 2**20 / 2 else None
         self.posterior = LMCPosterior(start, self.buckets.counts, phi.mean(1), self._d2_row, self._n_refs,
@@ -287,12 +295,30 @@ class BayesAMEMulti(MultiTargetMethod):
         self._last_fit = 0
         self._sum_obs = np.zeros(self.n_targets)
 
+    @property
+    def single_(self) -> Any:
+        """The single-target default on this reference and prior (``prior="reference"``; else None).
+
+        Kept for code that read it: the method itself no longer builds one (it
+        takes the prior directly, :attr:`bucket_prior_`); built here when first
+        asked for, on the same :class:`~activeeval.gp.prior.ReferencePrior`.
+        """
+        if self.reference_prior_ is None:
+            return None
+        if self._single is None:
+            from activeeval.methods.bayesame import BayesAME
+
+            self._single = BayesAME(self.reference, seed=int(self.seed_), selection="active", extrapolation="off",
+                                    prior=self.reference_prior_, cache_mb=self.cache_mb / 2)
+        return self._single
+
     def frozen_options(self) -> dict:
         """The single-target default's reference fit and calibration (``prior="reference"``), to rebuild
         without deriving them again."""
-        if self.single_ is None:
+        if self.reference_prior_ is None:
             return {}
-        return {"reference_fit": self.single_.fit_.to_dict(), "calibration": self.single_.calibration_.to_dict()}
+        return {"reference_fit": self.reference_prior_.fit.to_dict(),
+                "calibration": self.reference_prior_.calibration.to_dict()}
 
     def _icm_params(self, unit_rows: np.ndarray, sigma2: float | None = None) -> LMCParams:
         """The LMC parameters of B = c UUᵀ + (1 − c) I over the single-target kernel: W = chol(B), latents on the
@@ -576,6 +602,23 @@ def _check(selection: str, prior: str, latents: int | None, refit_every: int | N
             raise ConfigurationError(f"{label} must be a number >= 0, got {number!r}")
     if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
         raise ConfigurationError(f"tolerance must be >= 0 (0 compares scores exactly), got {tolerance}")
+
+
+def _check_reference_prior(reference_prior: Any, prior: str, reference_fit: Any, calibration: Any,
+                           tolerance: Any) -> None:
+    """A given ``reference_prior=``: a ReferencePrior, for prior='reference', with what it holds left unset."""
+    if not isinstance(reference_prior, ReferencePrior):
+        raise ConfigurationError(
+            f"reference_prior must be a ReferencePrior (activeeval.gp.prior: ReferencePrior.build makes one) or "
+            f"None, got {type(reference_prior).__name__}")
+    if prior != "reference":
+        raise ConfigurationError("reference_prior is the default's prior; it needs prior='reference'")
+    held = (("reference_fit", reference_fit, None), ("calibration", calibration, "auto"),
+            ("tolerance", tolerance, None))
+    clash = [name for name, value, unset in held if value != unset]
+    if clash:
+        raise ConfigurationError(
+            f"reference_prior holds the fit, the calibration and the tolerance; leave {', '.join(clash)} unset")
 
 
 class BayesAMEMultiPaper(BayesAMEMulti):
