@@ -58,6 +58,7 @@ from activeeval.gp.prior import CALIBRATION_MIN_Z as CALIBRATION_MIN_Z
 from activeeval.gp.prior import SIGMA2_MIN as SIGMA2_MIN
 from activeeval.methods._batch import BatchSelection
 from activeeval.methods.base import BaseMethod, SeedLike, random_order
+from activeeval.methods.capabilities import Capabilities
 from activeeval.methods.estimate import Estimate
 
 __all__ = ["BayesAME", "BayesAMERS", "Calibration", "ReferenceFit", "ReferencePrior", "calibrate",
@@ -189,6 +190,7 @@ class BayesAME(BatchSelection, BaseMethod):
     """
 
     name = "bayesame"
+    capabilities = Capabilities(ranks=True, batch=True)
 
     def __init__(
         self,
@@ -677,6 +679,7 @@ class BayesAMERS(BayesAME):
     """BayesAME-RS with the default's model: uniformly random items throughout (paper §5.1's baseline)."""
 
     name = "bayesame-rs"
+    capabilities = Capabilities(batch=True)  # random items: not a ranker
 
     def __init__(self, reference: ScoreMatrix, **kwargs: object) -> None:
         if kwargs.get("selection", "random") != "random":
