@@ -33,7 +33,7 @@ from activeeval.methods.registry import make_method
 
 def _matrix(name: str, seed: int):
     m = datasets.load(name)
-    complete = [mid for mid, row in zip(m.model_ids, m.scores) if not np.isnan(row).any()]
+    complete = [mid for mid, row in zip(m.model_ids, m.scores, strict=True) if not np.isnan(row).any()]
     m = m.select_models(complete)
     rng = np.random.default_rng(seed)
     target = str(rng.choice(list(m.model_ids)))

@@ -100,7 +100,7 @@ def prepare(workdir: Path, dataset: str = "math", held_out: int = 0) -> tuple[Pa
     full = datasets.load(dataset)
     target = full.model_ids[held_out]
     ref_path = write_scores(full.drop_models([target]), workdir / f"{dataset}_reference.csv")
-    scores = dict(zip(full.item_ids, map(float, full.model_scores(target))))
+    scores = dict(zip(full.item_ids, map(float, full.model_scores(target)), strict=True))
     (workdir / "target.json").write_text(json.dumps(scores))
     script = workdir / "scorer.py"
     script.write_text(SCORER.format(path=str(workdir / "target.json")))
@@ -133,7 +133,7 @@ def same_trajectory(a, b, rel: float = 1e-6) -> bool:
     """Whether two estimate sequences agree: same lengths, counts and notes; means and variances to ``rel``."""
     if len(a) != len(b):
         return False
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=True):
         if (x.n_observed, x.n_items, x.notes) != (y.n_observed, y.n_items, y.notes):
             return False
         if not (math.isclose(x.mean, y.mean, rel_tol=rel, abs_tol=1e-12)
@@ -196,7 +196,7 @@ def crash_trial(
         counts.kills_before_new_score += n_new == 0
         kept = tells[: len(prev)]
         counts.lost += sum(1 for p in prev if p[0] not in {t[0] for t in tells})
-        counts.altered += sum(1 for a, b in zip(prev, kept) if a != b)
+        counts.altered += sum(1 for a, b in zip(prev, kept, strict=True) if a != b)
         counts.duplicated += len(tells) - len({t[0] for t in tells})
         counts.recorded_during_kills += max(n_new, 0)
         prev = tells

@@ -106,7 +106,7 @@ def table(title: str, results: dict[str, dict[str, list[tuple[float, float]]]], 
           f"{'CPU s ' + other:>26}")
     for name, res in results.items():
         a, b = res[base], res[other]
-        ratio = statistics.median(x[0] / y[0] for x, y in zip(a, b))
+        ratio = statistics.median(x[0] / y[0] for x, y in zip(a, b, strict=True))
         print(f"{name:<14} {statistics.median(x[0] for x in a):>22.2f} {statistics.median(y[0] for y in b):>26.2f} "
               f"{ratio:>7.2f} {statistics.median(x[1] for x in a):>22.2f} {statistics.median(y[1] for y in b):>26.2f}")
     print("(medians over the pairs; ratio: median of the paired ratios, the first condition over the second)")
@@ -156,7 +156,7 @@ def overhead(steps: int, repeats: int, dataset: str, method: str) -> None:
             with limit_threads():
                 pass
         inner = (time.perf_counter() - start) / n
-    ratio = statistics.median(a / b for a, b in zip(per_call, scoped))
+    ratio = statistics.median(a / b for a, b in zip(per_call, scoped, strict=True))
     print(f"\noverhead of the limit: {method} on {dataset}, select + observe, {steps} steps x {repeats} paired runs")
     print(f"{'each call limits itself ms/step':>32} {'inside one scope ms/step':>25} {'ratio':>6} "
           f"{'outermost enter+leave us':>25} {'inner enter+leave us':>21}")

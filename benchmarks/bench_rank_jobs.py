@@ -72,7 +72,7 @@ def main() -> None:
     if args.max_items:
         full = full.select_items(list(full.item_ids[: args.max_items]))
     models = list(full.model_ids[: args.models])
-    truth = {m: dict(zip(full.item_ids, map(float, full.model_scores(m)))) for m in models}
+    truth = {m: dict(zip(full.item_ids, map(float, full.model_scores(m)), strict=True)) for m in models}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         ref = write_scores(full.drop_models(models), folder / "ref.csv")
@@ -102,7 +102,7 @@ def main() -> None:
     print(f"{'--jobs':>6} {'wall s':>8} {'vs --jobs 1':>12} {'scorer calls':>13} {'scores recorded':>16} "
           f"{'journal == --jobs 1':>20}")
     for j, (walls, calls, logs) in rows.items():
-        ratio = statistics.median(w / b for w, b in zip(walls, base[0]))
+        ratio = statistics.median(w / b for w, b in zip(walls, base[0], strict=True))
         told = sum(1 for e in logs[0] if e[1] == "tell")
         same = all(log == base[2][0] for log in logs)
         print(f"{j:>6} {statistics.median(walls):>8.2f} {ratio:>12.2f} {statistics.median(calls):>13.0f} "

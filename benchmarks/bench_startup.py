@@ -127,7 +127,7 @@ def main() -> None:
                        f"{statistics.median(wall[key]):>7.2f}")
                 if a.before:
                     old = (method, command, "before")
-                    ratio = statistics.median(x / y for x, y in zip(cpu[key], cpu[old]))
+                    ratio = statistics.median(x / y for x, y in zip(cpu[key], cpu[old], strict=True))
                     row += (f" {statistics.median(cpu[old]):>10.2f} {statistics.median(wall[old]):>11.2f} "
                             f"{ratio:>9.2f}")
                 print(row, flush=True)

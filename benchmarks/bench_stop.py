@@ -66,7 +66,7 @@ def main() -> None:
     tasks = []
     for name in args.datasets:
         matrix = datasets.load(name)
-        complete = [m for m, row in zip(matrix.model_ids, matrix.scores) if not np.isnan(row).any()]
+        complete = [m for m, row in zip(matrix.model_ids, matrix.scores, strict=True) if not np.isnan(row).any()]
         targets = np.random.default_rng(2026).choice(complete, size=min(args.targets, len(complete)), replace=False)
         tasks += [(name, str(t), meth, s, args.epsilon2) for t in targets for meth in args.methods
                   for s in range(args.seeds)]

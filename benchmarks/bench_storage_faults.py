@@ -89,7 +89,7 @@ def main() -> None:
 
     full = datasets.load("math")
     target = full.model_ids[0]
-    truth = dict(zip(full.item_ids, map(float, full.model_scores(target))))
+    truth = dict(zip(full.item_ids, map(float, full.model_scores(target)), strict=True))
     print(f"{'experiment':<32} {'calls':>6} {'failed':>6} {'recorded':>8} {'missing':>7} {'twice':>5} "
           f"{'verifies':>8} {'wall s':>7}")
     with tempfile.TemporaryDirectory() as tmp:

@@ -136,7 +136,7 @@ def k_factor_rms(matrix: ScoreMatrix) -> dict[tuple[float, int], float]:
         for factor in (1.0, 4.0):
             cal = base.with_k_factor(factor)
             mean0, sd0 = default_prior(base)
-            for row, t in zip(y_held, truth):
+            for row, t in zip(y_held, truth, strict=True):
                 post = AbilityPosterior(cal, mean0, sd0)
                 used: set[int] = set()
                 for n in range(1, 41):

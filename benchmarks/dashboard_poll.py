@@ -75,7 +75,7 @@ def main() -> None:
         write_scores(ScoreMatrix(scores[1:], [f"m{k}" for k in range(a.models)], ids), ref)
         path = Path(tmp) / "s.aeval"
         Session.create(path, ref, method=a.method, seed=0).close()
-        truth = dict(zip(ids, scores[0]))
+        truth = dict(zip(ids, scores[0], strict=True))
         order = list(rng.permutation(ids))
         lat: dict[str, list[float]] = {"A": [], "B": []}
         polls: list[tuple[float, int]] = []

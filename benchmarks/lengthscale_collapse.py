@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     head = ["variant", "runs", "collapsed", "eq3 coll.", "eq4+A3 coll.", "eq3 other", "eq4+A3 other",
             "sigma2 median", "at 1e-5 bound"]
     widths = [30, 5, 9, 14, 14, 14, 14, 13, 13]
-    print("  ".join(f"{h:>{w}}" for h, w in zip(head, widths)))
+    print("  ".join(f"{h:>{w}}" for h, w in zip(head, widths, strict=True)))
     for spec in args.variants.split(";"):
         name, options = parse_method_spec(spec)
         rows = []  # (collapsed, err_bayes, covered_bayes, err_cv, covered_cv)
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         cells = [spec, str(len(rows)), f"{coll.mean():.3f}", cell(coll, 1), cell(coll, 3), cell(~coll, 1),
                  cell(~coll, 3), f"{float(np.median(sigma2)):.3g}",
                  f"{float(np.mean(np.isclose(sigma2, HYPER_LOWER))):.3f}"]
-        print("  ".join(f"{c:>{w}}" for c, w in zip(cells, widths)), flush=True)
+        print("  ".join(f"{c:>{w}}" for c, w in zip(cells, widths, strict=True)), flush=True)
     return 0
 
 

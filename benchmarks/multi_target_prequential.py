@@ -70,7 +70,7 @@ def main() -> None:
                     method.n_observed == marks[k] * len(targets):
                 est = method.estimates()
                 scale, preq = method.scales(), method.prequential_scales()
-                z = np.array([(e.mean - r) / e.std for e, r in zip(est, truth)])
+                z = np.array([(e.mean - r) / e.std for e, r in zip(est, truth, strict=True)])
                 z_pre = z * np.sqrt(scale / preq)
                 print(f"n = {marks[k]} per target ({len(method.fits)} fits)")
                 print("  z           ", np.round(z, 2))

@@ -32,7 +32,7 @@ from activeeval.methods.bayesame_multi import BayesAMEMulti
 
 def _matrix(name: str, seed: int, max_items: int = 0):
     m = datasets.load(name)
-    complete = [mid for mid, row in zip(m.model_ids, m.scores) if not np.isnan(row).any()]
+    complete = [mid for mid, row in zip(m.model_ids, m.scores, strict=True) if not np.isnan(row).any()]
     m = m.select_models(complete)  # targets and references with every score
     rng = np.random.default_rng(seed)
     targets = list(rng.choice(list(m.model_ids), 10, replace=False))

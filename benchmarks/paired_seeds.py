@@ -58,8 +58,8 @@ def along_the_run(dirs: list[pathlib.Path], fractions: list[float]) -> pd.DataFr
             if ("RMSE", method) in rows:
                 continue
             near = [int((g["fraction"] - f).abs().idxmin()) for f in fractions]
-            rows[("RMSE", method)] = dict(zip(fractions, 100.0 * g.loc[near, "rmse"].to_numpy()))
-            rows[("coverage", method)] = dict(zip(fractions, g.loc[near, "coverage"].to_numpy()))
+            rows[("RMSE", method)] = dict(zip(fractions, 100.0 * g.loc[near, "rmse"].to_numpy(), strict=True))
+            rows[("coverage", method)] = dict(zip(fractions, g.loc[near, "coverage"].to_numpy(), strict=True))
     return pd.DataFrame.from_dict(rows, orient="index").sort_index()
 
 

@@ -447,7 +447,7 @@ def bootstrap_se(stack, truth: np.ndarray, n_items: int, n_boot: int, rng: np.ra
 def complete_refs(matrix, ids):
     ref = matrix.select_models(ids)
     ok = ~np.isnan(np.asarray(ref.scores, dtype=float)).any(axis=1)
-    return ref if ok.all() else ref.select_models([m for m, keep in zip(ref.model_ids, ok) if keep])
+    return ref if ok.all() else ref.select_models([m for m, keep in zip(ref.model_ids, ok, strict=True) if keep])
 
 
 def run(dataset: str, methods, n_seeds: int, n_boot: int) -> list[tuple]:

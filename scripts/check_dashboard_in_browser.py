@@ -160,14 +160,14 @@ def make_sessions(folder: Path) -> dict[str, Any]:
     math_ = datasets.load("math")
     math_ = math_.select_items(math_.item_ids[:200])  # the first 200 items: the fit takes seconds, not tens
     target = math_.model_ids[0]
-    truth = dict(zip(math_.item_ids, map(float, math_.model_scores(target))))
+    truth = dict(zip(math_.item_ids, map(float, math_.model_scores(target)), strict=True))
     (folder / "truth.json").write_text(json.dumps(truth))
     write_scores(math_.drop_models([target]), folder / "math_ref.csv")
     with Session.create(folder / "math.aeval", folder / "math_ref.csv", seed=0, max_items=N_FIRST, label=target) as s:
         drive(s, lambda item: truth[item], jobs=1)
 
     pair = list(math_.model_ids[1:3])
-    scores = {t: dict(zip(math_.item_ids, map(float, math_.model_scores(t)))) for t in pair}
+    scores = {t: dict(zip(math_.item_ids, map(float, math_.model_scores(t)), strict=True)) for t in pair}
     write_scores(math_.drop_models(pair).select_items(math_.item_ids[:120]), folder / "math_ref2.csv")
     with MultiSession.create(folder / "two-models.aeval", folder / "math_ref2.csv", pair, seed=1, max_items=15,
                              label="two models on MATH") as m:
@@ -175,7 +175,7 @@ def make_sessions(folder: Path) -> dict[str, Any]:
 
     alpaca = datasets.load("alpacaeval2")
     ranked = list(alpaca.model_ids[:4])
-    ranked_scores = {t: dict(zip(alpaca.item_ids, map(float, alpaca.model_scores(t)))) for t in ranked}
+    ranked_scores = {t: dict(zip(alpaca.item_ids, map(float, alpaca.model_scores(t)), strict=True)) for t in ranked}
 
     class Lookup:
         def score_many(self, items: list[str], model: str | None = None) -> list[float]:

@@ -106,7 +106,7 @@ def build_report(folder: Path) -> tuple[Path, str, int]:
 
     full = datasets.load("math")
     target = full.model_ids[0]
-    truth = dict(zip(full.item_ids, map(float, full.model_scores(target))))
+    truth = dict(zip(full.item_ids, map(float, full.model_scores(target)), strict=True))
     with Session.create(folder / "s.aeval", full.drop_models([target]), seed=0, epsilon2=0.15, max_items=60,
                         label=target) as s:
         drive(s, lambda item: truth[item], jobs=1)

@@ -60,7 +60,7 @@ class _Axes:
         return self.y0 + self.h - (v - self.ylo) / (self.yhi - self.ylo) * self.h
 
     def path(self, xs: Sequence[float], ys: Sequence[float]) -> str:
-        points = (f"{self.x(a):.1f},{self.y(b):.1f}" for a, b in zip(xs, ys))
+        points = (f"{self.x(a):.1f},{self.y(b):.1f}" for a, b in zip(xs, ys, strict=True))
         return " ".join(("M" if i == 0 else "L") + p for i, p in enumerate(points))
 
     def frame(self, yticks: Sequence[float], ylabel: str, xticks: Sequence[int], xlabel: str | None) -> list[str]:

@@ -406,7 +406,7 @@ def _play(method: Any, ref: Any, truths: np.ndarray, epsilon1: float, epsilon2: 
         half = np.arange(max(n // 2, 1), n + 1)
         model_based = reason != "outside"
         slope, icpt = np.polyfit(np.log(half), np.log(width_hist[half - 1][:, model_based]), 1)
-        fits = dict(zip(np.flatnonzero(model_based), zip(slope, icpt)))
+        fits = dict(zip(np.flatnonzero(model_based), zip(slope, icpt, strict=True), strict=True))
         if max_items is not None:
             width_at_budget = np.full(n_t, np.nan)
             for t, (b1, b0) in fits.items():

@@ -142,7 +142,8 @@ class LMCParams:
         for label, values in (("alpha", self.alpha), ("beta", self.beta), ("sigma2", (self.sigma2,))):
             if not all(math.isfinite(v) and v > 0 for v in values):
                 raise ConfigurationError(f"LMC hyperparameters: {label} must be positive numbers, got {values}")
-        object.__setattr__(self, "kernels", tuple(_at(k, a, b) for k, a, b in zip(protos, self.alpha, self.beta)))
+        kernels = tuple(_at(k, a, b) for k, a, b in zip(protos, self.alpha, self.beta, strict=True))
+        object.__setattr__(self, "kernels", kernels)
 
     @property
     def n_latents(self) -> int:
@@ -179,7 +180,8 @@ class LMCParams:
         names = [_kind_name(k) for k in self.kernels]
         if None in names:
             raise ConfigurationError(f"LMC hyperparameters: only the kernels {KINDS} (at their default bounds) can be "
-                                     f"stored, got {[k for k, n in zip(self.kernels, names) if n is None]}")
+                                     f"stored, got {[k for k, n in zip(self.kernels, names, strict=True) if n is None]}"
+                                     )
         return {"alpha": list(self.alpha), "beta": list(self.beta), "kinds": names,
                 "weights": [list(r) for r in self.weights], "sigma2": self.sigma2}
 
@@ -606,7 +608,7 @@ class LMCPosterior:
 
     def set_params(self, params: LMCParams) -> None:
         """Change the hyperparameters and rebuild the posterior from the observations."""
-        obs = list(zip(self.obs_t, self.obs_b, self.obs_s))
+        obs = list(zip(self.obs_t, self.obs_b, self.obs_s, strict=True))
         self.params = params
         self.unobserved = np.repeat(self.counts[:, None], self.n_targets, axis=1)
         for t, b, _ in obs:

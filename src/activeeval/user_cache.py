@@ -355,7 +355,7 @@ def store(kind: str, entry_key: str, meta: Mapping[str, Any], arrays: Sequence[n
                       allow_nan=True).encode()
     parts: list[Any] = [len(text).to_bytes(8, "little"), text, bytes(_aligned(_HEAD + len(text)) - _HEAD - len(text))]
     position = 0
-    for spec, block in zip(specs, blocks):
+    for spec, block in zip(specs, blocks, strict=True):
         parts += [bytes(spec["offset"] - position), block]
         position = spec["offset"] + block.nbytes
     crc = 0

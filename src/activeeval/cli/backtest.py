@@ -696,7 +696,7 @@ def table2_command(
         ("dataset", "row", "method", "ours interp.", "paper interp.", "ours extrap.", "paper extrap.", "note"),
         [(r["dataset"], r["row"], method, _fmt(r["ours_interpolation"]), _fmt(r["paper_interpolation"]),
           _fmt(r["ours_extrapolation"]), _fmt(r["paper_extrapolation"]), note)
-         for r, (method, note) in zip(rows, shown)], width=200)
+         for r, (method, note) in zip(rows, shown, strict=True)], width=200)
     for d in wanted:
         typer.echo(f"{d}: bayesame-paper's regime per seed (B ≥ N − N0: unique): " + "; ".join(
             f"{regime} {sum(g == 'unique' for g in regs)}/{len(regs)} unique" for regime, regs in regimes[d].items()))

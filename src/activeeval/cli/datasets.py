@@ -70,7 +70,7 @@ def _print_models(name: str, as_json: bool) -> None:
     sums = np.where(seen, matrix.scores, 0.0).sum(axis=1)
     rows: list[dict[str, Any]] = [
         {"model": m, "score": float(s / c) if c else math.nan, "missing": matrix.n_items - int(c)}
-        for m, s, c in zip(matrix.model_ids, sums, counts)]
+        for m, s, c in zip(matrix.model_ids, sums, counts, strict=True)]
     if as_json:
         print_json(rows)
         return

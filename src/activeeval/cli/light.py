@@ -186,7 +186,7 @@ def _parse_params(args: Sequence[str], params: Sequence[Opt]) -> dict[str, Any]:
         values[p.dest] = True if p.type is bool else p.convert(value)
     if len(given) > len(positional):
         raise _Doubt
-    for p, (value, dash) in zip(positional, given):
+    for p, (value, dash) in zip(positional, given, strict=False):
         values[p.dest] = p.convert(value, dash)
     for p in params:
         if p.dest not in values:

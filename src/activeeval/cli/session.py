@@ -490,7 +490,7 @@ def _tryout_scorer(source: dict[str, Any], reference: str | None, target: str, s
         raise ConfigurationError("--target needs the reference the model is held out of: give --reference")
     full, _ = resolve_reference(where, {**read, "exclude_models": [m for m in excluded if m != target]})
     split = hold_out(full, target)
-    return _Tryout(target, dict(zip(full.item_ids, map(float, split.truth))), split.true_score)
+    return _Tryout(target, dict(zip(full.item_ids, map(float, split.truth), strict=True)), split.true_score)
 
 
 def _tryout_dict(target: str | None, truth: float, result: dict[str, Any]) -> dict[str, Any]:

@@ -193,7 +193,7 @@ def make_target_split(
     targets = [candidates[i] for i in idx]
     complete = ~np.isnan(matrix.scores).any(axis=1)
     chosen = set(targets)
-    pool = [m for m, ok in zip(matrix.model_ids, complete) if ok and m not in chosen]
+    pool = [m for m, ok in zip(matrix.model_ids, complete, strict=True) if ok and m not in chosen]
     pool, twins = drop_twins(matrix, targets, pool)  # >= 2 remain: two candidates, distinct from every target
     mean, low = mean_pairwise(corr, idx)
     return MultiTargetSplit(

@@ -161,7 +161,7 @@ def make_split(
     if regime not in REGIMES:
         raise ConfigurationError(f"regime must be 'interpolation' or 'extrapolation', got {regime!r}")
     complete = ~np.isnan(matrix.scores).any(axis=1)
-    ids = [m for m, ok in zip(matrix.model_ids, complete) if ok]
+    ids = [m for m, ok in zip(matrix.model_ids, complete, strict=True) if ok]
     if n_targets >= len(ids):
         raise ConfigurationError(
             f"{option('n_targets', str(n_targets))} is too many: {matrix.name or 'the dataset'} has {len(ids)} "

@@ -309,7 +309,7 @@ def _oracle(matrix: ScoreMatrix, reference: ScoreMatrix) -> Callable[[str, int],
 
 def complete_models(matrix: ScoreMatrix) -> list[str]:
     ok = ~np.isnan(matrix.scores).any(axis=1)
-    return [m for m, good in zip(matrix.model_ids, ok) if good]
+    return [m for m, good in zip(matrix.model_ids, ok, strict=True) if good]
 
 
 def check_holdout(matrix: ScoreMatrix, models: Sequence[str]) -> list[str]:

@@ -139,12 +139,12 @@ def table2_note(dataset: str, row: Table2Row, regimes: dict[str, list[str]], sho
     if paper is None:
         parts = ["no paper number" + ("" if short or dataset in PAPER_TABLE2 else " (a set the paper did not use)")]
     else:
-        gaps = [name for name, value in zip(shorts, paper) if value is None]
+        gaps = [name for name, value in zip(shorts, paper, strict=True) if value is None]
         gap = PAPER_TABLE2_GAPS[dataset][int(short)]
         parts = [] if not gaps else [gap if len(gaps) == 2 else f"{gaps[0]}: {gap}"]
     if row.selects_as_paper:
         counts = [(name, regimes[regime].count("non-unique"), len(regimes[regime]))
-                  for name, regime in zip(shorts, ("interpolation", "extrapolation"))]
+                  for name, regime in zip(shorts, ("interpolation", "extrapolation"), strict=True)]
         randoms = [f"{name} {k}/{n}" if short else f"{name} on {k}/{n} seeds" for name, k, n in counts if k]
         if randoms:
             parts.append(("ours random: " if short else "ours select at random (non-unique regime): ")

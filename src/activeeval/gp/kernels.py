@@ -125,7 +125,8 @@ class Hyperparameterised:
 
     def with_values(self, values: np.ndarray) -> Any:
         """The same kernel with the hyperparameters ``values`` (value space, not clipped)."""
-        return dataclasses.replace(self, **{name: float(v) for name, v in zip(self.hyperparameters, values)})  # type: ignore[type-var]
+        named = {name: float(v) for name, v in zip(self.hyperparameters, values, strict=True)}
+        return dataclasses.replace(self, **named)  # type: ignore[type-var]
 
     # ------------------------------------------------------------ derived once
     @property

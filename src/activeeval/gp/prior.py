@@ -366,7 +366,7 @@ def calibrate(
                                     level_prior=fit.tau0 > 0, linear=fit.gamma > 0, start=fit)
         truths = sub.scores[group]
         errors = _model_based_errors(sub.select_models(ids), fit_g, truths, int(seed) + g, grid, warmup)
-        z.extend(e for n, e in zip(grid, errors) if n in pooled)
+        z.extend(e for n, e in zip(grid, errors, strict=True) if n in pooled)
         for j, e in enumerate(errors):
             by_n[j].append(e)
         n_pseudo += int(group.size)
@@ -392,7 +392,7 @@ def _factors_by_budget(grid: Sequence[int], by_n: Sequence[Sequence[np.ndarray]]
 
     fracs: list[float] = []
     factors: list[float] = []
-    for n, parts in zip(grid, by_n):
+    for n, parts in zip(grid, by_n, strict=True):
         e = np.concatenate(parts) if parts else np.zeros(0)
         m = e.size
         frac = n / n_items

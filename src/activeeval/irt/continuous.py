@@ -343,7 +343,7 @@ def grid_posterior(
     Returns the probabilities, ndarray of the shape of ``theta`` summing to 1.
     """
     logp = -0.5 * ((theta - prior_mean) / prior_sd) ** 2
-    for bi, xi in zip(np.atleast_1d(b), np.atleast_1d(x)):
+    for bi, xi in zip(np.atleast_1d(b), np.atleast_1d(x), strict=True):
         logp = logp + log_likelihood(theta, float(bi), float(xi), k, likelihood)
     p = np.exp(logp - logp.max())
     return p / p.sum()

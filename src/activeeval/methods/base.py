@@ -257,7 +257,7 @@ class BaseMethod(ABC):
     def observe_many(self, items: Sequence[int | str], scores: Sequence[float]) -> None:
         if len(items) != len(scores):
             raise InvalidScoresError(f"{len(items)} items but {len(scores)} scores")
-        for item, score in zip(items, scores):
+        for item, score in zip(items, scores, strict=True):
             self.observe(item, score)
 
     def estimate(self) -> Estimate:

@@ -452,7 +452,7 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
             grid = default_grid()
             t1_all, t2_all = _score_sums(cal, grid)
             sum_low = float(cal.low.sum())
-        for j, (row, true_theta) in enumerate(zip(y_held, truth)):
+        for j, (row, true_theta) in enumerate(zip(y_held, truth, strict=True)):
             post = AbilityPosterior(cal, mean0, sd0, information=information, likelihood=likelihood)
             local = (LocalError(cal, y_raw[train], post.grid, mean0, sd0, likelihood) if local_error else None)
             raw = y_raw[held[j]]
@@ -631,7 +631,7 @@ def learn_reference_errors(
             ability = c * np.asarray(rec["se2"]) + tau2 * (n_items - n) / n_items
             if local_error:
                 ability = np.array([local_variance(est, truth, theta, v) if v > 0 else v
-                                    for v, (theta, est, truth) in zip(ability, rec["local"])])
+                                    for v, (theta, est, truth) in zip(ability, rec["local"], strict=True)])
             var = ability * np.asarray(rec["slope2"]) + np.asarray(rec["noise"])
             z = np.asarray(rec["score_error"]) / np.sqrt(np.maximum(var, 1e-300))
             f = interval_factor(z)

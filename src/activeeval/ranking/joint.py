@@ -104,8 +104,9 @@ def joint_posterior(models: Sequence[str], joint: MultiTargetMethod
     idx = [joint.target_index(m) for m in models]
     est = joint.estimates()
     cov = np.asarray(joint.covariance(), dtype=float)
-    means = {m: float(est[t].mean) for m, t in zip(models, idx)}
-    variances = {m: float(cov[t, t]) for m, t in zip(models, idx)}
+    means = {m: float(est[t].mean) for m, t in zip(models, idx, strict=True)}
+    variances = {m: float(cov[t, t]) for m, t in zip(models, idx, strict=True)}
     covs = {frozenset((a, b)): float(cov[ta, tb])
-            for i, (a, ta) in enumerate(zip(models, idx)) for b, tb in zip(models[i + 1:], idx[i + 1:])}
+            for i, (a, ta) in enumerate(zip(models, idx, strict=True))
+            for b, tb in zip(models[i + 1:], idx[i + 1:], strict=True)}
     return means, variances, covs

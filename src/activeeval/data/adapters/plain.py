@@ -52,7 +52,7 @@ def read_item_scores(
                        typed=table.frame is not None).tolist()
     out: dict[str, float] = {}
     first: dict[str, int] = {}
-    for k, (iid, score) in enumerate(zip(items, scores)):
+    for k, (iid, score) in enumerate(zip(items, scores, strict=True)):
         if iid in out:
             raise DuplicateIdError(f"{str(p)!r}: item {iid!r} appears twice ({table.row(first[iid])} and "
                                    f"{table.row(k)}); keep one row per item")
