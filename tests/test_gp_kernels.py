@@ -19,7 +19,7 @@ from activeeval.gp.kernels import (
     SquaredExponential,
     Sum,
 )
-from activeeval.lmc import LATENT_KERNELS, LMCParams, LMCPosterior, kernel_values, nlml
+from activeeval.gp.lmc import LATENT_KERNELS, LMCParams, LMCPosterior, kernel_values, nlml
 from activeeval.session.snapshot import decode_state, encode_state
 
 

@@ -8,7 +8,7 @@ import pytest
 from activeeval import datasets
 from activeeval.exceptions import ConfigurationError, DuplicateObservationError
 from activeeval.gp.kernels import Matern32
-from activeeval.lmc import (
+from activeeval.gp.lmc import (
     LMCParams,
     LMCPosterior,
     coupled,

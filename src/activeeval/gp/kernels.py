@@ -23,7 +23,7 @@ the sum and product rules) come from the base. :class:`SquaredExponential`
 is the paper's Eq. 1; :class:`Matern32` the Matérn-3/2 kernel of its
 multi-target setting (§3.2); :class:`Given` a kernel whose values the caller
 supplies, scaled by α (the multi-target default's latents on the single-target
-kernel, :mod:`activeeval.lmc`).
+kernel, :mod:`activeeval.gp.lmc`).
 
 **The level kernel is not a sum of kernels here.** :class:`LevelKernel`,
 the default BayesAME's prior, is mathematically Eq. 1 + a linear kernel on
@@ -177,7 +177,7 @@ class Kernel(Hyperparameterised, ABC):
                 return np.stack([value, -self.beta * np.sqrt(d2) * value], axis=-1)
     """
 
-    #: Whether the multi-target LMC (:mod:`activeeval.lmc`) gives this kernel the squared distance per
+    #: Whether the multi-target LMC (:mod:`activeeval.gp.lmc`) gives this kernel the squared distance per
     #: reference model (d² / K; the kernel is then built with ``n_refs=1``) rather than d² itself.
     per_reference: ClassVar[bool] = False
 
@@ -339,7 +339,7 @@ class Given(Kernel):
     Its input is not squared distances but the caller's kernel values at the
     same pairs (``kernel(values)`` is ``alpha * values``). ``source`` names
     which of the caller's kernels it stands for: in the multi-target LMC
-    (:mod:`activeeval.lmc`), "fixed" is the single-target default's
+    (:mod:`activeeval.gp.lmc`), "fixed" is the single-target default's
     reference-fitted kernel and "level" its level and slope terms, and every
     latent with the same source shares the caller's kernel rows.
     """

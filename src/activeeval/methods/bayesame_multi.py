@@ -1,7 +1,7 @@
 """BayesAME for several targets at once: the multi-target method (§3.2, App. A.4, C.1; SPEC.md §2).
 
 The targets' bucket abilities are tied by a linear model of coregionalisation
-(:mod:`activeeval.lmc`) with L = T latents: θ^t = μ + Σ_l W[t, l] u_l. In the
+(:mod:`activeeval.gp.lmc`) with L = T latents: θ^t = μ + Σ_l W[t, l] u_l. In the
 paper every target is first evaluated on the same random 10 % of the items
 (the default starts without: ``warm_start``); then the targets take turns,
 each choosing the item of highest information gain about its own R given
@@ -51,8 +51,7 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import bucketize, sq_dists
 from activeeval.gp.kernels import Given
-from activeeval.gp.prior import BucketPrior, ReferencePrior
-from activeeval.lmc import (
+from activeeval.gp.lmc import (
     LATENT_KERNELS,
     FitRecord,
     LMCParams,
@@ -64,6 +63,7 @@ from activeeval.lmc import (
     initial_params,
     nlml,
 )
+from activeeval.gp.prior import BucketPrior, ReferencePrior
 from activeeval.methods.base import SeedLike
 from activeeval.methods.capabilities import Capabilities
 from activeeval.methods.estimate import Estimate
@@ -121,7 +121,7 @@ class BayesAMEMulti(MultiTargetMethod):
     coupling : float
         ``prior="reference"``: c, the largest share of a target's prior
         variance that it may share with the other targets (B = c UUᵀ + (1 − c) I;
-        see :func:`~activeeval.lmc.fit_correlations`). 0: independent targets
+        see :func:`~activeeval.gp.lmc.fit_correlations`). 0: independent targets
         (with no warm start, exactly single-target BayesAME per target).
         Default 0.5: 0.8 shared too much late in a run and its intervals
         missed more often (coverage at the stop 0.90 against 0.96 on the
