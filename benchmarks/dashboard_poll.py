@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/dashboard_poll.py                 # the committed numbers (docs/BENCHMARKS.md)
+    python benchmarks/dashboard_poll.py                 # the committed numbers (docs/benchmarks/history.md)
     python benchmarks/dashboard_poll.py --smoke         # a few seconds, to check the script runs
 
 Setup: a synthetic binary reference (``--models`` x ``--items``, a 1PL

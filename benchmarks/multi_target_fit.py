@@ -74,7 +74,7 @@ def main() -> None:
         full = truth.mean(1)
         print(f"--- {name}: {len(targets)} targets, {ref.n_models} references")
         # both with the paper's 10 % shared start (n = 54 is its end); the reference prior as first measured
-        # (coupling 0.8; the default is now 0.5 without a start: docs/BENCHMARKS.md)
+        # (coupling 0.8; the default is now 0.5 without a start: docs/benchmarks/history.md)
         joint = (("bayesame-multi[warm_start=0.1,coupling=0.8]", BayesAMEMulti, {"warm_start": 0.1, "coupling": 0.8}),
                  ("bayesame-multi-paper", BayesAMEMultiPaper, {}))
         for label, cls, options in joint:

@@ -12,7 +12,7 @@ for the whole run, never into the real one in the home folder; the commands the 
 The test process runs its BLAS libraries (NumPy's and SciPy's OpenBLAS) at one thread, as activeeval's own numeric
 work does (activeeval._threads): a few library functions the tests call directly (``fit_hyperparameters``,
 ``calibrate``) run outside that scope, and OpenBLAS's default of one thread per core made one such test take
-309 s instead of about 2 s on a 2-core machine with other work on it (docs/BENCHMARKS.md, issue 29 item 7). With
+309 s instead of about 2 s on a 2-core machine with other work on it (docs/benchmarks/history.md, issue 29 item 7). With
 ``pytest -n 2`` each worker holds one core's worth of BLAS. Only this process is set: the commands and scorer
 processes the tests start keep the machine's default (tests/test_threads.py checks that, with its own setting).
 """
@@ -38,7 +38,7 @@ settings.register_profile("repeatable", derandomize=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
-# The modules that take longest (seconds of a loaded serial run, docs/BENCHMARKS.md issue 29 item 7) run first:
+# The modules that take longest (seconds of a loaded serial run, docs/benchmarks/history.md issue 29 item 7) run first:
 # `pytest -n auto --dist loadscope` hands out whole modules in collection order, so a long module collected last
 # (tests/test_cat.py, tests/test_benchmarks.py) would finish alone after the other worker had run out of work.
 LONG_FIRST = (

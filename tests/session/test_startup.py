@@ -1,7 +1,7 @@
 """What a later session command imports: only what it uses (a guard against start-up regressions, not a timing test).
 
 `activeeval session next/record/status` run many times in a user's loop; each one pays its imports
-(docs/BENCHMARKS.md, "Later commands in well under a second"): SciPy's linear algebra alone costs about 0.4 s,
+(docs/benchmarks/history.md, "Later commands in well under a second"): SciPy's linear algebra alone costs about 0.4 s,
 Rich and the other command modules another 0.1 s. The commands run in a fresh process, as from the shell.
 """
 
