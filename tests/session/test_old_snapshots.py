@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.session import snapshot as snap
+from activeeval.session.journal import snapshot as snap
 from activeeval.session.multi import MultiSession
 from activeeval.session.ranking import RankSession
 from activeeval.session.session import Session

@@ -3,7 +3,7 @@
 A journal session's state (one method, or one method per ranked model) is a
 deterministic function of its settings and its recorded scores. It is
 rebuilt on open by replaying the journal, starting from a stored snapshot
-when one is valid (:mod:`activeeval.session.snapshot`), and kept in step with
+when one is valid (:mod:`activeeval.session.journal.snapshot`), and kept in step with
 other processes writing the same file: every operation first applies the
 events written since it last looked.
 """
@@ -26,23 +26,23 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import (
     ActiveEvalError,
     ConfigurationError,
+    CorruptedSessionError,
     DuplicateObservationError,
     StorageError,
     UnknownItemError,
     option,
 )
 from activeeval.methods.registry import check_method_spec, method_spec
-from activeeval.session import snapshot as snap
-from activeeval.session.reference import apply_missing, load_reference, resolve_reference
-from activeeval.session.storage import (
+from activeeval.session.journal import snapshot as snap
+from activeeval.session.journal.storage import (
     DEFAULT_TIMEOUT,
-    CorruptedSessionError,
     Event,
     Journal,
     Transaction,
     now_iso,
     storable_text,
 )
+from activeeval.session.reference import apply_missing, load_reference, resolve_reference
 from activeeval.stopping import StoppingRule, StopRule, default_rule
 
 __all__ = [

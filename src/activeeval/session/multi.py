@@ -44,8 +44,8 @@ from activeeval.session.base import (
     resolve_method,
     stopping_settings,
 )
+from activeeval.session.journal.storage import DEFAULT_TIMEOUT, Event
 from activeeval.session.session import RecordSummary, SessionStatus
-from activeeval.session.storage import DEFAULT_TIMEOUT, Event
 from activeeval.stopping import (
     DEFAULT_EPSILON1,
     DEFAULT_EPSILON2,

@@ -37,7 +37,7 @@ from activeeval.ranking import (
     rank_result,
 )
 from activeeval.session.base import JournalSession, new_seed, resolve_method
-from activeeval.session.storage import DEFAULT_TIMEOUT, Event
+from activeeval.session.journal.storage import DEFAULT_TIMEOUT, Event
 
 if TYPE_CHECKING:
     from activeeval.methods.multi import MultiTargetMethod
@@ -226,7 +226,7 @@ class RankSession(JournalSession):
         each model's next item as things stand, in the order the ranker would
         reach the models if no score changed an estimate. A driver with
         several scorer slots scores them while it waits (``rank --jobs``,
-        :func:`~activeeval.session.runner.drive_ranking`); the ranker still
+        :func:`~activeeval.session.drivers.runner.drive_ranking`); the ranker still
         asks one pair at a time, so the journal is the same as without.
         """
         methods = self._sync()

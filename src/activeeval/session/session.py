@@ -38,8 +38,8 @@ from activeeval.session.base import (
     resolve_method,
     stopping_settings,
 )
+from activeeval.session.journal.storage import DEFAULT_TIMEOUT, Event, Transaction
 from activeeval.session.reference import reference_summary
-from activeeval.session.storage import DEFAULT_TIMEOUT, Event, Transaction
 from activeeval.stopping import (
     DEFAULT_EPSILON1,
     DEFAULT_EPSILON2,
