@@ -320,17 +320,33 @@ def drive(
     if not hasattr(scorer, "score_many"):
         scorer = _Plain(scorer)  # a plain callable item_id -> score
     batch_scorer = cast(BatchScorer, scorer)
+
+    def next_batch() -> Sequence[str]:
+        budget = session.stopping_settings["max_items"]
+        size = int(jobs) if budget is None else max(1, min(int(jobs), budget - len(session.observations)))
+        return session.pending or [a.item_id for a in session.ask(size)]
+
+    return _drive_loop(session, batch_scorer, next_batch, batch_scorer.score_many, on_record)
+
+
+def _drive_loop(
+    session: Any, scorer: BatchScorer, next_batch: Callable[[], Sequence[Any]],
+    score: Callable[[Any], Sequence[float | ScorerError | None]], on_record: Callable[[Any], None] | None,
+) -> str:
+    """Until the session stops: take the next batch (pending first), score it, record every score obtained.
+
+    On a scorer failure the batch's other scores are recorded, then it is raised; on Ctrl-C the scorer is
+    stopped, what it had scored is recorded, and the interrupt goes on. Returns the session's stop reason.
+    """
     while True:
         reason = session.stop_reason()
         if reason is not None:
             return reason
-        budget = session.stopping_settings["max_items"]
-        size = int(jobs) if budget is None else max(1, min(int(jobs), budget - len(session.observations)))
-        batch: Sequence[str] = session.pending or [a.item_id for a in session.ask(size)]
+        batch = next_batch()
         try:
-            results = batch_scorer.score_many(batch)
+            results = score(batch)
         except KeyboardInterrupt as exc:
-            batch_scorer.stop()
+            scorer.stop()
             _record_all(session, batch, getattr(exc, "partial", ()), on_record)
             raise
         failure = _record_all(session, batch, results, on_record)
@@ -402,20 +418,11 @@ def drive_multi(
     if not hasattr(scorer, "score_many"):
         scorer = _PlainPairs(scorer)  # a plain callable (target, item_id) -> score
     batch_scorer = cast(BatchScorer, scorer)
-    while True:
-        reason = session.stop_reason()
-        if reason is not None:
-            return reason
-        batch = list(session.pending) or [(p.target, p.item_id) for p in session.ask(int(jobs))]
-        try:
-            results = _score_pairs(batch_scorer, batch)
-        except KeyboardInterrupt as exc:
-            batch_scorer.stop()
-            _record_all(session, batch, getattr(exc, "partial", ()), on_record)
-            raise
-        failure = _record_all(session, batch, results, on_record)
-        if failure is not None:
-            raise failure
+
+    def next_batch() -> list[tuple[str, str]]:
+        return list(session.pending) or [(p.target, p.item_id) for p in session.ask(int(jobs))]
+
+    return _drive_loop(session, batch_scorer, next_batch, lambda batch: _score_pairs(batch_scorer, batch), on_record)
 
 
 class Interrupted(KeyboardInterrupt):
