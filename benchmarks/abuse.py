@@ -245,7 +245,7 @@ import hashlib, sqlite3
 s_path, marker = {str(s)!r}, {str(marker)!r}
 upto, key, how = 0, "", "no snapshot API"
 try:
-    from activeeval.session import snapshot as snap
+    from activeeval.session.journal import snapshot as snap
     from activeeval.session.base import open_session
     with open_session(s_path) as s:
         s.status(); s._cost = 1e9; s._maybe_snapshot()

@@ -154,7 +154,7 @@ def crash_trial(
 ) -> CrashCounts:
     """Run the experiment described in the module docstring; return the counts."""
     from activeeval.session import Session
-    from activeeval.session.runner import Scorer, drive
+    from activeeval.session.drivers.runner import Scorer, drive
 
     t0 = time.perf_counter()
     rng = np.random.default_rng(rng_seed)

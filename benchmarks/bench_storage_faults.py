@@ -63,7 +63,7 @@ ASK_TELL = textwrap.dedent("""
 
 
 def read_back(path: Path) -> tuple[list[str], bool]:
-    from activeeval.session.storage import Journal
+    from activeeval.session.journal.storage import Journal
 
     try:
         j = Journal.open(path, readonly=True)

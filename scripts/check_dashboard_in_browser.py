@@ -153,9 +153,9 @@ def make_sessions(folder: Path) -> dict[str, Any]:
     from activeeval import datasets
     from activeeval.data.io import write_scores
     from activeeval.session import Session
+    from activeeval.session.drivers.runner import drive, drive_multi, drive_ranking
     from activeeval.session.multi import MultiSession
     from activeeval.session.ranking import RankSession
-    from activeeval.session.runner import drive, drive_multi, drive_ranking
 
     math_ = datasets.load("math")
     math_ = math_.select_items(math_.item_ids[:200])  # the first 200 items: the fit takes seconds, not tens

@@ -101,8 +101,8 @@ class _Page(html.parser.HTMLParser):
 def build_report(folder: Path) -> tuple[Path, str, int]:
     from activeeval import datasets
     from activeeval.session import Session
+    from activeeval.session.drivers.runner import drive
     from activeeval.session.report import write_report
-    from activeeval.session.runner import drive
 
     full = datasets.load("math")
     target = full.model_ids[0]

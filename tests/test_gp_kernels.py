@@ -20,7 +20,7 @@ from activeeval.gp.kernels import (
     Sum,
 )
 from activeeval.gp.lmc import LATENT_KERNELS, LMCParams, LMCPosterior, kernel_values, nlml
-from activeeval.session.snapshot import decode_state, encode_state
+from activeeval.session.journal.snapshot import decode_state, encode_state
 
 
 @dataclass(frozen=True)

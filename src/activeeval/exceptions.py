@@ -21,6 +21,7 @@ from typing import Any
 __all__ = [
     "ActiveEvalError",
     "ConfigurationError",
+    "CorruptedSessionError",
     "DataFormatError",
     "DuplicateIdError",
     "DuplicateObservationError",
@@ -28,7 +29,9 @@ __all__ = [
     "MissingScoresError",
     "MissingScoresWarning",
     "NumericalError",
+    "ReferenceMismatchError",
     "ScoreOutOfRangeError",
+    "ScorerError",
     "SessionStateError",
     "StorageError",
     "UnknownDatasetError",
@@ -179,6 +182,18 @@ class SessionStateError(ActiveEvalError):
 
 class StorageError(ActiveEvalError):
     """A session file that cannot be read or written."""
+
+
+class ReferenceMismatchError(StorageError):
+    """The reference data changed since the session was created."""
+
+
+class CorruptedSessionError(StorageError):
+    """The session file is damaged (or was altered outside activeeval)."""
+
+
+class ScorerError(ActiveEvalError):
+    """The scorer failed, timed out or printed no number."""
 
 
 class MissingScoresWarning(UserWarning):

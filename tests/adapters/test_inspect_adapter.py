@@ -18,7 +18,7 @@ from activeeval.data.adapters.inspect_eval import (
     to_number,
 )
 from activeeval.exceptions import ConfigurationError, DataFormatError, InvalidScoresError
-from activeeval.session.inspect_harness import _key, _selector, _value, parse_args
+from activeeval.session.drivers.inspect_harness import _key, _selector, _value, parse_args
 
 
 @pytest.mark.parametrize(("value", "number"), [

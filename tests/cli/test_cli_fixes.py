@@ -43,10 +43,11 @@ def _api_keywords() -> set[str]:
     from activeeval.experiments import multi_target, protocol, simulate
     from activeeval.experiments import runner as bt_runner
     from activeeval.methods.registry import method_names, method_parameters
-    from activeeval.session import Session, report, results
-    from activeeval.session import runner as s_runner
+    from activeeval.session import Session, report
+    from activeeval.session.drivers import runner as s_runner
     from activeeval.session.multi import MultiSession
     from activeeval.session.ranking import RankSession
+    from activeeval.session.report import results
 
     api = [Session.create, Session.open, MultiSession.create, RankSession.create, io.read_scores, io.write_scores,
            datasets.load, datasets.resolve, adapters.read_scores_any, adapters.reference_from_lm_eval,

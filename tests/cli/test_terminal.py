@@ -15,7 +15,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from activeeval.cli import app
-from activeeval.session.harness_output import harness_output
+from activeeval.session.drivers.harness_output import harness_output
 
 runner = CliRunner()
 DEMO = ["demo", "--dataset", "math", "--method", "rs-mean", "--max-items", "40", "--seed", "1"]

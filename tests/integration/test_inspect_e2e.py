@@ -37,7 +37,7 @@ from activeeval.cli import app
 from activeeval.data.adapters import reference_from_inspect
 from activeeval.data.io import read_scores
 from activeeval.session import Session
-from activeeval.session.runner import drive
+from activeeval.session.drivers.runner import drive
 
 pytest.importorskip("inspect_ai", reason='inspect-ai is not installed (pip install "activeeval[inspect]")')
 

@@ -24,7 +24,7 @@ import pytest
 
 from activeeval.exceptions import ActiveEvalError
 from activeeval.session import Session
-from activeeval.session.storage import Journal
+from activeeval.session.journal.storage import Journal
 
 
 def tells(path: Path) -> list[tuple[str, float]]:

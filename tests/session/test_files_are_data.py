@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from activeeval import user_cache
 from activeeval.cli import app
 from activeeval.session import Session
-from activeeval.session import snapshot as snap
+from activeeval.session.journal import snapshot as snap
 
 runner = CliRunner()
 

@@ -31,8 +31,8 @@ from activeeval.methods.bayesame_multi import BayesAMEMulti
 from activeeval.methods.multi import Independent
 from activeeval.session import MultiSession, Session
 from activeeval.session.base import open_session
+from activeeval.session.drivers.runner import drive_multi
 from activeeval.session.ranking import RankSession
-from activeeval.session.runner import drive_multi
 
 runner = CliRunner()
 TARGETS = 3

@@ -71,9 +71,14 @@ def test_rank_session_errors_write_nothing(tmp_path, ref_file, alpaca) -> None:
         with pytest.raises(UnknownModelError, match="model 'nobody' is not ranked in session"):
             s.tell("nobody", a.item_id, 0.5)
         s.tell(a.model, a.item_id, truth[a.model][a.item_id])
-        with pytest.raises(DuplicateObservationError, match=f"item '{a.item_id}' of model '{a.model}' already has"):
+        with pytest.raises(DuplicateObservationError) as refused:
             s.tell(a.model, a.item_id, 1 - truth[a.model][a.item_id])
+        old = truth[a.model][a.item_id]  # the ranking's own wording, kept when its tell joined the shared path
+        assert str(refused.value) == (f"item '{a.item_id}' of model '{a.model}' already has score {old:g} recorded; "
+                                      f"refusing to change it to {1 - old:g} (recorded scores are never altered)")
+        assert s.tell(a.model, a.item_id, truth[a.model][a.item_id]) is False  # the same score again: a no-op
         assert s.n_scored == 1
+        assert [e["kind"] for e in s.history()] == ["ask", "tell"]
     with pytest.raises(StorageError, match="is a rank session, not a single one; open it with `activeeval rank`"):
         Session.open(tmp_path / "r.aeval")
 

@@ -13,7 +13,7 @@ from activeeval.cli import app
 from activeeval.exceptions import ConfigurationError
 from activeeval.session import Session
 from activeeval.session.multi import MultiSession
-from activeeval.session.results import SCHEMA_VERSION, header, results, results_path, schema, write_results
+from activeeval.session.report.results import SCHEMA_VERSION, header, results, results_path, schema, write_results
 
 runner = CliRunner()
 

@@ -18,8 +18,8 @@ from activeeval.cli import app
 from activeeval.data.matrix import ScoreMatrix, parse_score_text
 from activeeval.exceptions import InvalidScoresError
 from activeeval.session import Session
+from activeeval.session.drivers.runner import DEFAULT_TIMEOUT, Scorer, ScorerError, drive, drive_multi
 from activeeval.session.multi import MultiSession
-from activeeval.session.runner import DEFAULT_TIMEOUT, Scorer, ScorerError, drive, drive_multi
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="process groups and sh are POSIX")
 
@@ -217,7 +217,7 @@ def _fake_harness(samples: object):
     """An LmEvalHarness whose lm-eval run returns ``samples`` (or raises it), without loading lm-eval."""
     from types import SimpleNamespace
 
-    from activeeval.session.lm_eval_harness import LmEvalHarness
+    from activeeval.session.drivers.lm_eval_harness import LmEvalHarness
 
     def simple_evaluate(**_: object) -> dict:
         if isinstance(samples, Exception):
@@ -250,8 +250,8 @@ def test_lm_eval_harness_failures_are_per_batch_errors_not_exceptions(returned: 
 
 @posix_only
 def test_ranking_run_passes_item_ids_with_placeholder_text_verbatim(tmp_path: Path) -> None:
+    from activeeval.session.drivers.runner import drive_ranking
     from activeeval.session.ranking import RankSession
-    from activeeval.session.runner import drive_ranking
 
     rng = np.random.default_rng(6)
     items = ["{model}", "{item_id}", "x{model}{item_id}"] + [f"q{i}" for i in range(3)]

@@ -105,7 +105,7 @@ def test_files_that_kept_the_stopping_rule_among_the_method_options_still_open(t
     """Before the stopping rule left the methods, a session stored it in ``method_kwargs`` (budget ``n_max``)."""
     import json
 
-    from activeeval.session.storage import _meta_checksum
+    from activeeval.session.journal.storage import _meta_checksum
 
     _, target = math_split
     f = tmp_path / "old.aeval"

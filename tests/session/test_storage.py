@@ -20,7 +20,7 @@ from activeeval import user_cache
 from activeeval.cli import app
 from activeeval.exceptions import StorageError
 from activeeval.session import CorruptedSessionError, Session
-from activeeval.session import snapshot as snap
+from activeeval.session.journal import snapshot as snap
 
 runner = CliRunner()
 
@@ -287,7 +287,7 @@ def test_a_packed_list_of_arrays_reads_back_exactly(data, dtype, write) -> None:
     {"$": "object", "id": 0, "class": "subprocess:Popen"},
     {"$": "object", "id": 0, "class": "activeeval.methods.bayesame:np"},  # not a class defined there
     {"$": "object", "id": 0, "class": "activeeval.methods.bayesame:Path"},  # imported there, defined elsewhere
-    {"$": "object", "id": 0, "class": "activeeval.session.runner:Scorer"},  # activeeval, but not a method's
+    {"$": "object", "id": 0, "class": "activeeval.session.drivers.runner:Scorer"},  # activeeval, but not a method's
     {"$": "object", "id": 0, "class": "activeeval.methods.registry:METHODS.__class__"},
     {"$": "method", "self": {"$": "dict", "id": 0, "v": []}, "name": "clear"},
     {"$": "rng", "id": 0, "bits": "RandomState", "state": None},
@@ -407,7 +407,7 @@ def test_ctrl_c_exits_130_and_a_rerun_resumes(tmp_path, math_ref_file, math_spli
     assert done.returncode == 0, done.stderr
     # The same journal as a run never interrupted.
     with Session.create(tmp_path / "u.aeval", math_ref_file, max_items=6, seed=5) as u:
-        from activeeval.session.runner import drive
+        from activeeval.session.drivers.runner import drive
 
         drive(u, lambda i: target[i], jobs=2)
         expected = u.observations

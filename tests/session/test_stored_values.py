@@ -29,7 +29,7 @@ from activeeval.data.io import write_scores
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, InvalidScoresError, StorageError
 from activeeval.session import Session
-from activeeval.session.storage import Journal, _digest
+from activeeval.session.journal.storage import Journal, _digest
 
 runner = CliRunner()
 BIG = 1e150  # a score range that accepts every score drawn below (the methods' maths squares the range)

@@ -109,7 +109,7 @@ def make_scorer(
         given = [k for k, v in {**shared, **lm_flags, **inspect_flags}.items() if v is not None]
         if given:
             raise ConfigurationError(f"{', '.join(given)} go with --harness, not with --scorer; drop them")
-        from activeeval.session.runner import Scorer
+        from activeeval.session.drivers.runner import Scorer
 
         limit: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
         return Scorer(scorer, jobs=jobs, needs_model=ranking, **limit)
@@ -123,11 +123,11 @@ def make_scorer(
         hint = " (Inspect takes model arguments one by one: --model-arg KEY=VALUE)" if "--model-args" in given else ""
         raise ConfigurationError(f"{', '.join(given)} do not apply to --harness {harness}; drop them{hint}")
     if harness == "inspect":
-        from activeeval.session.inspect_harness import InspectHarness
+        from activeeval.session.drivers.inspect_harness import InspectHarness
 
         return InspectHarness(task or "", model, model_args=model_arg, task_args=task_arg, score_name=score_name,
                               value_map=value_map, epochs=epochs, log_dir=log_dir, needs_model=ranking)
-    from activeeval.session.lm_eval_harness import LmEvalHarness
+    from activeeval.session.drivers.lm_eval_harness import LmEvalHarness
 
     size: int | str | None = batch_size
     if batch_size is not None and batch_size != "auto" and not batch_size.startswith("auto:"):

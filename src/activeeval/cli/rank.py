@@ -177,7 +177,7 @@ def rank_command(
     check_pairing(pairing)
     cal_kw = _calibration(method, calibration, response, local_error)
     if session is not None:
-        from activeeval.session.runner import check_jobs
+        from activeeval.session.drivers.runner import check_jobs
 
         if check_jobs(jobs) != 1 and harness is not None:
             raise ConfigurationError(
@@ -210,8 +210,8 @@ def _rank_session(session: Path, reference: str | None, models: str | None, scor
                   timeout: float | None, lm: dict[str, Any], as_json: bool, pairing: str = "own",
                   cal_kw: dict[str, Any] | None = None) -> None:
     from activeeval.cli.session import rank_lines
+    from activeeval.session.drivers.runner import drive_ranking
     from activeeval.session.ranking import RankSession
-    from activeeval.session.runner import drive_ranking
 
     sc = h.make_scorer(scorer, harness, timeout=timeout, ranking=True, **lm)
     chosen = None if models is None else [m.strip() for m in models.split(",") if m.strip()]

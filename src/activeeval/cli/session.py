@@ -266,7 +266,7 @@ def export(
     Its JSON Schema ships with activeeval (activeeval/schemas/results.schema.json). An existing file is replaced
     when it holds this session's earlier results, or with --force.
     """
-    from activeeval.session.results import results_path, write_results
+    from activeeval.session.report.results import results_path, write_results
 
     with _open(file, reference, readonly=True) as s:
         path = write_results(s, out if out is not None else results_path(file), overwrite=force)
@@ -339,8 +339,8 @@ def run(
     When the rule is met the results file is written (--output-path; lm-eval's option names are accepted too:
     --tasks, --model_args, --include_path, --output_path, --log_samples, ...).
     """
-    from activeeval.session.results import results_path, write_results
-    from activeeval.session.runner import check_jobs
+    from activeeval.session.drivers.runner import check_jobs
+    from activeeval.session.report.results import results_path, write_results
 
     check_jobs(jobs)
     if k < 1:
@@ -398,7 +398,7 @@ def _start_run(session: Path, reference: str | None, target: str | None, scorer:
                ) -> tuple[Any, Any, tuple[dict[str, Any], dict[str, Any]] | None]:
     """The session of ``run`` (resumed, or created), its scorer, and the stopping settings it changed."""
     from activeeval._files import check_output
-    from activeeval.session.results import check_results_path
+    from activeeval.session.report.results import check_results_path
 
     def scorer_of(targets: Sequence[str] | None, source: dict[str, Any], resumed: Path | None) -> Any:
         if target is not None:
@@ -593,7 +593,7 @@ def _drive_with_progress(s: Any, sc: Any, batch: int, progress: bool | None = No
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from activeeval.session.runner import drive, drive_multi
+    from activeeval.session.drivers.runner import drive, drive_multi
 
     multi = s.KIND == "multi"
     n_total = (s.stopping_settings["max_items"] or s.settings["reference"]["n_items"]) * (

@@ -265,7 +265,7 @@ def _results_once_stopped(s: Any, was_stopped: bool, status: Any) -> Path | None
     if was_stopped or not status.stop:
         return None
     from activeeval.exceptions import ActiveEvalError
-    from activeeval.session.results import results_path, write_results
+    from activeeval.session.report.results import results_path, write_results
 
     out = results_path(s.path)
     try:
@@ -283,7 +283,7 @@ def _echo_written(path: Path | None) -> None:
 
 def status(file: Path, as_json: bool, reference: str | None) -> None:
     """Estimate, interval, items used, pending items, and each stopping condition against its threshold."""
-    from activeeval.session.results import header
+    from activeeval.session.report.results import header
 
     with _open(file, reference, readonly=True) as s:
         st = s.status()

@@ -1,8 +1,9 @@
 """Ask/tell evaluation sessions with a crash-safe SQLite journal: one target (Session) or several (MultiSession)."""
 
+from activeeval.exceptions import CorruptedSessionError, ReferenceMismatchError
+from activeeval.session.journal.storage import Event
 from activeeval.session.multi import AskedPair, MultiSession, MultiStatus
 from activeeval.session.session import AskedItem, RecordSummary, Session, SessionStatus
-from activeeval.session.storage import CorruptedSessionError, Event, ReferenceMismatchError
 
 __all__ = [
            "AskedItem",

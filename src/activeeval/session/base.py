@@ -3,7 +3,7 @@
 A journal session's state (one method, or one method per ranked model) is a
 deterministic function of its settings and its recorded scores. It is
 rebuilt on open by replaying the journal, starting from a stored snapshot
-when one is valid (:mod:`activeeval.session.snapshot`), and kept in step with
+when one is valid (:mod:`activeeval.session.journal.snapshot`), and kept in step with
 other processes writing the same file: every operation first applies the
 events written since it last looked.
 """
@@ -21,28 +21,30 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
+
 from activeeval import user_cache
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import (
     ActiveEvalError,
     ConfigurationError,
+    CorruptedSessionError,
     DuplicateObservationError,
     StorageError,
     UnknownItemError,
     option,
 )
 from activeeval.methods.registry import check_method_spec, method_spec
-from activeeval.session import snapshot as snap
-from activeeval.session.reference import apply_missing, load_reference, resolve_reference
-from activeeval.session.storage import (
+from activeeval.session.journal import snapshot as snap
+from activeeval.session.journal.storage import (
     DEFAULT_TIMEOUT,
-    CorruptedSessionError,
     Event,
     Journal,
     Transaction,
     now_iso,
     storable_text,
 )
+from activeeval.session.reference import apply_missing, load_reference, resolve_reference
 from activeeval.stopping import StoppingRule, StopRule, default_rule
 
 __all__ = [
@@ -52,6 +54,7 @@ __all__ = [
     "method_options_of",
     "new_seed",
     "open_session",
+    "positive_k",
     "prior_weights_option",
     "resolve_method",
     "stopping_of",
@@ -109,6 +112,13 @@ _KIND_HINTS = {
 }
 
 Key = tuple[str, str]  # (target, item id); target is '' in a single-target session
+
+
+def positive_k(k: Any) -> int:
+    """``ask``'s ``k``: how many to hand out, a positive integer."""
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise ConfigurationError(f"{option('k')} must be a positive integer, got {k!r}")
+    return int(k)
 
 
 def new_seed(seed: int | None) -> int:
@@ -487,17 +497,48 @@ class JournalSession(ABC):
                 self._state = None
             raise
 
+    # --------------------------------------------------------------- asks
+    @contextlib.contextmanager
+    def _handing_out(self, what: str) -> Iterator[tuple[Any, list[tuple[str, str]]]]:
+        """Choose what to ask under the journal's write lock: yields (the state, a list to fill with (target,
+        item id) pairs). The pairs are written as one batch of asks, then pending; nothing is written for none."""
+        asks: list[tuple[str, str]] = []
+        with self._write(what) as tx:
+            yield self._sync(tx), asks
+            if asks:
+                batch = tx.next_batch()
+                seqs = [tx.append("ask", iid, batch=batch, target=t).seq for t, iid in asks]
+        if asks:
+            for key, seq in zip(asks, seqs):
+                self._pending[key] = batch
+                self._seq = seq
+            self._maybe_snapshot()
+
     # ------------------------------------------------------------- scores
+    # How a refused change of a recorded score names the target, and what it advises.
+    TARGET_NOUN: ClassVar[str] = "target"
+    NEVER_ALTERED: ClassVar[str] = "recorded scores are never altered; start a new session to re-score"
+
     def _target_key(self, state: Any, target: Any) -> str:
         """The journal's target of a score given for ``target`` (raises for an unknown one)."""
         return ""
+
+    def _reference_of(self, state: Any, target: str) -> ScoreMatrix:
+        """The reference that checks ``target``'s scores (its method's)."""
+        return state.reference
 
     def _check_new(self, state: Any, target: str, idx: int, value: float) -> float:
         """Validate a new observation without recording it (the method's own check); the value to record."""
         raise NotImplementedError
 
+    @staticmethod
+    def _rows(target: str, scores: Mapping[Any, float] | Iterable[tuple[Any, float]]) -> list[tuple[str, Any, float]]:
+        """(target, item, score) rows of one target's scores, given as a mapping or as (item, score) pairs."""
+        pairs = scores.items() if isinstance(scores, Mapping) else scores
+        return [(target, item, score) for item, score in pairs]
+
     def _record_scores(
-        self, rows: Iterable[tuple[Any, str | int, float]], include_unasked: bool
+        self, rows: Iterable[tuple[Any, str | int, float]], include_unasked: bool, what: str = "record scores"
     ) -> tuple[int, int, tuple[str, ...], int]:
         """Record (target, item, score) rows in one transaction, all or nothing.
 
@@ -509,13 +550,13 @@ class JournalSession(ABC):
         """
         skipped: list[str] = []
         n_unknown = n_same = 0
-        with self._write("record scores") as tx:
+        with self._write(what) as tx:
             state = self._sync(tx)
-            ref = state.reference
             new: list[tuple[str, str, float]] = []
             seen: dict[Key, float] = {}
             for target, item, score in rows:
                 target = self._target_key(state, target)
+                ref = self._reference_of(state, target)
                 if not include_unasked:
                     try:
                         idx = ref.item_index(item)
@@ -536,10 +577,10 @@ class JournalSession(ABC):
                     if value == old:
                         n_same += 1
                         continue
-                    of = f" of target {target!r}" if target else ""
+                    of = f" of {self.TARGET_NOUN} {target!r}" if target else ""
                     raise DuplicateObservationError(
                         f"item {iid!r}{of} already has score {old:g} recorded; refusing to change it to {value:g} "
-                        "(recorded scores are never altered; start a new session to re-score)"
+                        f"({self.NEVER_ALTERED})"
                     )
                 value = self._check_new(state, target, idx, value)
                 seen[key] = value

@@ -41,11 +41,12 @@ from activeeval.session.base import (
     StoppingChanges,
     method_options_of,
     new_seed,
+    positive_k,
     resolve_method,
     stopping_settings,
 )
+from activeeval.session.journal.storage import DEFAULT_TIMEOUT, Event
 from activeeval.session.session import RecordSummary, SessionStatus
-from activeeval.session.storage import DEFAULT_TIMEOUT, Event
 from activeeval.stopping import (
     DEFAULT_EPSILON1,
     DEFAULT_EPSILON2,
@@ -229,10 +230,8 @@ class MultiSession(StoppingChanges, JournalSession):
         the running targets have nothing left to hand out (every item, or the
         rest of the budget, is pending: record those scores first).
         """
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ConfigurationError(f"{option('k')} must be a positive integer, got {k!r}")
-        with self._write("hand out items") as tx:
-            method = self._sync(tx)
+        k = positive_k(k)
+        with self._handing_out("hand out items") as (method, asks):
             room = self._room(method)
             active = [t for t, r in room.items() if r is None or r > 0]
             if not room:
@@ -243,18 +242,13 @@ class MultiSession(StoppingChanges, JournalSession):
                     f"scores first (the session's status lists them), or raise the budget with {option('max_items')}"
                 )
             chosen: list[tuple[str, int]] = []
-            for t, i in method.select_batch(int(k), exclude=list(self._pending), active=active):
+            for t, i in method.select_batch(k, exclude=list(self._pending), active=active):
                 name = method.targets[t]
                 left = room[name]
                 if left is None or left > 0:
                     chosen.append((name, i))
                     room[name] = None if left is None else left - 1
-            batch = tx.next_batch()
-            seqs = [tx.append("ask", method.item_ids[i], batch=batch, target=t).seq for t, i in chosen]
-        for (t, i), seq in zip(chosen, seqs):
-            self._pending[(t, method.item_ids[i])] = batch
-            self._seq = seq
-        self._maybe_snapshot()
+            asks.extend((t, method.item_ids[i]) for t, i in chosen)
         means = method.reference.scores.mean(axis=0)
         return [AskedPair(t, method.item_ids[i], int(i), {"reference_mean": float(means[i])}) for t, i in chosen]
 
@@ -283,8 +277,7 @@ class MultiSession(StoppingChanges, JournalSession):
         handed out to ``target`` are skipped (and counted) unless
         ``include_unasked``.
         """
-        pairs = list(scores.items()) if isinstance(scores, Mapping) else list(scores)
-        return RecordSummary(*self._record_scores([(target, i, s) for i, s in pairs], include_unasked))
+        return RecordSummary(*self._record_scores(self._rows(target, scores), include_unasked))
 
     # ---------------------------------------------------------------- views
     @property

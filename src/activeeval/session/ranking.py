@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.exceptions import ConfigurationError, DuplicateObservationError, UnknownModelError, option
+from activeeval.exceptions import ConfigurationError, UnknownModelError, option
 from activeeval.methods.base import BaseMethod
 from activeeval.methods.registry import is_multi_target, make_method, sharing_factory
 from activeeval.ranking import (
@@ -37,7 +37,7 @@ from activeeval.ranking import (
     rank_result,
 )
 from activeeval.session.base import JournalSession, new_seed, resolve_method
-from activeeval.session.storage import DEFAULT_TIMEOUT, Event
+from activeeval.session.journal.storage import DEFAULT_TIMEOUT, Event
 
 if TYPE_CHECKING:
     from activeeval.methods.multi import MultiTargetMethod
@@ -154,6 +154,22 @@ class RankSession(JournalSession):
         make = sharing_factory(name, ref, **kw)  # reference-only state derived once
         return _Methods({m: make() for m in targets})
 
+    TARGET_NOUN = "model"
+    NEVER_ALTERED = "recorded scores are never altered"
+
+    def _target_key(self, state: dict[str, BaseMethod], target: Any) -> str:
+        if target not in state:
+            raise UnknownModelError(
+                f"model {target!r} is not ranked in session {str(self.path)!r}; its models: {', '.join(self.models)}"
+            )
+        return target
+
+    def _reference_of(self, state: dict[str, BaseMethod], target: str) -> ScoreMatrix:
+        return state[target].reference
+
+    def _check_new(self, state: dict[str, BaseMethod], target: str, idx: int, value: float) -> float:
+        return state[target].check_observation(idx, value)[1]
+
     def _observe(self, state: dict[str, BaseMethod], ev: Event) -> None:
         if ev.target not in state:
             raise UnknownModelError(f"model {ev.target!r} is not ranked in this session")
@@ -202,8 +218,7 @@ class RankSession(JournalSession):
 
         None once the ranking is done (see :meth:`stop_reason`).
         """
-        with self._write("hand out an item") as tx:
-            methods = self._sync(tx)
+        with self._handing_out("hand out an item") as (methods, asks):
             if self._pending:
                 model, iid = next(iter(self._pending))
                 return RankAsk(model, iid, methods[model].reference.item_index(iid))
@@ -212,12 +227,8 @@ class RankSession(JournalSession):
                 return None
             partner = methods[step.partner].observed_items if step.partner is not None else ()
             idx = next_item(methods[step.model], partner, pairing=self._settings.get("pairing", "own"))
-            iid = methods[step.model].item_ids[idx]
-            seq = tx.append("ask", iid, batch=tx.next_batch(), target=step.model).seq
-        self._pending[(step.model, iid)] = None
-        self._seq = seq
-        self._maybe_snapshot()
-        return RankAsk(step.model, iid, idx)
+            asks.append((step.model, methods[step.model].item_ids[idx]))
+        return RankAsk(*asks[0], idx)
 
     def lookahead(self, n: int) -> list[tuple[str, str]]:
         """Up to ``n`` (model, item id) pairs the ranker is likely to ask after what is pending; records nothing.
@@ -226,7 +237,7 @@ class RankSession(JournalSession):
         each model's next item as things stand, in the order the ranker would
         reach the models if no score changed an estimate. A driver with
         several scorer slots scores them while it waits (``rank --jobs``,
-        :func:`~activeeval.session.runner.drive_ranking`); the ranker still
+        :func:`~activeeval.session.drivers.runner.drive_ranking`); the ranker still
         asks one pair at a time, so the journal is the same as without.
         """
         methods = self._sync()
@@ -259,34 +270,7 @@ class RankSession(JournalSession):
         Raises, writing nothing, for an unknown model or item, an invalid
         score, or a different score on an item already recorded.
         """
-        with self._write("record a score") as tx:
-            methods = self._sync(tx)
-            if model not in methods:
-                raise UnknownModelError(
-                    f"model {model!r} is not ranked in session {str(self.path)!r}; its models: {', '.join(self.models)}"
-                )
-            method = methods[model]
-            idx = method.reference.item_index(item_id)
-            iid = method.item_ids[idx]
-            value = method.reference.check_score(score, item=iid)
-            old = self._told.get((model, iid))
-            if old is not None:
-                if old == value:
-                    return False
-                raise DuplicateObservationError(
-                    f"item {iid!r} of model {model!r} already has score {old:g} recorded; refusing to change it to "
-                    f"{value:g} (recorded scores are never altered)"
-                )
-            idx, value = method.check_observation(idx, value)
-            ev = tx.append("tell", iid, value, target=model)
-            assert ev.score is not None  # a tell event stores its score
-            method.observe(idx, ev.score)  # the score as stored, exactly as a replay will see it
-            self._told[(model, iid)] = ev.score
-            self._digest.add(ev.seq, model, iid, ev.score)
-            self._pending.pop((model, iid), None)
-            self._seq = ev.seq
-        self._maybe_snapshot()
-        return True
+        return self._record_scores([(model, item_id, score)], include_unasked=True, what="record a score")[0] == 1
 
     def status(self) -> RankStatus:
         """The current ranking with each adjacent pair's confidence, the ties, and the stop reason."""

@@ -23,11 +23,11 @@ from activeeval.exceptions import (
     ActiveEvalError,
     ConfigurationError,
     MissingScoresWarning,
+    ReferenceMismatchError,
     StorageError,
     UnknownDatasetError,
     option,
 )
-from activeeval.session.storage import ReferenceMismatchError
 
 __all__ = [
     "READ_OPTIONS",

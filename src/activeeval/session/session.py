@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, option
 from activeeval.methods.base import BaseMethod
@@ -34,12 +32,13 @@ from activeeval.session.base import (
     StoppingChanges,
     method_options_of,
     new_seed,
+    positive_k,
     prior_weights_option,
     resolve_method,
     stopping_settings,
 )
+from activeeval.session.journal.storage import DEFAULT_TIMEOUT, Event, Transaction
 from activeeval.session.reference import reference_summary
-from activeeval.session.storage import DEFAULT_TIMEOUT, Event, Transaction
 from activeeval.stopping import (
     DEFAULT_EPSILON1,
     DEFAULT_EPSILON2,
@@ -252,20 +251,12 @@ class Session(StoppingChanges, JournalSession):
         :class:`~activeeval.exceptions.SessionStateError` when every item is
         already recorded or pending.
         """
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ConfigurationError(f"{option('k')} must be a positive integer, got {k!r}")
-        with self._write("hand out items") as tx:
-            method = self._method(tx)
-            chosen = method.select_batch(int(k), exclude=[iid for _, iid in self._pending])
-            batch = tx.next_batch()
-            ids = [method.item_ids[i] for i in chosen]
-            seqs = [tx.append("ask", iid, batch=batch).seq for iid in ids]
-        for iid, seq in zip(ids, seqs):
-            self._pending[("", iid)] = batch
-            self._seq = seq
-        self._maybe_snapshot()
+        k = positive_k(k)
+        with self._handing_out("hand out items") as (method, asks):
+            chosen = method.select_batch(k, exclude=[iid for _, iid in self._pending])
+            asks.extend(("", method.item_ids[i]) for i in chosen)
         means = method.reference.scores.mean(axis=0)
-        return [AskedItem(iid, int(i), {"reference_mean": float(means[i])}) for iid, i in zip(ids, chosen)]
+        return [AskedItem(iid, int(i), {"reference_mean": float(means[i])}) for (_, iid), i in zip(asks, chosen)]
 
     def tell(self, item_id: str | int, score: float) -> bool:
         """Record the target's ``score`` on ``item_id`` (committed before returning).
@@ -286,8 +277,8 @@ class Session(StoppingChanges, JournalSession):
         Every observation is validated before anything is written.
         Returns ``(n_recorded, n_already_recorded)``.
         """
-        summary = self._record(list(observations), include_unasked=True)
-        return summary.recorded, summary.already
+        recorded, already, _, _ = self._record_scores([("", i, s) for i, s in observations], include_unasked=True)
+        return recorded, already
 
     def record(
         self, scores: Mapping[str, float] | Iterable[tuple[str, float]], *, include_unasked: bool = False
@@ -301,11 +292,7 @@ class Session(StoppingChanges, JournalSession):
         ``unknown``), unless ``include_unasked``, where they are an error.
         All or nothing, like :meth:`tell_many`.
         """
-        pairs = list(scores.items()) if isinstance(scores, Mapping) else list(scores)
-        return self._record(pairs, include_unasked=include_unasked)
-
-    def _record(self, pairs: Sequence[tuple[str | int, float]], include_unasked: bool) -> RecordSummary:
-        return RecordSummary(*self._record_scores([("", item, score) for item, score in pairs], include_unasked))
+        return RecordSummary(*self._record_scores(self._rows("", scores), include_unasked))
 
     def _check_new(self, state: BaseMethod, target: str, idx: int, value: float) -> float:
         return state.check_observation(idx, value)[1]

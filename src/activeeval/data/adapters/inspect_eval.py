@@ -20,7 +20,7 @@ string is an error naming the value and the option, never a silent 0.
 
 Reading a log needs ``inspect-ai`` (``pip install "activeeval[inspect]"``);
 :func:`scores_from_samples` is the shared pure part, which
-:class:`activeeval.session.inspect_harness.InspectHarness` also uses on the
+:class:`activeeval.session.drivers.inspect_harness.InspectHarness` also uses on the
 samples ``inspect_ai.eval`` returns.
 """
 

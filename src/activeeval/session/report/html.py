@@ -19,7 +19,7 @@ from typing import Any
 from activeeval._files import atomic_output, check_output
 from activeeval._svg import trajectory_svg
 from activeeval.session.base import method_options_of
-from activeeval.session.results import own_files
+from activeeval.session.report.results import own_files
 from activeeval.session.session import Session
 
 __all__ = ["readable_options", "render_report", "write_report"]
