@@ -509,7 +509,7 @@ class JournalSession(ABC):
                 batch = tx.next_batch()
                 seqs = [tx.append("ask", iid, batch=batch, target=t).seq for t, iid in asks]
         if asks:
-            for key, seq in zip(asks, seqs):
+            for key, seq in zip(asks, seqs, strict=True):
                 self._pending[key] = batch
                 self._seq = seq
             self._maybe_snapshot()

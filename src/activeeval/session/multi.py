@@ -316,7 +316,7 @@ class MultiSession(StoppingChanges, JournalSession):
 
     def estimates(self) -> dict[str, Estimate]:
         method = self._sync()
-        return dict(zip(method.targets, method.estimates()))
+        return dict(zip(method.targets, method.estimates(), strict=True))
 
     def stop_reasons(self) -> dict[str, str | None]:
         """Each target's reason to stop ("precision", "budget", "exhausted") or None, under the rule in force."""

@@ -282,7 +282,7 @@ class RankSession(JournalSession):
         reason = self.stop_reason()
         res = rank_result(self.models, methods, s["costs"], asked, reason or "running", gamma=s["gamma"])
         pairs = []
-        for hi, lo in zip(res.ranking[:-1], res.ranking[1:]):
+        for hi, lo in zip(res.ranking[:-1], res.ranking[1:], strict=True):
             p = res.confidence(hi, lo)
             pairs.append({"higher": hi, "lower": lo, "confidence": p, "decided": is_confident(p, s["gamma"])})
         return RankStatus(res, reason, tuple(self._pending_pairs()), self._budget(), tuple(pairs))

@@ -256,7 +256,8 @@ class Session(StoppingChanges, JournalSession):
             chosen = method.select_batch(k, exclude=[iid for _, iid in self._pending])
             asks.extend(("", method.item_ids[i]) for i in chosen)
         means = method.reference.scores.mean(axis=0)
-        return [AskedItem(iid, int(i), {"reference_mean": float(means[i])}) for (_, iid), i in zip(asks, chosen)]
+        return [AskedItem(iid, int(i), {"reference_mean": float(means[i])})
+                for (_, iid), i in zip(asks, chosen, strict=True)]
 
     def tell(self, item_id: str | int, score: float) -> bool:
         """Record the target's ``score`` on ``item_id`` (committed before returning).

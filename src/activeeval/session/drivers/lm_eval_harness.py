@@ -265,7 +265,7 @@ class LmEvalHarness:
             err = ScorerError(f"lm-eval's samples of task {self.task!r} could not be read: {type(exc).__name__}: {exc}")
             return [err] * len(item_ids)
         out: list[float | ScorerError] = []
-        for iid, doc in zip(item_ids, docs):
+        for iid, doc in zip(item_ids, docs, strict=True):
             if doc in scores:
                 out.append(scores[doc])
             elif doc in bad:

@@ -363,7 +363,7 @@ def _record_all(
     ``batch`` holds item ids, or (target, item id) pairs of a multi-target session.
     """
     failure: ScorerError | None = None
-    for asked, result in zip(batch, results):
+    for asked, result in zip(batch, results, strict=True):
         if result is None:
             continue
         if isinstance(result, ScorerError):
@@ -392,10 +392,10 @@ def _score_pairs(scorer: BatchScorer, pairs: Sequence[tuple[str, str]]) -> list[
         try:
             out = scorer.score_many([pairs[n][1] for n in where], model=target)
         except KeyboardInterrupt as exc:
-            for n, r in zip(where, getattr(exc, "partial", ())):
+            for n, r in zip(where, getattr(exc, "partial", ()), strict=False):
                 results[n] = r
             raise Interrupted(results) from None
-        for n, r in zip(where, out):
+        for n, r in zip(where, out, strict=False):
             results[n] = r
     return results
 
@@ -508,7 +508,7 @@ def drive_ranking(session: RankSession, scorer: BatchScorer, *, jobs: int = 1,
                     _tell_ranked(session, asked, first)
                 raise
             result = results[0]
-            ahead.update((p, r) for p, r in zip(pairs[1:], results[1:]) if isinstance(r, float))
+            ahead.update((p, r) for p, r in zip(pairs[1:], results[1:], strict=False) if isinstance(r, float))
         if isinstance(result, ScorerError):
             raise result
         _tell_ranked(session, asked, float(result))  # type: ignore[arg-type]

@@ -339,11 +339,11 @@ class _Decoder:
             values = values.view()
             values.setflags(write=False)  # (so is every slice of it)
         ends = np.cumsum(lengths).tolist()
-        out.extend(values[start:end] for start, end in zip([0, *ends[:-1]], ends))
+        out.extend(values[start:end] for start, end in zip([0, *ends[:-1]], ends, strict=True))
         ids = range(x["id"] + 1, x["id"] + 1 + len(out))  # each array's own id follows the list's
         if not self.memo.keys().isdisjoint(ids):
             raise ValueError(f"bad object ids in {x['id']!r}")
-        self.memo.update(zip(ids, out))
+        self.memo.update(zip(ids, out, strict=True))
         return out
 
     def _object(self, x: dict[str, Any]) -> Any:

@@ -182,7 +182,7 @@ def render_report(session: Session) -> str:
     notes = "".join(f'<p class="note">Note: {html.escape(n)}</p>\n' for n in status.estimate.notes)
     traj = session.trajectory
     obs_rows = []
-    for k, ((iid, score), est) in enumerate(zip(session.observations, traj), start=1):
+    for k, ((iid, score), est) in enumerate(zip(session.observations, traj, strict=True), start=1):
         lo, hi = est.ci()
         obs_rows.append([k, iid, f"{score:g}", f"{est.mean:.4f}", f"[{lo:.4f}, {hi:.4f}]"])
     items = _table(obs_rows, ["#", "item", "score", "estimate after", "95 % interval after"], cls="items")
