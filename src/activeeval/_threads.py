@@ -5,7 +5,7 @@ for every matrix operation. activeeval's operations are small and many (a
 session step is a few milliseconds), so on a machine whose cores are busy
 with other work those threads mostly wait for each other (``activeeval demo``
 with two to four other busy processes: ``benchmarks/bench_load.py``,
-docs/BENCHMARKS.md "BLAS threads under load"). activeeval therefore runs
+docs/benchmarks/history.md "BLAS threads under load"). activeeval therefore runs
 its numeric work with ``limit`` BLAS threads (default
 :data:`DEFAULT_THREADS`; ``ACTIVEEVAL_THREADS=N``, ``activeeval --threads N``,
 or ``with limit_threads(N):`` in Python) through threadpoolctl, and gives the
@@ -43,7 +43,7 @@ __all__ = ["DEFAULT_THREADS", "THREADS_ENV", "active_limit", "limit_threads", "n
 
 #: The environment variable that sets the limit (``activeeval --threads N`` overrides it for one command).
 THREADS_ENV = "ACTIVEEVAL_THREADS"
-#: BLAS threads of activeeval's numeric work unless told otherwise (docs/BENCHMARKS.md: "BLAS threads").
+#: BLAS threads of activeeval's numeric work unless told otherwise (docs/benchmarks/history.md: "BLAS threads").
 DEFAULT_THREADS = 1
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -133,7 +133,7 @@ def refresh() -> None:
     is loaded, however it was imported (a plain ``import scipy.optimize``
     inside a scope loads SciPy's BLAS with its own thread count: before this
     watch, the default's fit then ran at one thread per core until the next
-    inner scope, 10-14x slower on a busy machine: docs/BENCHMARKS.md "BLAS
+    inner scope, 10-14x slower on a busy machine: docs/benchmarks/history.md "BLAS
     threads under load, again"). An inner scope entered later checks the same.
     """
     with _lock:

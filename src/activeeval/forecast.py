@@ -19,7 +19,7 @@ kernel per fold; the forecast does not: the run uses the full fit, and the
 forecast is the run's method exactly.)
 
 Two approximations, both checked against real runs by
-``benchmarks/forecast_check.py`` (docs/BENCHMARKS.md, "Cost forecast"):
+``benchmarks/forecast_check.py`` (docs/benchmarks/history.md, "Cost forecast"):
 
 * a pseudo-target found outside the references (the design-based switch)
   leaves the shared pass; it is counted as running to the end (every item,
@@ -65,7 +65,7 @@ WORK = 2.0e9
 #: in the same units: B²·K to build each fold's method, B·n for each item of a pass; deterministic, not timed.
 AUTO_WORK = 3.0e9
 #: Folds of the references: with fewer than ``MANY`` models a tenth of them are held out at a time, so the pseudo-
-#: targets' references differ from the run's by 10 %, not 20 % (docs/BENCHMARKS.md, "Cost forecast": it matters on
+#: targets' references differ from the run's by 10 %, not 20 % (docs/benchmarks/history.md, "Cost forecast": it matters on
 #: HELM's 83 models).
 FOLDS, FOLDS_FEW, MANY = 5, 10, 100
 QUANTILES = (10, 50, 90)

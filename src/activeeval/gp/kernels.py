@@ -546,7 +546,7 @@ def kernel_sums(
     partial sums stay below 2²⁴), and the kernel is read from a table of its
     values at the K·span² + 1 possible distances instead of exponentiated
     (the same values to the last bit; a float64 exponential is a libm call
-    per element on CPUs without AVX-512). docs/BENCHMARKS.md, "BayesAME at
+    per element on CPUs without AVX-512). docs/benchmarks/history.md, "BayesAME at
     100 000 buckets", has the times. ``threads``
     (default: activeeval's BLAS thread limit, :mod:`activeeval._threads`)
     work on the tiles at once; the sum is the same to the last bit for any

@@ -93,7 +93,7 @@ class BayesAMEMulti(MultiTargetMethod):
         The default needs no shared start: its kernel comes from the references,
         and random items cost more than the correlations they teach (with
         independent targets, no start is single-target BayesAME exactly and a
-        10 % start is a third worse: docs/BENCHMARKS.md, "warm start").
+        10 % start is a third worse: docs/benchmarks/history.md, "warm start").
     selection : {"round-robin", "average", "random"}
         "round-robin" (the paper): the targets in turn, each taking the item
         of highest information gain about its own R (uniform random in the
@@ -136,7 +136,7 @@ class BayesAMEMulti(MultiTargetMethod):
         Default "coupled": "separate" covers better early on AlpacaEval 2's
         correlated set (0.92 against 0.82 at 10 % of the items) but loses
         most of the joint gain there and more on a random set
-        (docs/BENCHMARKS.md, "Ablation: each target its own level and slope").
+        (docs/benchmarks/history.md, "Ablation: each target its own level and slope").
     refit_every : int or None
         F: refit every F observations (of any target); None or 0: never.
     fit_steps, min_fit_steps : int
