@@ -299,7 +299,7 @@ def test_greedy_strategy_is_unchanged(ifeval_split, cls) -> None:
     batch = default.select_batch(6)
     assert batch == greedy.select_batch(6)
     # the same batch by the batch module: condition on each pick, take the next argmax of Eq. 6
-    fantasy = default._batch_posterior().fantasy()
+    fantasy = (default.posterior if cls is BayesAME else default._post).fantasy()  # the method's BucketPosterior
     available = ~default._observed
     cov = fantasy.batch_covariance(np.bincount(default.buckets.of_item[available], minlength=default.n_buckets))
     expected = []
