@@ -150,7 +150,8 @@ def test_a_method_selects_what_its_selector_selects(ifeval_ref, cls, strategy) -
         method.observe(item, float(truth[item]))
     assert method.selector == BatchSelector(strategy, 3, False)
     assert (method.batch_strategy, method.batch_size, method.myopic) == (strategy, 3, False)
-    post = method.posterior if cls is BayesAME else method._post
+    post = method.bucket_posterior
+    assert post is (method.posterior if cls is BayesAME else method._post)
     # the paper's method computes Eq. 6's Var(R) by Eq. 2 (var_r): its own gain; the default's is the posterior's
     gain = None if cls is BayesAME else method._gain
     pending = method.select_batch(2)

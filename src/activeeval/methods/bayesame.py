@@ -312,6 +312,11 @@ class BayesAME(BaseMethod):
         return self.buckets.n_buckets
 
     @property
+    def bucket_posterior(self) -> BucketPosterior:
+        """The posterior of the bucket abilities, the one the selector is given (read it; do not condition it)."""
+        return self.posterior
+
+    @property
     def batch_strategy(self) -> str:
         """The selector's strategy (the ``batch_strategy`` option)."""
         return self.selector.strategy

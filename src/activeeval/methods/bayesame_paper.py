@@ -323,6 +323,11 @@ class BayesAMEPaper(BaseMethod):
         return "unique" if self.unique_regime else "non-unique"
 
     @property
+    def bucket_posterior(self) -> BucketPosterior:
+        """The posterior of the bucket abilities, the one the selector is given (read it; do not condition it)."""
+        return self._post
+
+    @property
     def batch_strategy(self) -> str:
         """The selector's strategy (the ``batch_strategy`` option)."""
         return self.selector.strategy
