@@ -15,7 +15,7 @@ and no B×B matrix is ever formed. After a hyperparameter refit (every F
 observations) the posterior is rebuilt once from the bucket form (Eq. 8) with
 a Cholesky factor of the observed buckets' Gram matrix. The result equals the
 batch formulas Eq. 7 / Eq. 8 to round-off (see tests/test_bayesame_maths.py).
-That state is the default's, :class:`~activeeval.gaussian.BucketPosterior`,
+That state is the default's, :class:`~activeeval.gp.posterior.BucketPosterior`,
 with the Eq. 1 kernel (:class:`~activeeval.gp.kernels.SquaredExponential`) as
 its prior and σ² N_b as the noise of an item of bucket b.
 """
