@@ -109,9 +109,9 @@ def test_selector_checks_its_options() -> None:
         BatchSelector("best")
     for size in (0, 2.5, True):
         with pytest.raises(ConfigurationError, match="batch_size must be a positive integer"):
-            BatchSelector("pair", batch_size=size)  # type: ignore[arg-type]
+            BatchSelector("pair", batch_size=size)
     with pytest.raises(ConfigurationError, match="myopic must be true or false"):
-        BatchSelector(myopic="no")  # type: ignore[arg-type]
+        BatchSelector(myopic="no")
     with pytest.raises(ConfigurationError, match="larger than the benchmark's 4 items"):
         BatchSelector("dpp", batch_size=5).check_items(4)
     assert BatchSelector("dpp", batch_size=4).check_items(4) == BatchSelector("dpp", 4, True)
@@ -170,3 +170,27 @@ def test_information_gain_of_the_posterior_is_eq6() -> None:
     ok = post.remaining > 0
     np.testing.assert_allclose(ig[ok], expected[ok], rtol=1e-12)
     assert np.all(ig[~ok] == -np.inf)
+
+
+def test_the_old_mixin_still_serves_a_user_subclass() -> None:
+    post, buckets, unobserved = _posterior(seed=5)
+
+    class Host(BatchSelection):
+        def __init__(self) -> None:
+            self.n_items, self.buckets, self._observed = unobserved.size, buckets, ~unobserved
+            self._init_batch("lars", 4, False)
+
+        def _batch_posterior(self):
+            return post
+
+        def greedy(self, rng, k, exclude):
+            return greedy_items(post, buckets, unobserved, exclude, k, rng)
+
+    host = Host()
+    assert (host.batch_strategy, host.batch_size, host.myopic) == ("lars", 4, False)
+    pending = [int(np.flatnonzero(unobserved)[0])]
+    for k in (1, 3):
+        assert host._batch_select(np.random.default_rng(2), k, pending, host.greedy) == BatchSelector(
+            "lars", 4, False).select(post, buckets, unobserved, pending, k, np.random.default_rng(2))
+    with pytest.raises(ConfigurationError, match="larger than the benchmark"):
+        host._init_batch("pair", unobserved.size + 1, True)
