@@ -57,7 +57,7 @@ def run(name: str, method_name: str, observed: int, repeats: int, sizes: list[in
         for i in order:
             m.observe(int(i), float(truth[i]))
     one = methods["greedy"]
-    post = one._batch_posterior()
+    post = one.bucket_posterior
     cov = post.fantasy().batch_covariance(
         np.bincount(one.buckets.of_item[~one._observed], minlength=one.n_buckets).astype(float))
     rows = []

@@ -299,7 +299,7 @@ def test_greedy_strategy_is_unchanged(ifeval_split, cls) -> None:
     batch = default.select_batch(6)
     assert batch == greedy.select_batch(6)
     # the same batch by the batch module: condition on each pick, take the next argmax of Eq. 6
-    fantasy = default._batch_posterior().fantasy()
+    fantasy = default.bucket_posterior.fantasy()
     available = ~default._observed
     cov = fantasy.batch_covariance(np.bincount(default.buckets.of_item[available], minlength=default.n_buckets))
     expected = []
@@ -402,7 +402,7 @@ def test_bucket_covariance_is_the_documented_object() -> None:
 def test_block_prior_columns_equal_the_column_by_column_ones(ifeval_split, cls) -> None:
     ref, truth = ifeval_split
     method = _played(cls, ref, truth)
-    post = method._batch_posterior()
+    post = method.bucket_posterior
     bs = np.array([0, 7, 100, 3])
     block = post.cov_cols(bs)
     post.prior_cols, saved = None, post.prior_cols

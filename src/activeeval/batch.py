@@ -169,7 +169,7 @@ class BucketCovariance:
 
         Σθ' = Σθ − k kᵀ / d, k = Σθ|C[:, b], d = k_b + noise_b; u_b and the
         available count of b drop by one; Σθ' u' = Σθ u − k − k (kᵀu') / d
-        (:func:`activeeval.gaussian.condition_covariance`, out of place).
+        (:func:`activeeval.gp.posterior.condition_covariance`, out of place).
         """
         col = self.cov_cols(np.array([b], dtype=np.intp))[:, 0].copy()
         d = float(col[b] + self.noise[b])

@@ -65,8 +65,8 @@ WORK = 2.0e9
 #: in the same units: B²·K to build each fold's method, B·n for each item of a pass; deterministic, not timed.
 AUTO_WORK = 3.0e9
 #: Folds of the references: with fewer than ``MANY`` models a tenth of them are held out at a time, so the pseudo-
-#: targets' references differ from the run's by 10 %, not 20 % (docs/benchmarks/history.md, "Cost forecast": it matters on
-#: HELM's 83 models).
+#: targets' references differ from the run's by 10 %, not 20 % (docs/benchmarks/history.md, "Cost forecast": it
+#: matters on HELM's 83 models).
 FOLDS, FOLDS_FEW, MANY = 5, 10, 100
 QUANTILES = (10, 50, 90)
 

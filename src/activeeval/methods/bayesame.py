@@ -40,6 +40,7 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.design import Prequential, RidgeControl, sampling_var_floor
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import BucketPosterior
+from activeeval.gp.acquisition import BatchSelector
 from activeeval.gp.prior import (
     CALIBRATION_MAX,
     WARMUP,
@@ -56,7 +57,6 @@ from activeeval.gp.prior import (
 from activeeval.gp.prior import CALIBRATION_MIN as CALIBRATION_MIN
 from activeeval.gp.prior import CALIBRATION_MIN_Z as CALIBRATION_MIN_Z
 from activeeval.gp.prior import SIGMA2_MIN as SIGMA2_MIN
-from activeeval.methods._batch import BatchSelection
 from activeeval.methods.base import BaseMethod, SeedLike, random_order
 from activeeval.methods.capabilities import Capabilities
 from activeeval.methods.estimate import Estimate
@@ -79,7 +79,7 @@ SAMPLED_UNIFORM = 0.5
 FLOOR_GAIN_MAX = 4.0
 
 
-class BayesAME(BatchSelection, BaseMethod):
+class BayesAME(BaseMethod):
     """Bayesian active model evaluation for one target model (the default, robust version).
 
     Parameters
@@ -180,7 +180,7 @@ class BayesAME(BatchSelection, BaseMethod):
         Memory allowed for caching the B×B squared distances.
     batch_strategy : {"greedy", "pair", "lars", "dpp", "kmeans"}
         How ``select_batch(k)`` picks k > 1 items while the selection is
-        model-based (App. B.1; :mod:`activeeval.methods._batch`): "greedy"
+        model-based (App. B.1; :mod:`activeeval.gp.acquisition`): "greedy"
         (the default) conditions on each chosen item and takes the next argmax of Eq. 6.
     batch_size : int
         |A| of the non-myopic selection (``myopic=False``): ``select()`` is a
@@ -222,7 +222,8 @@ class BayesAME(BatchSelection, BaseMethod):
         myopic: bool = True,
     ) -> None:
         super().__init__(reference, seed=seed, missing=missing)
-        self._init_batch(batch_strategy, batch_size, myopic)
+        #: How items are picked from the posterior while selection is model-based (:mod:`activeeval.gp.acquisition`).
+        self.selector = BatchSelector(batch_strategy, batch_size, myopic).check_items(self.n_items)
         # settings as given; resolved or learned values carry a trailing underscore
         self.switch_until, self.tolerance, self.controls = switch_until, tolerance, controls
         _check_options(selection, extrapolation, n_pseudo, fit_items, fit_seed, warmup, switch_until, scale_prior,
@@ -305,13 +306,30 @@ class BayesAME(BatchSelection, BaseMethod):
         """Σ[:, bs] (B, len(bs)) of the :class:`LevelKernel`, in one block (:meth:`BucketPrior.columns`)."""
         return self.bucket_prior_.columns(bs)
 
-    def _batch_posterior(self) -> BucketPosterior:
-        return self.posterior
-
     # ------------------------------------------------------------ properties
     @property
     def n_buckets(self) -> int:
         return self.buckets.n_buckets
+
+    @property
+    def bucket_posterior(self) -> BucketPosterior:
+        """The posterior of the bucket abilities, the one the selector is given (read it; do not condition it)."""
+        return self.posterior
+
+    @property
+    def batch_strategy(self) -> str:
+        """The selector's strategy (the ``batch_strategy`` option)."""
+        return self.selector.strategy
+
+    @property
+    def batch_size(self) -> int:
+        """The selector's |A| of the non-myopic selection (the ``batch_size`` option)."""
+        return self.selector.batch_size
+
+    @property
+    def myopic(self) -> bool:
+        """Whether ``select()`` is Eq. 6's argmax (the ``myopic`` option)."""
+        return self.selector.myopic
 
     @property
     def regime(self) -> str:
@@ -375,7 +393,7 @@ class BayesAME(BatchSelection, BaseMethod):
             return [int(rng.choice(self.n_items, p=self._sampling_probabilities()))]
         if self.random_items:
             return self._random_items(k, exclude)
-        return self._batch_select(rng, k, exclude, self._greedy)
+        return self._model_based_items(rng, k, exclude)
 
     def _sampling_probabilities(self) -> np.ndarray:
         """Each item's probability of being drawn next (N,): 0 if observed, else
@@ -398,39 +416,9 @@ class BayesAME(BatchSelection, BaseMethod):
             q = np.where(free, 1.0 / n_free, 0.0)
         return q / q.sum()
 
-    def _greedy(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> list[int]:
-        """k items greedily: condition on each chosen (and pending) item, take the next argmax of Eq. 6."""
-        available = ~self._observed
-        available[list(exclude)] = False
-        fantasy: Any  # the posterior itself (read only: one item, so never conditioned) or its fantasy()
-        if k == 1 and not len(exclude):  # one item, nothing pending: the posterior as it is (read, not copied)
-            fantasy, avail_per_bucket = self.posterior, self.posterior.remaining
-        else:
-            fantasy = self.posterior.fantasy()
-            for item in exclude:
-                if not self._observed[item]:
-                    fantasy.condition(int(self.buckets.of_item[item]))
-            avail_per_bucket = np.bincount(self.buckets.of_item[available], minlength=self.n_buckets).astype(float)
-        chosen: list[int] = []
-        for _ in range(k):
-            ig = fantasy.information_gain()
-            ig[avail_per_bucket <= 0] = -np.inf
-            best = float(ig.max())
-            if not np.isfinite(best) or best <= 0.0:
-                item = int(rng.choice(np.flatnonzero(available)))  # nothing left to learn: random
-            else:
-                ties = np.flatnonzero(ig >= best - 1e-12 * abs(best))
-                b = int(ties[rng.integers(ties.size)]) if ties.size > 1 else int(ties[0])
-                members = self.buckets.members[b]
-                free = members[available[members]]
-                item = int(free[rng.integers(free.size)]) if free.size > 1 else int(free[0])
-            chosen.append(item)
-            available[item] = False
-            if len(chosen) < k:
-                b_item = int(self.buckets.of_item[item])
-                avail_per_bucket[b_item] -= 1.0
-                fantasy.condition(b_item)
-        return chosen
+    def _model_based_items(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> list[int]:
+        """k items by the selector (Eq. 6 greedily, or the batch strategy) from the posterior; ``exclude`` pending."""
+        return self.selector.select(self.posterior, self.buckets, ~self._observed, exclude, k, rng)
 
     # ------------------------------------------------------------ updates
     def _update(self, item: int, score: float) -> None:
@@ -724,7 +712,7 @@ def _model_based_errors(
         # method, whose own count, and so its `random_items`, stays at 0)
         rng = np.random.default_rng([method.seed_, n - 1])
         (item,) = (method._random_items(1, ()) if n <= method.warmup
-                   else method._batch_select(rng, 1, (), method._greedy))
+                   else method._model_based_items(rng, 1, ()))
         b = int(method.buckets.of_item[item])
         innovation, d = post.observe(b, truths[:, item])
         if n - 1 >= SCALE_SKIP:

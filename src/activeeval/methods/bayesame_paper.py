@@ -15,7 +15,7 @@ and no B×B matrix is ever formed. After a hyperparameter refit (every F
 observations) the posterior is rebuilt once from the bucket form (Eq. 8) with
 a Cholesky factor of the observed buckets' Gram matrix. The result equals the
 batch formulas Eq. 7 / Eq. 8 to round-off (see tests/test_bayesame_maths.py).
-That state is the default's, :class:`~activeeval.gaussian.BucketPosterior`,
+That state is the default's, :class:`~activeeval.gp.posterior.BucketPosterior`,
 with the Eq. 1 kernel (:class:`~activeeval.gp.kernels.SquaredExponential`) as
 its prior and σ² N_b as the noise of an item of bucket b.
 """
@@ -41,6 +41,7 @@ from activeeval.gaussian import (
     sq_dists,
     var_r,
 )
+from activeeval.gp.acquisition import BatchSelector, pick_item
 from activeeval.gp.kernels import SquaredExponential
 from activeeval.logit import (
     LOGIT_EPS,
@@ -52,7 +53,6 @@ from activeeval.logit import (
     moderated_slope,
     to_unit,
 )
-from activeeval.methods._batch import BatchSelection
 from activeeval.methods.base import BaseMethod, SeedLike
 from activeeval.methods.capabilities import Capabilities
 from activeeval.methods.estimate import Estimate
@@ -114,7 +114,7 @@ class RefitRecord:
     message: str
 
 
-class BayesAMEPaper(BatchSelection, BaseMethod):
+class BayesAMEPaper(BaseMethod):
     """Bayesian active model evaluation for one target model, exactly as in the paper.
 
     Parameters
@@ -168,7 +168,7 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
         refits); above it the kernel is recomputed block by block.
     batch_strategy : {"greedy", "pair", "lars", "dpp", "kmeans"}
         How ``select_batch(k)`` picks k > 1 items in the unique regime (App.
-        B.1; :mod:`activeeval.methods._batch`): "greedy" (the default)
+        B.1; :mod:`activeeval.gp.acquisition`): "greedy" (the default)
         conditions on each chosen item and takes the next argmax of Eq. 6.
     batch_size : int
         |A| of the non-myopic selection (``myopic=False``): ``select()`` is a
@@ -204,7 +204,8 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
         myopic: bool = True,
     ) -> None:
         super().__init__(reference, seed=seed, missing=missing)
-        self._init_batch(batch_strategy, batch_size, myopic)
+        #: How items are picked from the posterior in the unique regime (:mod:`activeeval.gp.acquisition`).
+        self.selector = BatchSelector(batch_strategy, batch_size, myopic).check_items(self.n_items)
         # settings as given; what the method resolves (estimator, noise, tolerance) or learns (alpha, beta and,
         # with noise="learned", sigma2: refitted every refit_every items) carries a trailing underscore
         self.alpha, self.beta, self.sigma2, self.estimator, self.tolerance = alpha, beta, sigma2, estimator, tolerance
@@ -322,6 +323,26 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
         return "unique" if self.unique_regime else "non-unique"
 
     @property
+    def bucket_posterior(self) -> BucketPosterior:
+        """The posterior of the bucket abilities, the one the selector is given (read it; do not condition it)."""
+        return self._post
+
+    @property
+    def batch_strategy(self) -> str:
+        """The selector's strategy (the ``batch_strategy`` option)."""
+        return self.selector.strategy
+
+    @property
+    def batch_size(self) -> int:
+        """The selector's |A| of the non-myopic selection (the ``batch_size`` option)."""
+        return self.selector.batch_size
+
+    @property
+    def myopic(self) -> bool:
+        """Whether ``select()`` is Eq. 6's argmax (the ``myopic`` option)."""
+        return self.selector.myopic
+
+    @property
     def kernel(self) -> SquaredExponential:
         """The Eq. 1 kernel at the current (α, β), with the bounds of the refit."""
         bounds = (HYPER_LOWER, HYPER_UPPER)
@@ -364,9 +385,6 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
         if self._d2_full is not None:
             return self.kernel(self._d2_full[bs]).T  # rows of the symmetric matrix: contiguous reads
         return np.column_stack([self._prior_col(int(b)) for b in bs]) if len(bs) else np.zeros((self.n_buckets, 0))
-
-    def _batch_posterior(self) -> BucketPosterior:
-        return self._post
 
     # ------------------------------------------------------ posterior state
     def _rebuild(self) -> None:
@@ -650,7 +668,7 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
                 scaled = linearised_var_r(fantasy.remaining, slope, cov_su, noise_slope, post.noise, 1)
             ig = linearised_information_gain(cov_su, fantasy.diag, noise_slope, post.noise, scaled)
             ig[avail_per_bucket <= 0] = -np.inf
-            item = self._pick(ig, available, rng)
+            item = pick_item(ig, available, self.buckets, rng)
             chosen.append(item)
             available[item] = False
             b_item = int(self.buckets.of_item[item])
@@ -658,19 +676,6 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
             if len(chosen) < k:
                 fantasy.condition(b_item)
         return chosen
-
-    def _pick(self, ig: np.ndarray, available: np.ndarray, rng: np.random.Generator) -> int:
-        """The argmax bucket of ``ig`` (ties at random) and a random available item of it; random if ig ≤ 0."""
-        best = float(ig.max())
-        if not np.isfinite(best) or best <= 0.0:
-            # No information left to gain (e.g. Var R = 0): random fallback.
-            pool = np.flatnonzero(available)
-            return int(rng.choice(pool))
-        ties = np.flatnonzero(ig >= best - 1e-12 * abs(best))
-        b = int(ties[rng.integers(ties.size)]) if ties.size > 1 else int(ties[0])
-        members = self.buckets.members[b]
-        free = members[available[members]]
-        return int(free[rng.integers(free.size)]) if free.size > 1 else int(free[0])
 
     # ------------------------------------------------------------ selection
     def information_gains(self) -> np.ndarray:
@@ -698,34 +703,12 @@ class BayesAMEPaper(BatchSelection, BaseMethod):
             return self._random_unobserved(rng, k, exclude)
         if self.likelihood == "logit":
             return self._select_logit(rng, k, exclude)
-        return self._batch_select(rng, k, exclude, self._greedy)
+        return self.selector.select(self._post, self.buckets, ~self._observed, exclude, k, rng, self._gain)
 
-    def _greedy(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> list[int]:
-        """k items greedily: condition on each chosen (and pending) item, take the next argmax of Eq. 6."""
-        available = ~self._observed
-        available[list(exclude)] = False
-        # Condition the covariance on pending and already-chosen items (their
-        # scores are unknown, but the covariance does not depend on them).
-        fantasy = self._post.fantasy()
-        for item in exclude:
-            if not self._observed[item]:
-                fantasy.condition(int(self.buckets.of_item[item]))
-        avail_per_bucket = np.bincount(
-            self.buckets.of_item[available], minlength=self.n_buckets
-        ).astype(float)
-        chosen: list[int] = []
-        for _ in range(k):
-            scaled_var = self._scaled_var(fantasy.remaining, fantasy.cov_u)
-            ig = information_gain(fantasy.cov_u, fantasy.diag, self._counts, self.sigma2_, scaled_var)
-            ig[avail_per_bucket <= 0] = -np.inf
-            item = self._pick(ig, available, rng)
-            chosen.append(item)
-            available[item] = False
-            b_item = int(self.buckets.of_item[item])
-            avail_per_bucket[b_item] -= 1.0
-            if len(chosen) < k:
-                fantasy.condition(b_item)
-        return chosen
+    def _gain(self, state) -> np.ndarray:
+        """Eq. 6 per bucket for the posterior or its fantasy ``state``, with Var(R) of Eq. 2 (:func:`var_r`)."""
+        scaled_var = self._scaled_var(state.remaining, state.cov_u)
+        return information_gain(state.cov_u, state.diag, self._counts, self.sigma2_, scaled_var)
 
     # ------------------------------------------------------------- estimate
     def _estimators(self) -> tuple[float, float]:
