@@ -134,7 +134,8 @@ def _buckets_of(phi_items: np.ndarray, of_item: np.ndarray, counts: np.ndarray,
         order = np.argsort(of_item, kind="stable")
     order.flags.writeable = False  # every bucket's members are views of it, read-only (methods may share them)
     ends = np.cumsum(counts).tolist()
-    members = [order[start:end] for start, end in zip([0, *ends[:-1]], ends)]  # np.split's views, 3x faster
+    # np.split's views, 3x faster
+    members = [order[start:end] for start, end in zip([0, *ends[:-1]], ends, strict=True)]
     return Buckets(of_item=of_item, counts=counts.astype(float), phi=phi, members=members)
 
 

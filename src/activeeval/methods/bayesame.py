@@ -465,7 +465,7 @@ class BayesAME(BaseMethod):
         """The AIPW ridge control, made when first needed from every item scored so far (chosen or random)."""
         if self._ridge is None:
             self._ridge = RidgeControl(self.reference.scores.T, score_range=self.reference.score_range)
-            for item, score in zip(self.observed_items, self.observed_scores):
+            for item, score in zip(self.observed_items, self.observed_scores, strict=True):
                 self._ridge.add(item, score)
         return self._ridge
 
