@@ -102,3 +102,24 @@ def test_key_value_arguments() -> None:
                                                                                     "{model}x", "text"]
     with pytest.raises(ConfigurationError, match=r"task_args= takes KEY=VALUE, got 'n' \(e.g. task_args="):
         parse_args(["n"], "task_args")
+
+
+def test_a_logs_samples_are_read_in_the_tasks_dataset_order(monkeypatch, tmp_path) -> None:
+    """Inspect writes samples as they finish (concurrently: any order); the reference's items follow the task's
+    dataset order, so the same logs give the same item order and fingerprint every time (a test of real logs
+    failed now and then on it)."""
+    from types import SimpleNamespace
+
+    from activeeval.data.adapters import inspect_eval
+
+    def sample(i: str, epoch: int) -> SimpleNamespace:
+        return SimpleNamespace(id=i, epoch=epoch, scores={"match": SimpleNamespace(value="C")}, error=None)
+
+    finished = [sample("q10", 1), sample("q2", 2), sample("q0", 1), sample("q2", 1), sample("extra", 1)]
+    header = SimpleNamespace(eval=SimpleNamespace(task="quiz", model="m", created="2026",
+                                                  dataset=SimpleNamespace(sample_ids=["q0", "q2", "q10"])))
+    fake = SimpleNamespace(read_eval_log=lambda path, header_only: header,
+                           read_eval_log_sample_summaries=lambda path: finished)
+    monkeypatch.setattr(inspect_eval, "import_inspect_log", lambda: fake)
+    log = inspect_eval._read_log(tmp_path / "x.eval")
+    assert [(s.id, s.epoch) for s in log.samples] == [("q0", 1), ("q2", 1), ("q2", 2), ("q10", 1), ("extra", 1)]

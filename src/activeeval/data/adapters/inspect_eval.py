@@ -230,8 +230,13 @@ def _read_log(path: Path) -> _Log:
         raise
     except Exception as exc:
         raise DataFormatError(f"{str(path)!r} is not a readable Inspect log ({type(exc).__name__}: {exc})") from exc
-    return _Log(path, str(header.eval.task), str(header.eval.model), str(header.eval.created or ""),
-                tuple(SampleScores.of(s) for s in summaries))
+    # Inspect writes samples as they finish (concurrently, so in no fixed order): put them in the task's dataset
+    # order, so a reference built from the same logs has the same item order (and fingerprint) every time.
+    dataset = getattr(header.eval, "dataset", None)
+    position = {str(i): k for k, i in enumerate(getattr(dataset, "sample_ids", None) or ())}
+    samples = sorted((SampleScores.of(s) for s in summaries),
+                     key=lambda smp: (position.get(str(smp.id), len(position)), smp.epoch or 0))
+    return _Log(path, str(header.eval.task), str(header.eval.model), str(header.eval.created or ""), tuple(samples))
 
 
 def _only(task: str | None, logs: list[_Log], what: str) -> list[_Log]:
