@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BatchSelector",
+    "SelectorOption",
     "expected_gain",
     "greedy_items",
     "information_gain",
@@ -204,6 +205,27 @@ def strategy_items(
         chosen.append(item)
         available[item] = False
     return chosen
+
+
+class SelectorOption:
+    """A method's read-only view of one option of the selector it holds (``self.selector``)::
+
+        batch_strategy = SelectorOption("strategy", "The selector's strategy (the ``batch_strategy`` option).")
+
+    Setting it raises, as for a property: a method's selector is fixed when it is built.
+    """
+
+    def __init__(self, field: str, doc: str = "") -> None:
+        self.field, self.__doc__ = field, doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        return self if obj is None else getattr(obj.selector, self.field)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        raise AttributeError(f"{self.name} is the selector's: build the method with {self.name}= instead")
 
 
 @dataclass(frozen=True)

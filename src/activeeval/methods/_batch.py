@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from activeeval.gp.acquisition import BatchSelector, strategy_items
+from activeeval.gp.acquisition import BatchSelector, SelectorOption, strategy_items
 
 __all__ = ["BatchSelection", "BatchSelector"]
 
@@ -34,17 +34,9 @@ class BatchSelection:
     buckets: Any  # a Buckets
     _observed: np.ndarray
 
-    @property
-    def batch_strategy(self) -> str:
-        return self.selector.strategy
-
-    @property
-    def batch_size(self) -> int:
-        return self.selector.batch_size
-
-    @property
-    def myopic(self) -> bool:
-        return self.selector.myopic
+    batch_strategy = SelectorOption("strategy", "The selector's strategy (the ``batch_strategy`` option).")
+    batch_size = SelectorOption("batch_size", "The selector's |A| of the non-myopic selection (``batch_size``).")
+    myopic = SelectorOption("myopic", "Whether ``select()`` is Eq. 6's argmax (the ``myopic`` option).")
 
     def _init_batch(self, batch_strategy: str, batch_size: int, myopic: bool) -> None:
         self.selector = BatchSelector(batch_strategy, batch_size, myopic).check_items(self.n_items)

@@ -40,7 +40,7 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.design import Prequential, RidgeControl, sampling_var_floor
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import BucketPosterior
-from activeeval.gp.acquisition import BatchSelector
+from activeeval.gp.acquisition import BatchSelector, SelectorOption
 from activeeval.gp.prior import (
     CALIBRATION_MAX,
     WARMUP,
@@ -316,20 +316,9 @@ class BayesAME(BaseMethod):
         """The posterior of the bucket abilities, the one the selector is given (read it; do not condition it)."""
         return self.posterior
 
-    @property
-    def batch_strategy(self) -> str:
-        """The selector's strategy (the ``batch_strategy`` option)."""
-        return self.selector.strategy
-
-    @property
-    def batch_size(self) -> int:
-        """The selector's |A| of the non-myopic selection (the ``batch_size`` option)."""
-        return self.selector.batch_size
-
-    @property
-    def myopic(self) -> bool:
-        """Whether ``select()`` is Eq. 6's argmax (the ``myopic`` option)."""
-        return self.selector.myopic
+    batch_strategy = SelectorOption("strategy", "The selector's strategy (the ``batch_strategy`` option).")
+    batch_size = SelectorOption("batch_size", "The selector's |A| of the non-myopic selection (``batch_size``).")
+    myopic = SelectorOption("myopic", "Whether ``select()`` is Eq. 6's argmax (the ``myopic`` option).")
 
     @property
     def regime(self) -> str:

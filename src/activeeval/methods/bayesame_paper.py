@@ -41,7 +41,7 @@ from activeeval.gaussian import (
     sq_dists,
     var_r,
 )
-from activeeval.gp.acquisition import BatchSelector, pick_item
+from activeeval.gp.acquisition import BatchSelector, SelectorOption, pick_item
 from activeeval.gp.kernels import SquaredExponential
 from activeeval.logit import (
     LOGIT_EPS,
@@ -327,20 +327,9 @@ class BayesAMEPaper(BaseMethod):
         """The posterior of the bucket abilities, the one the selector is given (read it; do not condition it)."""
         return self._post
 
-    @property
-    def batch_strategy(self) -> str:
-        """The selector's strategy (the ``batch_strategy`` option)."""
-        return self.selector.strategy
-
-    @property
-    def batch_size(self) -> int:
-        """The selector's |A| of the non-myopic selection (the ``batch_size`` option)."""
-        return self.selector.batch_size
-
-    @property
-    def myopic(self) -> bool:
-        """Whether ``select()`` is Eq. 6's argmax (the ``myopic`` option)."""
-        return self.selector.myopic
+    batch_strategy = SelectorOption("strategy", "The selector's strategy (the ``batch_strategy`` option).")
+    batch_size = SelectorOption("batch_size", "The selector's |A| of the non-myopic selection (``batch_size``).")
+    myopic = SelectorOption("myopic", "Whether ``select()`` is Eq. 6's argmax (the ``myopic`` option).")
 
     @property
     def kernel(self) -> SquaredExponential:
