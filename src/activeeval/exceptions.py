@@ -16,6 +16,7 @@ Python text, and the CLI renders the template with its one table of flags
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 __all__ = [
@@ -69,10 +70,11 @@ def _plain(text: str) -> str:
     return text.replace(_MARK, "").replace(_SEP, "")
 
 
-def render_options(text: str, flags: Any = None) -> str:
+def render_options(text: str, flags: Any = None, between: Callable[[str], str] | None = None) -> str:
     """``text`` with each :func:`option` written for Python (``flags`` None: ``name=value``) or for the command
     line (``flags``: a mapping of option name, or key, to flag — ``"name=value"`` to a flag that says the value,
-    such as ``"overwrite=True"`` → ``--force``; an option it lacks stays in its Python form)."""
+    such as ``"overwrite=True"`` → ``--force``; an option it lacks stays in its Python form). ``between``, if
+    given, rewrites the text between the options (never what an option renders)."""
 
     def one(m: re.Match[str]) -> str:
         name, key, py, cli = m.groups()
@@ -86,7 +88,13 @@ def render_options(text: str, flags: Any = None) -> str:
             return f"{name}={py}"
         return f"{flag} {cli}" if cli else str(flag)
 
-    return _OPTION_RE.sub(one, text)
+    if between is None:
+        return _OPTION_RE.sub(one, text)
+    parts, last = [], 0
+    for m in _OPTION_RE.finditer(text):
+        parts += [between(text[last:m.start()]), one(m)]
+        last = m.end()
+    return "".join([*parts, between(text[last:])])
 
 
 def options_in(text: str) -> tuple[str, ...]:

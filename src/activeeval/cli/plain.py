@@ -108,17 +108,10 @@ def cli_message(exc: BaseException) -> str:
     """A library error's message for the command line: its options as flags (:data:`activeeval.cli.flags.FLAGS`),
     and its Python idioms as what a command-line user does (:data:`CLI_FIXES`, :data:`CLI_PATTERNS`)."""
     from activeeval.cli.flags import FLAGS
-    from activeeval.exceptions import _OPTION_RE, render_options, template_of
+    from activeeval.exceptions import render_options, template_of
 
-    template = template_of(exc)
     # the idioms are looked for in the Python text between the options, never inside what an option renders
-    parts, last = [], 0
-    for m in _OPTION_RE.finditer(template):
-        parts.append(_idioms(template[last:m.start()]))
-        parts.append(render_options(m.group(), FLAGS))
-        last = m.end()
-    parts.append(_idioms(template[last:]))
-    return "".join(parts)
+    return render_options(template_of(exc), FLAGS, between=_idioms)
 
 
 def _idioms(text: str) -> str:
