@@ -123,9 +123,10 @@ class BudgetRule:
     max_items: int
 
     def __post_init__(self) -> None:
-        if int(self.max_items) != self.max_items or self.max_items < 1:
-            raise ConfigurationError(
-                f"{option('max_items')} must be a positive integer number of items, got {self.max_items}")
+        m = self.max_items
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or int(m) != m or m < 1:
+            raise ConfigurationError(f"{option('max_items')} must be a positive integer, got {m!r}")
+        object.__setattr__(self, "max_items", int(m))
 
     def check(self, trajectory: Sequence[Estimate]) -> str | None:
         return "budget" if len(trajectory) >= self.max_items else None
@@ -185,11 +186,8 @@ class StopRule:
     max_items: int | None = None
 
     def __post_init__(self) -> None:
-        m = self.max_items
-        if m is not None and (isinstance(m, bool) or not isinstance(m, (int, float)) or int(m) != m or m < 1):
-            raise ConfigurationError(f"{option('max_items')} must be a positive integer, got {m!r}")
-        if m is not None:
-            object.__setattr__(self, "max_items", int(m))
+        if self.max_items is not None:  # checked (and made an int) by the budget rule
+            object.__setattr__(self, "max_items", BudgetRule(self.max_items).max_items)
         self.rule()  # the rules check their own values
 
     def rule(self) -> StoppingRule:
