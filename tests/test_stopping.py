@@ -116,3 +116,23 @@ def test_no_module_spells_the_stopping_defaults_again() -> None:
                     node.target.id in ("epsilon1", "epsilon2", "window") and isinstance(node.value, ast.Constant):
                 found.append(f"{path.relative_to(root)}:{node.lineno} {node.target.id} = {node.value.value!r}")
     assert found == [], "stopping defaults spelled outside activeeval.stopping:\n" + "\n".join(found)
+
+
+def test_a_stop_rule_round_trips_through_json_exactly() -> None:
+    """What a session stores of its stopping settings reads back as the same rule, for any valid values."""
+    import json
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from activeeval.stopping import StopRule
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.floats(min_value=0, max_value=1e6, allow_nan=False), st.floats(min_value=1e-300, max_value=1e6),
+           st.integers(1, 10_000), st.one_of(st.none(), st.integers(1, 10**9)))
+    def check(e1: float, e2: float, window: int, max_items: int | None) -> None:
+        rule = StopRule(e1, e2, window, max_items)
+        back = StopRule.from_dict(json.loads(json.dumps(rule.to_dict())))
+        assert back == rule and back.to_dict() == rule.to_dict()
+
+    check()
