@@ -265,3 +265,60 @@ def test_ranking_run_passes_item_ids_with_placeholder_text_verbatim(tmp_path: Pa
     calls = [eval(line) for line in log.read_text().splitlines()]
     assert all(model in ("a", "b") and item in items for model, item in calls)
     assert sorted(calls) == sorted([m, i] for m in ("a", "b") for i in items)  # each item of each model, verbatim
+
+
+_INTERRUPT_WHILE_STARTING = """
+import sys, threading
+from activeeval.session.drivers.runner import Scorer
+start = threading.Thread.start
+hit = []
+def interrupted_start(self):  # Ctrl-C arriving while the first worker thread starts
+    start(self)
+    if not hit:
+        hit.append(1)
+        raise KeyboardInterrupt
+threading.Thread.start = interrupted_start
+scorer = Scorer(sys.argv[1], jobs=3)
+try:
+    scorer.score_pairs([(None, "a"), (None, "b"), (None, "c")])
+except KeyboardInterrupt as exc:
+    KEPT = exc  # the CLI's Exit keeps the interrupt (and its frames) alive until the interpreter exits
+    print(type(exc).__name__, len(exc.partial))
+"""
+
+
+@posix_only
+def test_ctrl_c_while_a_worker_starts_exits_and_never_hangs(tmp_path: Path) -> None:
+    """CI caught `run --jobs 2` hanging after Ctrl-C: a ThreadPoolExecutor worker started but not yet registered
+    waited on its queue for ever and the interpreter joined it at exit. The workers are daemon threads now."""
+    script = tmp_path / "interrupt.py"
+    script.write_text(_INTERRUPT_WHILE_STARTING)
+    cmd = f"{shlex.quote(sys.executable)} -c 'import time; time.sleep(0.3); print(1)' {{item_id}}"
+    import subprocess
+
+    proc = subprocess.run([sys.executable, str(script), cmd], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["Interrupted", "3"]
+
+
+def test_ctrl_c_during_a_parallel_batch_keeps_the_scores_obtained() -> None:
+    """Interrupted.partial has one entry per pair: the score where it came, None where it did not."""
+    import threading
+
+    from activeeval.session.drivers.runner import Interrupted
+
+    release = threading.Event()
+
+    class Slow(Scorer):
+        def __call__(self, item_id: str, model: str | None = None) -> float:
+            if item_id == "slow":
+                release.wait(5)
+                raise KeyboardInterrupt  # stands for the main thread's Ctrl-C reaching result()
+            return 0.25
+
+    scorer = Slow("x {item_id}", jobs=2)
+    with pytest.raises(Interrupted) as info:
+        scorer.score_pairs([(None, "fast"), (None, "slow"), (None, "later")])
+    release.set()
+    assert info.value.partial[0] == 0.25
+    assert len(info.value.partial) == 3

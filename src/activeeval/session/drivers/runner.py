@@ -42,7 +42,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
 
@@ -128,8 +128,8 @@ class Scorer:
                 example = "python score.py {model} {item_id}" if self.needs_model else f"python score.py {PLACEHOLDER}"
                 raise ConfigurationError(
                     f"scorer command {self.template!r} has no {ph} placeholder; "
-                    + ("the model and the item" if self.needs_model else "the item")
-                    + f" to score are passed there, e.g. '{example}'"
+                    + ("the model and the item to score are" if self.needs_model else "the item to score is")
+                    + f" passed there, e.g. '{example}'"
                 )
         t = self.timeout
         if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t < float("inf")):
@@ -202,19 +202,50 @@ class Scorer:
             except KeyboardInterrupt:
                 raise Interrupted(out) from None
             return out
-        pool = ThreadPoolExecutor(max_workers=min(self.jobs, len(pairs)))
-        futures: list[Future] = [pool.submit(self._one, model, i) for model, i in pairs]
+        futures: list[Future] = [Future() for _ in pairs]
         try:
+            _start_workers(self._one, pairs, futures, self.jobs)
             return [f.result() for f in futures]
         except KeyboardInterrupt:
-            raise Interrupted([f.result() if f.done() and not f.cancelled() else None for f in futures]) from None
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+            for f in futures:
+                f.cancel()  # not started yet: never started (a running one finishes, or stop() kills it)
+            raise Interrupted([f.result() if f.done() and not f.cancelled() and f.exception() is None else None
+                               for f in futures]) from None
 
     def stop(self) -> None:
         with self._lock:
             for proc in list(self._running):
                 _kill_group(proc)
+
+
+def _start_workers(func: Callable[..., Any], calls: Sequence[tuple[Any, ...]], futures: Sequence[Future],
+                   jobs: int) -> None:
+    """Run ``func(*calls[k])`` into ``futures[k]`` on up to ``jobs`` daemon threads; returns at once.
+
+    Not a ThreadPoolExecutor: its worker threads are joined when the interpreter exits, and a Ctrl-C landing
+    while it starts one (``Thread.start`` waits for the thread) can leave a worker it never registered waiting
+    on its queue for ever, so the process hangs after the interrupt. Here every future exists before any thread
+    starts, a cancelled future is skipped, and daemon threads never hold the exit.
+    """
+    todo = iter(range(len(calls)))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                k = next(todo, None)
+            if k is None:
+                return
+            f = futures[k]
+            if not f.set_running_or_notify_cancel():
+                continue
+            try:
+                f.set_result(func(*calls[k]))
+            except BaseException as exc:  # delivered to the caller through the future
+                f.set_exception(exc)
+
+    for _ in range(min(jobs, len(calls))):
+        threading.Thread(target=work, name="activeeval-scorer", daemon=True).start()
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
