@@ -28,12 +28,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from activeeval.batch import check_strategy, select_batch
 from activeeval.exceptions import ConfigurationError
+from activeeval.settings import Flag, Integer, Settings, setting
 
 if TYPE_CHECKING:
     from activeeval.gaussian import Buckets
@@ -228,6 +229,24 @@ class SelectorOption:
         raise AttributeError(f"{self.name} is the selector's: build the method with {self.name}= instead")
 
 
+def _strategy(name: str, value: Any) -> str:
+    check_strategy(value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class BatchSettings(Settings):
+    """How a Gaussian-process method picks its items from the posterior: a method's ``batch`` group
+    (:class:`BatchSelector` is made from it)."""
+
+    about: ClassVar[str] = "batch selection"
+
+    batch_strategy: str = setting("greedy", _strategy, "how k > 1 items are picked (greedy, pair, lars, dpp, kmeans)")
+    batch_size: int = setting(1, Integer(1, phrase="a positive integer (the |A| of the non-myopic selection)"),
+                              "|A| of the non-myopic selection")
+    myopic: bool = setting(True, Flag(), "one item is Eq. 6's argmax (false: a random member of a batch of |A|)")
+
+
 @dataclass(frozen=True)
 class BatchSelector:
     """How a BayesAME method picks its items from the posterior while selection is model-based (App. B.1).
@@ -265,6 +284,11 @@ class BatchSelector:
         object.__setattr__(self, "strategy", str(self.strategy))
         object.__setattr__(self, "batch_size", int(size))
         object.__setattr__(self, "myopic", bool(self.myopic))
+
+    @classmethod
+    def of(cls, settings: BatchSettings) -> BatchSelector:
+        """The selector of a method's ``batch`` settings."""
+        return cls(settings.batch_strategy, settings.batch_size, settings.myopic)
 
     def check_items(self, n_items: int) -> BatchSelector:
         """This selector, if ``batch_size`` is at most ``n_items`` (the benchmark's items); else ConfigurationError."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -45,10 +45,12 @@ from activeeval.gaussian import (
     sq_dists,
 )
 from activeeval.gp.kernels import LevelKernel
+from activeeval.settings import Flag, Integer, Number, OneOf, Settings, setting
 
 __all__ = [
     "BucketPrior",
     "Calibration",
+    "FitSettings",
     "ReferenceFit",
     "ReferencePrior",
     "calibrate",
@@ -69,6 +71,32 @@ CALIBRATION_MIN = 0.5
 CALIBRATION_MIN_Z = 8
 #: Largest calibration factor applied (a larger one means the model is unusable here; the scale switch takes over).
 CALIBRATION_MAX = 3.0
+
+
+@dataclass(frozen=True)
+class FitSettings(Settings):
+    """How a Gaussian method builds and reads its reference prior: the fit, the calibration's pseudo-targets,
+    the bucketing tolerance and the cache (a method's ``fit`` group; each field is also a flat option,
+    ``bayesame[fit_items=200]``). A :class:`ReferencePrior` given as ``prior=`` holds the first six: leave
+    them at their defaults then."""
+
+    about: ClassVar[str] = "the reference prior's fit and calibration"
+
+    fit_items: int = setting(300, Integer(2), "items the reference fit uses (a random subset of the columns)")
+    fit_seed: int = setting(0, Integer(0), "seed of the reference fit's subset and starts")
+    n_pseudo: int = setting(20, Integer(1), "reference models played as pseudo-targets by the calibration")
+    level_prior: bool = setting(True, Flag(), "the kernel's level and slope terms (a target above or below all)")
+    linear: bool = setting(True, Flag(), "the kernel's linear term (the target as a combination of references)")
+    tolerance: float | None = setting(None, Number(0, optional=True, phrase=">= 0 (0 compares scores exactly)"),
+                                      "rounding tolerance of continuous scores' buckets (default 1e-3 of the range)")
+    calibrate_by: str = setting("pooled", OneOf("budget", "pooled"),
+                                "one calibration factor for every n (pooled) or the factor at n/N (budget)")
+    cache_mb: float = setting(256.0, Number(0, phrase="a number of megabytes >= 0"),
+                              "memory for the buckets' squared distances (0: none cached)")
+
+    #: the fields a ReferencePrior holds (a prior given must not be contradicted)
+    PRIOR_FIELDS: ClassVar[tuple[str, ...]] = ("fit_items", "fit_seed", "n_pseudo", "level_prior", "linear",
+                                               "tolerance")
 
 
 @dataclass(frozen=True)

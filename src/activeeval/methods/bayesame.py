@@ -32,7 +32,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -40,12 +41,13 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.design import Prequential, RidgeControl, sampling_var_floor
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import BucketPosterior
-from activeeval.gp.acquisition import BatchSelector, SelectorOption
+from activeeval.gp.acquisition import BatchSelector, BatchSettings, SelectorOption
 from activeeval.gp.prior import (
     CALIBRATION_MAX,
     WARMUP,
     BucketPrior,
     Calibration,
+    FitSettings,
     ReferenceFit,
     ReferencePrior,
     _range_width,
@@ -60,9 +62,10 @@ from activeeval.gp.prior import SIGMA2_MIN as SIGMA2_MIN
 from activeeval.methods.base import BaseMethod, SeedLike, random_order
 from activeeval.methods.capabilities import Capabilities
 from activeeval.methods.estimate import Estimate
+from activeeval.settings import Integer, Number, OneOf, Settings, setting, takes_settings
 
-__all__ = ["BayesAME", "BayesAMERS", "Calibration", "ReferenceFit", "ReferencePrior", "calibrate",
-           "fit_hyperparameters"]
+__all__ = ["BatchSettings", "BayesAME", "BayesAMERS", "Calibration", "DesignSettings", "FitSettings", "ReferenceFit",
+           "ReferencePrior", "calibrate", "fit_hyperparameters"]
 
 Z95 = 1.959963984540054
 #: Pseudo-count of the target's scale: the interval scale is (ν0 + Σ z²) / (ν0 + n).
@@ -77,6 +80,43 @@ SCALE_SWITCH = 4.0
 SAMPLED_UNIFORM = 0.5
 #: Largest variance reduction by which ``floor="effective"`` lowers the design-based interval's floor.
 FLOOR_GAIN_MAX = 4.0
+
+
+def _parse_controls(controls: str | None) -> tuple[str, ...]:
+    """``"model+near"`` → ("model", "near"); "none" or None → ()."""
+    known = ("model", "near", "ridge")
+    parts = ["none"] if controls is None else [c.strip() for c in str(controls).split("+")]
+    out = () if parts == ["none"] else tuple(parts)
+    if any(c not in known for c in out) or len(set(out)) != len(out):
+        raise ConfigurationError(
+            f"controls must be 'none' or some of {', '.join(known)} joined by '+', e.g. 'model+near'; "
+            f"got {controls!r}"
+        )
+    return out
+
+
+def _controls(name: str, value: Any) -> Any:
+    _parse_controls(value)
+    return value
+
+
+@dataclass(frozen=True)
+class DesignSettings(Settings):
+    """BayesAME's switch to the design-based estimate and that estimate (a method's ``design`` group; each
+    field is also a flat option, ``bayesame[warmup=10]``). :class:`BayesAME`'s docstring says what each does."""
+
+    about: ClassVar[str] = "the switch to the design-based estimate"
+
+    extrapolation: str = setting("auto", OneOf("auto", "off"), "switch when the references cannot vouch (off: never)")
+    switch_until: int | None = setting(None, Integer(0, optional=True, phrase="a non-negative integer"),
+                                       "last n at which the switch can happen (default max(50, N / 10))")
+    warmup: int = setting(WARMUP, Integer(0, phrase="a non-negative integer"), "items drawn at random first")
+    scale_prior: float = setting(SCALE_PRIOR, Number(0, low_open=True, phrase="a positive number"),
+                                 "ν0, the pseudo-count shrinking the interval scale towards 1")
+    controls: str | None = setting("model+near", _controls, "the design-based estimate's control variates")
+    floor: str = setting("wilson", OneOf("wilson", "effective"), "the design-based interval's floor")
+    design_variance: str = setting("residuals", OneOf("residuals", "increments"),
+                                   "how the design-based estimate's residual variance is estimated")
 
 
 class BayesAME(BaseMethod):
@@ -192,6 +232,7 @@ class BayesAME(BaseMethod):
     name = "bayesame"
     capabilities = Capabilities(ranks=True, batch=True)
 
+    @takes_settings
     def __init__(
         self,
         reference: ScoreMatrix,
@@ -199,67 +240,46 @@ class BayesAME(BaseMethod):
         seed: SeedLike = None,
         missing: str = "models",
         selection: Literal["auto", "active", "random", "sampled"] = "auto",
-        extrapolation: Literal["auto", "off"] = "auto",
-        switch_until: int | None = None,
         prior: ReferencePrior | None = None,
         hyperparameters: ReferenceFit | Mapping[str, Any] | None = None,
         calibration: Calibration | Mapping[str, Any] | Literal["auto"] | None = "auto",
-        calibrate_by: Literal["budget", "pooled"] = "pooled",
-        n_pseudo: int = 20,
-        fit_items: int = 300,
-        fit_seed: int = 0,
-        level_prior: bool = True,
-        linear: bool = True,
-        scale_prior: float = SCALE_PRIOR,
-        controls: str | None = "model+near",
-        warmup: int = WARMUP,
-        floor: Literal["wilson", "effective"] = "wilson",
-        design_variance: Literal["residuals", "increments"] = "residuals",
-        tolerance: float | None = None,
-        cache_mb: float = 256.0,
-        batch_strategy: str = "greedy",
-        batch_size: int = 1,
-        myopic: bool = True,
+        fit: FitSettings = FitSettings(),
+        design: DesignSettings = DesignSettings(),
+        batch: BatchSettings = BatchSettings(),
     ) -> None:
         super().__init__(reference, seed=seed, missing=missing)
+        selection = OneOf("auto", "active", "random", "sampled")("selection", selection)
+        #: the settings groups as given (each field is also this object's attribute of the same name)
+        self.fit, self.design, self.batch = fit, design, batch
         #: How items are picked from the posterior while selection is model-based (:mod:`activeeval.gp.acquisition`).
-        self.selector = BatchSelector(batch_strategy, batch_size, myopic).check_items(self.n_items)
+        self.selector = BatchSelector.of(batch).check_items(self.n_items)
         # settings as given; resolved or learned values carry a trailing underscore
-        self.switch_until, self.tolerance, self.controls = switch_until, tolerance, controls
-        _check_options(selection, extrapolation, n_pseudo, fit_items, fit_seed, warmup, switch_until, scale_prior,
-                       tolerance)
-        if floor not in ("wilson", "effective"):
-            raise ConfigurationError(f"floor must be 'wilson' or 'effective', got {floor!r}")
-        if design_variance not in ("residuals", "increments"):
-            raise ConfigurationError(f"design_variance must be 'residuals' or 'increments', got {design_variance!r}")
-        self.warmup = int(warmup)
+        self.switch_until, self.tolerance, self.controls = design.switch_until, fit.tolerance, design.controls
+        warmup, tolerance = design.warmup, fit.tolerance
+        self.warmup = warmup
         ref = self.reference
         width = _range_width(ref)
         self.prior = prior
         if prior is None:
             prior = ReferencePrior.build(ref, hyperparameters=hyperparameters, calibration=calibration,
-                                         n_pseudo=n_pseudo, fit_items=fit_items, fit_seed=fit_seed,
-                                         level_prior=level_prior, linear=linear, warmup=self.warmup,
+                                         n_pseudo=fit.n_pseudo, fit_items=fit.fit_items, fit_seed=fit.fit_seed,
+                                         level_prior=fit.level_prior, linear=fit.linear, warmup=self.warmup,
                                          tolerance=tolerance)
         else:
-            _check_prior(prior, ref, hyperparameters=hyperparameters, calibration=calibration, n_pseudo=n_pseudo,
-                         fit_items=fit_items, fit_seed=fit_seed, level_prior=level_prior, linear=linear,
-                         tolerance=tolerance)
+            _check_prior(prior, ref, hyperparameters=hyperparameters, calibration=calibration, fit=fit)
         self.prior_ = prior
         self.fit_ = prior.fit
         self.calibration_ = prior.calibration
-        if calibrate_by not in ("budget", "pooled"):
-            raise ConfigurationError(f"calibrate_by must be 'budget' or 'pooled', got {calibrate_by!r}")
-        self.calibrate_by = calibrate_by
+        self.calibrate_by = fit.calibrate_by
         self.selection = selection
-        self.extrapolation = extrapolation
-        self.switch_until_ = int(switch_until) if switch_until is not None else max(50, self.n_items // 10)
-        self.scale_prior = float(scale_prior)
-        self.floor, self.design_variance = floor, design_variance
+        self.extrapolation = design.extrapolation
+        self.switch_until_ = design.switch_until if design.switch_until is not None else max(50, self.n_items // 10)
+        self.scale_prior = float(design.scale_prior)
+        self.floor, self.design_variance = design.floor, design.design_variance
         self.tolerance_ = prior.tolerance
         # the reference-only prior state (buckets, then Σ·N): once per process (methods built on one reference,
         # e.g. rank's, one per model, share it, read-only), and in the user cache on large references
-        state = self.bucket_prior_ = BucketPrior(prior, ref, cache_mb=cache_mb)
+        state = self.bucket_prior_ = BucketPrior(prior, ref, cache_mb=fit.cache_mb)
         self.buckets = state.buckets
         # the prior's arrays under the names this class (and its benchmarks) always used
         self._n_refs = state.n_refs
@@ -275,7 +295,7 @@ class BayesAME(BaseMethod):
         self.switch_reason: str | None = None
         if selection == "sampled":  # design-based from the first item
             self.mode, self.switched_at, self.switch_reason = "design", 0, "sampled"
-        self.controls_ = _parse_controls(controls)
+        self.controls_ = _parse_controls(design.controls)
         # with the ridge (issue 25), each control taken as it is (AIPW's b = 1) is a candidate from the first
         # random item on; without it, the plain mean and the least-squares fit only, as before
         b_prior = np.eye(len(self.controls_)) if "ridge" in self.controls_ else None
@@ -599,57 +619,22 @@ class BayesAME(BaseMethod):
         return (self._sum_obs + lo * unseen) / self.n_items, (self._sum_obs + hi * unseen) / self.n_items
 
 
-def _check_options(selection: str, extrapolation: str, n_pseudo: int, fit_items: int, fit_seed: int, warmup: int,
-                   switch_until: int | None, scale_prior: float, tolerance: float | None) -> None:
-    """BayesAME's option values, each refused with what it must be."""
-    if selection not in ("auto", "active", "random", "sampled"):
-        raise ConfigurationError(f"selection must be 'auto', 'active', 'random' or 'sampled', got {selection!r}")
-    if extrapolation not in ("auto", "off"):
-        raise ConfigurationError(f"extrapolation must be 'auto' or 'off', got {extrapolation!r}")
-    for label, value, low in (("n_pseudo", n_pseudo, 1), ("fit_items", fit_items, 2), ("fit_seed", fit_seed, 0)):
-        if int(value) != value or value < low:
-            raise ConfigurationError(f"{label} must be an integer >= {low}, got {value}")
-    if int(warmup) != warmup or warmup < 0:
-        raise ConfigurationError(f"warmup must be a non-negative integer, got {warmup}")
-    if switch_until is not None and (int(switch_until) != switch_until or switch_until < 0):
-        raise ConfigurationError(f"switch_until must be a non-negative integer, got {switch_until}")
-    if not (np.isfinite(scale_prior) and scale_prior > 0):
-        raise ConfigurationError(f"scale_prior must be a positive number, got {scale_prior}")
-    if tolerance is not None and not (np.isfinite(tolerance) and tolerance >= 0):
-        raise ConfigurationError(f"tolerance must be >= 0 (0 compares scores exactly), got {tolerance}")
-
-
-#: The options a ReferencePrior holds, with the defaults they keep when ``prior=`` is given.
-_PRIOR_OPTIONS: dict[str, Any] = {"hyperparameters": None, "calibration": "auto", "n_pseudo": 20, "fit_items": 300,
-                                  "fit_seed": 0, "level_prior": True, "linear": True, "tolerance": None}
-
-
-def _check_prior(prior: Any, ref: ScoreMatrix, **options: Any) -> None:
+def _check_prior(prior: Any, ref: ScoreMatrix, *, hyperparameters: Any, calibration: Any, fit: FitSettings) -> None:
     """A given ``prior=``: a ReferencePrior of this reference, with none of the options it holds set otherwise."""
     if not isinstance(prior, ReferencePrior):
         raise ConfigurationError(
             f"prior must be a ReferencePrior (activeeval.gp.prior: ReferencePrior.build makes one) or None, "
             f"got {type(prior).__name__}")
-    clash = [name for name, value in options.items()
-             if not (type(value) is type(_PRIOR_OPTIONS[name]) and value == _PRIOR_OPTIONS[name])]
+    changed = fit.changed()
+    clash = ([name for name, value, default in (("hyperparameters", hyperparameters, None),
+                                                ("calibration", calibration, "auto"))
+              if not (type(value) is type(default) and value == default)]
+             + [name for name in FitSettings.PRIOR_FIELDS if name in changed])
     if clash:
         raise ConfigurationError(
             f"prior= holds the fit, the calibration and the tolerance; leave {', '.join(clash)} unset "
             "(or build the prior with them: ReferencePrior.build)")
     prior.check_reference(ref)
-
-
-def _parse_controls(controls: str | None) -> tuple[str, ...]:
-    """``"model+near"`` → ("model", "near"); "none" or None → ()."""
-    known = ("model", "near", "ridge")
-    parts = ["none"] if controls is None else [c.strip() for c in str(controls).split("+")]
-    out = () if parts == ["none"] else tuple(parts)
-    if any(c not in known for c in out) or len(set(out)) != len(out):
-        raise ConfigurationError(
-            f"controls must be 'none' or some of {', '.join(known)} joined by '+', e.g. 'model+near'; "
-            f"got {controls!r}"
-        )
-    return out
 
 
 class BayesAMERS(BayesAME):
@@ -678,7 +663,7 @@ def _model_based_errors(
     (tests/test_bayesame_default.py checks the equality). A target stops
     contributing once it would switch to the design-based estimate.
     """
-    method = BayesAME(reference, hyperparameters=fit, calibration=None, seed=seed, warmup=warmup)
+    method = BayesAME(reference, hyperparameters=fit, calibration=None, seed=seed, design=DesignSettings(warmup=warmup))
     one = method.posterior
     n_targets = truths.shape[0]
     post = BucketPosterior(one.prior_mean, one.prior_col, one.prior_diag, one.prior_cov_counts, one.counts,

@@ -306,10 +306,11 @@ class BayesAMEMulti(MultiTargetMethod):
         if self.reference_prior_ is None:
             return None
         if self._single is None:
-            from activeeval.methods.bayesame import BayesAME
+            from activeeval.methods.bayesame import BayesAME, DesignSettings, FitSettings
 
-            self._single = BayesAME(self.reference, seed=int(self.seed_), selection="active", extrapolation="off",
-                                    prior=self.reference_prior_, cache_mb=self.cache_mb / 2)
+            self._single = BayesAME(self.reference, seed=int(self.seed_), selection="active",
+                                    design=DesignSettings(extrapolation="off"), prior=self.reference_prior_,
+                                    fit=FitSettings(cache_mb=self.cache_mb / 2))
         return self._single
 
     def frozen_options(self) -> dict:

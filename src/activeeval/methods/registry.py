@@ -29,12 +29,14 @@ from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.base import BaseMethod
 from activeeval.methods.capabilities import Capabilities
+from activeeval.settings import flat_options, flatten
 
 __all__ = [
     "METHODS",
     "Capabilities",
     "capabilities",
     "check_method_spec",
+    "flatten_options",
     "is_multi_target",
     "make_method",
     "method_names",
@@ -309,7 +311,7 @@ def check_method_spec(spec: str, reserved: Mapping[str, str], extra: Mapping[str
         close = difflib.get_close_matches(name, METHODS, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ConfigurationError(f"unknown method {name!r}{hint}; choose one of: {', '.join(METHODS)}")
-    for key, value in (extra or {}).items():
+    for key, value in flatten_options(name, extra or {}).items():
         if key in options and options[key] != value:
             raise ConfigurationError(
                 f"method option {key!r} is given twice: {options[key]!r} in {spec!r} and {value!r}")
@@ -338,9 +340,32 @@ def method_parameters(name: str) -> list[str]:
             sig = inspect.signature(init)
         except (TypeError, ValueError):  # pragma: no cover - builtins
             continue
+        groups = _settings_groups(init)
         named = [p.name for p in sig.parameters.values()
                  if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name not in ("self", "reference")]
-        params.extend(p for p in named if p not in params)
+        # a settings group (activeeval.settings) is written flat: its fields, in its place
+        flat = [f for p in named for f in (groups[p] if p in groups else (p,))]
+        params.extend(p for p in flat if p not in params)
         if not any(p.kind == p.VAR_KEYWORD for p in sig.parameters.values()):
             break  # this constructor takes nothing more than it names
     return params
+
+
+def _settings_groups(init: Any) -> dict[str, tuple[str, ...]]:
+    """A constructor's settings groups (:func:`activeeval.settings.takes_settings`): group → its flat fields."""
+    by_group: dict[str, list[str]] = {}
+    for name, group in flat_options(init).items():
+        by_group.setdefault(group, []).append(name)
+    return {g: tuple(names) for g, names in by_group.items()}
+
+
+def flatten_options(name: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` of the method ``name`` written flat: a settings object given for a group (``design=
+    DesignSettings(warmup=10)``) becomes the fields it changes (``warmup=10``), as a spec string or a
+    stored session writes them; other options as given."""
+    factory = resolve_factory(name)
+    for cls in inspect.getmro(factory) if inspect.isclass(factory) else (factory,):
+        init = cls.__init__ if inspect.isclass(cls) else cls
+        if flat_options(init):
+            return flatten(init, options)
+    return dict(options)
