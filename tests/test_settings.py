@@ -242,3 +242,48 @@ def test_a_session_stores_a_group_object_as_its_flat_options(tmp_path, small_ref
     assert session.settings["method_spec"] == "bayesame[warmup=4,calibration=None]"
     again = Session.open(path, reference=small_reference)
     assert again.method.warmup == 4 and again.method.design == DesignSettings(warmup=4)
+
+
+# ------------------------------------------------------------------ the sessions' groups
+def test_a_session_takes_its_stopping_rule_and_reading_as_objects_or_keywords(tmp_path,
+                                                                               small_reference: ScoreMatrix) -> None:
+    from activeeval.session import Session
+    from activeeval.session.reference import ReadSettings
+    from activeeval.stopping import StopRule
+
+    a = Session.create(tmp_path / "a.aeval", reference=small_reference, seed=0, method="rs-mean",
+                       stop=StopRule(epsilon2=0.05, max_items=20))
+    b = Session.create(tmp_path / "b.aeval", reference=small_reference, seed=0, method="rs-mean",
+                       epsilon2=0.05, max_items=20)
+    assert a.stopping_settings == b.stopping_settings == {"epsilon1": 0.005, "epsilon2": 0.05, "window": 30,
+                                                          "max_items": 20}
+    with pytest.raises(ConfigurationError, match="only apply when reading a score file"):
+        Session.create(tmp_path / "c.aeval", reference=small_reference, read=ReadSettings(kind="binary"))
+    with pytest.raises(ConfigurationError, match="must be 'binary' or 'continuous'"):
+        ReadSettings(kind="ordinal")
+    assert not (tmp_path / "c.aeval").exists()
+
+
+def test_the_ranking_stop_checks_its_fields_with_their_flags() -> None:
+    from activeeval.cli.plain import cli_message
+    from activeeval.session.ranking import RankStop
+
+    with pytest.raises(ConfigurationError) as info:
+        RankStop(min_items=-1)
+    assert str(info.value) == "min_items= must be a non-negative integer, got -1"
+    assert cli_message(info.value).startswith("--min-items must be a non-negative integer")
+    with pytest.raises(ConfigurationError, match=r"budget_per_model= must be > 0 or None, got 0"):
+        RankStop(budget_per_model=0)
+    with pytest.raises(ConfigurationError, match=r"gamma must be in \(0, 1\)"):
+        RankStop(gamma=1.0)
+    assert RankStop(min_items=4.0).min_items == 4
+
+
+def test_every_session_kind_creates_with_a_dozen_parameters_or_so() -> None:
+    from activeeval.session import MultiSession, Session
+    from activeeval.session.ranking import RankSession
+
+    for kind in (Session, MultiSession, RankSession):
+        params = [p for p in inspect.signature(kind.create).parameters.values()
+                  if p.kind != p.VAR_KEYWORD and p.name != "cls"]
+        assert len(params) <= 13, (kind.__name__, len(params))

@@ -30,7 +30,7 @@ from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from activeeval.exceptions import ConfigurationError
+from activeeval.exceptions import ConfigurationError, option
 
 __all__ = [
     "Flag",
@@ -183,12 +183,17 @@ class Settings:
 
     #: what the group is, in a few words (the registry's option listing and the docs use it)
     about: ClassVar[str] = ""
+    #: True: a constraint's message names the field with :func:`activeeval.exceptions.option` (``name=`` in
+    #: Python, its flag where the CLI prints it) — for a group the CLI sets from flags of its own; False: by its
+    #: bare name, as a method option is written alike in Python and in a spec (``bayesame[warmup=10]``)
+    flags: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
         for f in fields(self):
             check = f.metadata.get("check")
             if check is not None:
-                object.__setattr__(self, f.name, check(f.name, getattr(self, f.name)))
+                name = option(f.name) if self.flags else f.name
+                object.__setattr__(self, f.name, check(name, getattr(self, f.name)))
         self.check()
 
     def check(self) -> None:

@@ -11,12 +11,13 @@ observed). The budget is spelled ``max_items`` everywhere.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, ClassVar, Protocol
 
 from activeeval.exceptions import ConfigurationError, option
 from activeeval.methods.estimate import Estimate
+from activeeval.settings import Settings, setting
 
 __all__ = [
     "DEFAULT_EPSILON1",
@@ -171,7 +172,7 @@ def default_rule(
 
 
 @dataclass(frozen=True)
-class StopRule:
+class StopRule(Settings):
     """The stopping settings as one value: the paper's rule (ε1, ε2, window) and an optional budget.
 
     What a session stores and a caller passes around instead of four loose numbers; its defaults are
@@ -180,12 +181,14 @@ class StopRule:
     stopping rule, :meth:`to_dict` / :meth:`from_dict` its stored form (JSON types, values as given).
     """
 
-    epsilon1: float = DEFAULT_EPSILON1
-    epsilon2: float = DEFAULT_EPSILON2
-    window: int = DEFAULT_WINDOW
-    max_items: int | None = None
+    about: ClassVar[str] = "the stopping rule"
 
-    def __post_init__(self) -> None:
+    epsilon1: float = setting(DEFAULT_EPSILON1, None, "largest move of R̂ over the window")
+    epsilon2: float = setting(DEFAULT_EPSILON2, None, "largest width of the 95 % interval")
+    window: int = setting(DEFAULT_WINDOW, None, "steps over which R̂ may move at most epsilon1")
+    max_items: int | None = setting(None, None, "a budget of items (None: none)")
+
+    def check(self) -> None:
         if self.max_items is not None:  # checked (and made an int) by the budget rule
             object.__setattr__(self, "max_items", BudgetRule(self.max_items).max_items)
         self.rule()  # the rules check their own values
@@ -194,18 +197,15 @@ class StopRule:
         """The stopping rule: Algorithm 1, or it or the budget when ``max_items`` is set."""
         return default_rule(self.epsilon1, self.epsilon2, self.window, self.max_items)
 
-    def to_dict(self) -> dict[str, float | int | None]:
-        return {"epsilon1": self.epsilon1, "epsilon2": self.epsilon2, "window": self.window,
-                "max_items": self.max_items}
-
     @classmethod
-    def from_dict(cls, data: dict[str, float | int | None]) -> StopRule:
-        """The rule of a stored form (a key it lacks takes its default; ``n_max`` is read as ``max_items``)."""
-        known = {"epsilon1", "epsilon2", "window", "max_items"}
-        values: dict[str, float | int | None] = {k: v for k, v in data.items() if k in known and v is not None}
+    def from_dict(cls, data: Mapping[str, Any]) -> StopRule:
+        """The rule of a stored form (a key it lacks, or holds None, takes its default; ``n_max`` is read as
+        ``max_items``; other keys are ignored: a session's stored settings hold more)."""
+        known = set(cls.names())
+        values: dict[str, Any] = {k: v for k, v in data.items() if k in known and v is not None}
         if data.get("max_items") is None and data.get("n_max") is not None:
             values["max_items"] = data["n_max"]
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**values)
 
 
 #: The paper's rule with its defaults and no budget.

@@ -58,7 +58,6 @@ __all__ = [
     "prior_weights_option",
     "resolve_method",
     "stopping_of",
-    "stopping_settings",
 ]
 
 # Options of a method spec that a session sets itself, with the session option that sets them (the CLI prints
@@ -192,11 +191,6 @@ def check_stopping(epsilon1: float, epsilon2: float, window: int, max_items: int
     """The stopping rule of these settings (:class:`~activeeval.stopping.StopRule`); ConfigurationError naming the
     option for a bad value."""
     return StopRule(epsilon1, epsilon2, window, max_items).rule()
-
-
-def stopping_settings(epsilon1: float, epsilon2: float, window: int, max_items: int | None) -> dict[str, Any]:
-    """The stopping settings to store at creation (checked: :class:`~activeeval.stopping.StopRule`)."""
-    return StopRule(epsilon1, epsilon2, window, max_items).to_dict()
 
 
 class JournalSession(ABC):

@@ -43,15 +43,15 @@ from activeeval.session.base import (
     new_seed,
     positive_k,
     resolve_method,
-    stopping_settings,
 )
 from activeeval.session.journal.storage import DEFAULT_TIMEOUT, Event
+from activeeval.session.reference import ReadSettings
 from activeeval.session.session import RecordSummary, SessionStatus
+from activeeval.settings import takes_settings
 from activeeval.stopping import (
-    DEFAULT_EPSILON1,
-    DEFAULT_EPSILON2,
-    DEFAULT_WINDOW,
+    DEFAULT_STOP,
     StoppingRule,
+    StopRule,
     conditions_of,
     stop_reason,
 )
@@ -134,6 +134,7 @@ class MultiSession(StoppingChanges, JournalSession):
 
     # ------------------------------------------------------------ creation
     @classmethod
+    @takes_settings
     def create(
         cls,
         path: str | os.PathLike[str],
@@ -141,16 +142,10 @@ class MultiSession(StoppingChanges, JournalSession):
         targets: Sequence[str],
         *,
         method: str = "bayesame",
-        epsilon1: float = DEFAULT_EPSILON1,
-        epsilon2: float = DEFAULT_EPSILON2,
-        window: int = DEFAULT_WINDOW,
-        max_items: int | None = None,
+        stop: StopRule = DEFAULT_STOP,
         seed: int | None = None,
         missing: str = "models",
-        kind: str | None = None,
-        score_range: tuple[float, float] | None = None,
-        duplicate_models: str | None = None,
-        exclude_models: Sequence[str] | str | None = None,
+        read: ReadSettings = ReadSettings(),
         label: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         cache: bool = True,
@@ -162,8 +157,8 @@ class MultiSession(StoppingChanges, JournalSession):
         ``method`` is a joint multi-target method (``"bayesame-multi"``, with
         its options in brackets) or any single-target method spec, run once
         per target (:class:`~activeeval.methods.multi.Independent`). The
-        stopping rule (``epsilon1``, ``epsilon2``, ``window``, ``max_items``:
-        a budget per target) applies to each target. The other parameters
+        stopping rule (``stop``, or its fields ``epsilon1``, ``epsilon2``,
+        ``window``, ``max_items``: a budget per target) applies to each target. The other parameters
         are those of :meth:`activeeval.session.Session.create`.
         """
         try:
@@ -173,11 +168,8 @@ class MultiSession(StoppingChanges, JournalSession):
                                      f"{option('targets', repr(['a', 'b', 'c']), 'a,b,c')})") from exc
         name, options, spec = resolve_method(method, method_kwargs, reserved={"targets": option("targets")})
         meta = {"method": name, "method_spec": spec, "method_kwargs": {"seed": new_seed(seed), **options},
-                "targets": names, "stopping": stopping_settings(epsilon1, epsilon2, window, max_items),
-                "missing": missing, "label": label}
-        read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models,
-                "exclude_models": exclude_models}
-        return cls._create_journal(path, reference, meta, read, timeout, cache, progress)
+                "targets": names, "stopping": stop.to_dict(), "missing": missing, "label": label}
+        return cls._create_journal(path, reference, meta, read.options(), timeout, cache, progress)
 
     # -------------------------------------------------------------- replay
     def _fresh_state(self) -> MultiTargetMethod:

@@ -18,7 +18,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, UnknownModelError, option
@@ -38,11 +38,13 @@ from activeeval.ranking import (
 )
 from activeeval.session.base import JournalSession, new_seed, resolve_method
 from activeeval.session.journal.storage import DEFAULT_TIMEOUT, Event
+from activeeval.session.reference import ReadSettings
+from activeeval.settings import Integer, Number, Settings, setting, takes_settings
 
 if TYPE_CHECKING:
     from activeeval.methods.multi import MultiTargetMethod
 
-__all__ = ["RankAsk", "RankSession", "RankStatus"]
+__all__ = ["RankAsk", "RankSession", "RankStatus", "RankStop"]
 
 
 @dataclass(frozen=True)
@@ -88,12 +90,31 @@ class _Methods(dict):
         return next(iter(self.values())).frozen_options()
 
 
+def _gamma(name: str, value: Any) -> float:
+    return check_gamma(value)
+
+
+@dataclass(frozen=True)
+class RankStop(Settings):
+    """When a ranking session is done: its ``stop`` group (each field is also a keyword of
+    :meth:`RankSession.create`)."""
+
+    about: ClassVar[str] = "when the ranking stops"
+    flags: ClassVar[bool] = True
+
+    gamma: float = setting(0.95, _gamma, "the confidence level of each pairwise decision")
+    min_items: int = setting(10, Integer(0, phrase="a non-negative integer"), "items per model before any decision")
+    budget_per_model: float | None = setting(20.0, Number(0, low_open=True, optional=True, phrase="> 0"),
+                                             "items per model times the sum of the costs (None: no budget)")
+
+
 class RankSession(JournalSession):
     """A crash-safe adaptive ranking of several models (see the module docstring)."""
 
     KIND = "rank"
 
     @classmethod
+    @takes_settings
     def create(
         cls,
         path: str | os.PathLike[str],
@@ -101,16 +122,12 @@ class RankSession(JournalSession):
         models: Sequence[str],
         *,
         method: str = "cat",
-        gamma: float = 0.95,
-        min_items: int = 10,
-        budget_per_model: float | None = 20.0,
+        stop: RankStop = RankStop(),
         costs: Mapping[str, float] | None = None,
         seed: int | None = None,
         pairing: str = "own",
         missing: str = "models",
-        kind: str | None = None,
-        score_range: tuple[float, float] | None = None,
-        duplicate_models: str | None = None,
+        read: ReadSettings = ReadSettings(),
         label: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         cache: bool = True,
@@ -119,26 +136,23 @@ class RankSession(JournalSession):
         """Start a ranking session of ``models`` (new models, scored by your harness) against ``reference``.
 
         ``method`` is a registry spec (``"cat"``, ``"bayesame-paper[noise=learned]"``, ...; a joint multi-target
-        method such as ``"bayesame-multi"`` ranks on the models' joint posterior); ``budget_per_model``
-        sets the total budget to that many items per model times the sum of the costs (None: no budget).
+        method such as ``"bayesame-multi"`` ranks on the models' joint posterior); ``stop`` (:class:`RankStop`,
+        or its fields ``gamma``, ``min_items``, ``budget_per_model`` as keywords) when the ranking is done:
+        ``budget_per_model`` sets the total budget to that many items per model times the sum of the costs
+        (None: no budget). ``read`` (:class:`~activeeval.session.reference.ReadSettings`, or its fields as
+        keywords) is how a reference file is read, as for :meth:`activeeval.session.Session.create`.
         ``pairing="partner"`` makes the item choice pair-aware (:func:`activeeval.ranking.next_item`).
         """
         targets = check_models(models)
-        g = check_gamma(gamma)
-        if isinstance(min_items, bool) or int(min_items) != min_items or min_items < 0:
-            raise ConfigurationError(f"{option('min_items')} must be a non-negative integer, got {min_items}")
         cost_map = check_costs(costs, targets)
-        if budget_per_model is not None and not budget_per_model > 0:
-            raise ConfigurationError(f"{option('budget_per_model')} must be > 0, got {budget_per_model}")
-        budget = None if budget_per_model is None else float(budget_per_model) * sum(cost_map.values())
+        budget = None if stop.budget_per_model is None else float(stop.budget_per_model) * sum(cost_map.values())
         name, options, spec = resolve_method(method, method_kwargs)
         meta = {
             "method": name, "method_spec": spec, "method_kwargs": {"seed": new_seed(seed), **options},
-            "targets": targets, "costs": cost_map, "gamma": g, "min_items": int(min_items), "budget": budget,
-            "missing": missing, "label": label, "pairing": check_pairing(pairing),
+            "targets": targets, "costs": cost_map, "gamma": stop.gamma, "min_items": stop.min_items,
+            "budget": budget, "missing": missing, "label": label, "pairing": check_pairing(pairing),
         }
-        read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models}
-        return cls._create_journal(path, reference, meta, read, timeout, cache)
+        return cls._create_journal(path, reference, meta, read.options(), timeout, cache)
 
     # -------------------------------------------------------------- replay
     def _fresh_state(self) -> dict[str, BaseMethod]:

@@ -15,8 +15,9 @@ import json
 import os
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import (
@@ -28,9 +29,11 @@ from activeeval.exceptions import (
     UnknownDatasetError,
     option,
 )
+from activeeval.settings import Settings, setting
 
 __all__ = [
     "READ_OPTIONS",
+    "ReadSettings",
     "apply_missing",
     "check_read_options",
     "load_reference",
@@ -47,6 +50,27 @@ MISSING_POLICIES = ("models", "items")
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ReadSettings(Settings):
+    """How a session reads a reference *file* (:func:`activeeval.read_scores`): a session's ``read`` group; each
+    field is also a flat keyword of ``create`` (``kind="continuous"``). Values are kept as given (the session
+    stores them, normalised, when it is created); :func:`check_read_options` checks them."""
+
+    about: ClassVar[str] = "how the reference file is read"
+
+    kind: str | None = setting(None, None, '"binary" or "continuous" (default: inferred)')
+    score_range: tuple[float, float] | None = setting(None, None, "(low, high) of the scores, e.g. (0, 100) for chrF")
+    duplicate_models: str | None = setting(None, None, '"error" or "drop-identical" for a model id repeated')
+    exclude_models: Sequence[str] | str | None = setting(None, None, "reference models to leave out")
+
+    def check(self) -> None:
+        check_read_options(self.options())
+
+    def options(self) -> dict[str, Any]:
+        """The four options by name, as given (None: not set)."""
+        return {name: getattr(self, name) for name in READ_OPTIONS}
 
 
 def check_read_options(options: Mapping[str, Any]) -> dict[str, Any]:

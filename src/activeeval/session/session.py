@@ -18,7 +18,7 @@ exactly what the original would have asked.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,15 +35,14 @@ from activeeval.session.base import (
     positive_k,
     prior_weights_option,
     resolve_method,
-    stopping_settings,
 )
 from activeeval.session.journal.storage import DEFAULT_TIMEOUT, Event, Transaction
-from activeeval.session.reference import reference_summary
+from activeeval.session.reference import ReadSettings, reference_summary
+from activeeval.settings import takes_settings
 from activeeval.stopping import (
-    DEFAULT_EPSILON1,
-    DEFAULT_EPSILON2,
-    DEFAULT_WINDOW,
+    DEFAULT_STOP,
     Condition,
+    StopRule,
     conditions_of,
     stop_reason,
 )
@@ -143,22 +142,17 @@ class Session(StoppingChanges, JournalSession):
 
     # ------------------------------------------------------------ creation
     @classmethod
+    @takes_settings
     def create(
         cls,
         path: str | os.PathLike[str],
         reference: str | os.PathLike[str] | ScoreMatrix,
         *,
         method: str = "bayesame",
-        epsilon1: float = DEFAULT_EPSILON1,
-        epsilon2: float = DEFAULT_EPSILON2,
-        window: int = DEFAULT_WINDOW,
-        max_items: int | None = None,
+        stop: StopRule = DEFAULT_STOP,
         seed: int | None = None,
         missing: str = "models",
-        kind: str | None = None,
-        score_range: tuple[float, float] | None = None,
-        duplicate_models: str | None = None,
-        exclude_models: Sequence[str] | str | None = None,
+        read: ReadSettings = ReadSettings(),
         label: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         cache: bool = True,
@@ -179,23 +173,29 @@ class Session(StoppingChanges, JournalSession):
         method : str
             A method of the registry, optionally with options in brackets:
             ``"bayesame"``, ``"bayesame-paper[noise=learned]"`` (as ``--method``).
-        epsilon1, epsilon2, window, max_items : stopping rule
-            Algorithm 1 (R̂ range over ``window`` steps ≤ ``epsilon1`` and
-            95 % interval width ≤ ``epsilon2``); ``max_items`` is a budget.
-            Changeable later with :meth:`change_settings`.
+        stop : StopRule
+            The stopping rule (:class:`~activeeval.stopping.StopRule`; its
+            fields are also keywords: ``epsilon1``, ``epsilon2``, ``window``,
+            ``max_items``): Algorithm 1 (R̂ range over ``window`` steps ≤
+            ``epsilon1`` and 95 % interval width ≤ ``epsilon2``); ``max_items``
+            is a budget. Changeable later with :meth:`change_settings`.
         seed : int, optional
             Seeds selection; drawn at random (and stored) when omitted, so
             replaying the journal is always deterministic.
         missing : {"models", "items"}
             Missing reference scores: drop the reference models that miss any
             (the default; the item set stays whole) or the items.
+        read : ReadSettings
+            How to read a reference *file* (:class:`~activeeval.session.reference.ReadSettings`;
+            its fields are also keywords: ``kind``, ``score_range``,
+            ``duplicate_models``, ``exclude_models``).
         kind, score_range, duplicate_models
-            How to read a reference *file* (see :func:`activeeval.read_scores`):
+            (fields of ``read``) How to read a reference *file* (see :func:`activeeval.read_scores`):
             ``"binary"``/``"continuous"``, ``(low, high)`` (e.g. ``(0, 100)``
             for chrF), and ``"error"`` or ``"drop-identical"`` for a model id
             repeated with identical rows. Stored, and used again on open.
         exclude_models : sequence of str, optional
-            Reference models to leave out (``--exclude-models a,b``): e.g. the
+            (a field of ``read``) Reference models to leave out (``--exclude-models a,b``): e.g. the
             model being evaluated, when the reference holds it. Stored, and
             applied again on open; the fingerprint is that of what is left.
         label : str, optional
@@ -225,12 +225,9 @@ class Session(StoppingChanges, JournalSession):
                 raise ConfigurationError(f"give the prior weights once: {option('prior_weights')} or the "
                                          "method's option weights=, not both")
             options = {**options, "weights": weights}  # stored with the options, kept out of the spec label
-        stopping = stopping_settings(epsilon1, epsilon2, window, max_items)
         meta = {"method": name, "method_spec": spec, "method_kwargs": {"seed": new_seed(seed), **options},
-                "stopping": stopping, "missing": missing, "label": label}
-        read = {"kind": kind, "score_range": score_range, "duplicate_models": duplicate_models,
-                "exclude_models": exclude_models}
-        return cls._create_journal(path, reference, meta, read, timeout, cache, progress)
+                "stopping": stop.to_dict(), "missing": missing, "label": label}
+        return cls._create_journal(path, reference, meta, read.options(), timeout, cache, progress)
 
     # -------------------------------------------------------------- replay
     def _fresh_state(self) -> BaseMethod:
