@@ -27,6 +27,9 @@ _EXPORTS: dict[str, str] = {
     "BaseMethod": "activeeval.methods.base",
     "BayesAME": "activeeval.methods.bayesame",
     "BayesAMEPaper": "activeeval.methods.bayesame_paper",
+    "BatchSettings": "activeeval.gp.acquisition",
+    "DesignSettings": "activeeval.methods.bayesame",
+    "FitSettings": "activeeval.gp.prior",
     "BudgetRule": "activeeval.stopping",
     "DropReport": "activeeval.data.matrix",
     "Estimate": "activeeval.methods.estimate",
@@ -52,9 +55,11 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from activeeval.data.io import read_scores, write_scores
     from activeeval.data.matrix import DropReport, ScoreMatrix
     from activeeval.exceptions import ActiveEvalError
+    from activeeval.gp.acquisition import BatchSettings
+    from activeeval.gp.prior import FitSettings
     from activeeval.methods.base import BaseMethod, Method
     from activeeval.methods.baselines.rs_mean import RSMean
-    from activeeval.methods.bayesame import BayesAME
+    from activeeval.methods.bayesame import BayesAME, DesignSettings
     from activeeval.methods.bayesame_paper import BayesAMEPaper
     from activeeval.methods.estimate import Estimate
     from activeeval.stopping import (
