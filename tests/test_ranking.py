@@ -307,7 +307,7 @@ def test_backtest_and_errors():
     with pytest.raises(InvalidScoresError, match=r"model 'org1/m1' has 1 missing scores; a model to rank in "
                                                  r"simulation needs all its scores"):
         ev.simulate_ranking(holed, ["org1/m1", "org0/m0"])
-    with pytest.raises(ConfigurationError, match=r"budget_per_model must be > 0"):
+    with pytest.raises(ConfigurationError, match=r"budget_per_model= must be > 0"):
         ev.simulate_ranking(mat, ["org0/m3", "org0/m0"], budget_per_model=0)
     with pytest.raises(InvalidScoresError, match=r"only 1 complete reference model\(s\) remain"):
         ev.simulate_ranking(mat.select_models(mat.model_ids[:3]), list(mat.model_ids[:2]))

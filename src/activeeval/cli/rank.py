@@ -210,6 +210,7 @@ def _rank_session(session: Path, reference: str | None, models: str | None, scor
                   timeout: float | None, lm: dict[str, Any], as_json: bool, pairing: str = "own",
                   cal_kw: dict[str, Any] | None = None) -> None:
     from activeeval.cli.session import rank_lines
+    from activeeval.ranking import RankStop
     from activeeval.session.drivers.runner import drive_ranking
     from activeeval.session.ranking import RankSession
 
@@ -228,9 +229,9 @@ def _rank_session(session: Path, reference: str | None, models: str | None, scor
             raise ConfigurationError(
                 f"session {str(session)!r} does not exist yet: give --reference and --models M1,M2,... to create it"
             )
-        s = RankSession.create(session, reference, chosen, method=method, gamma=gamma, min_items=min_items,
-                               budget_per_model=budget_per_model, costs=costs, seed=seed, missing=missing,
-                               pairing=pairing, **read, **(cal_kw or {}))
+        stop = RankStop(gamma=gamma, min_items=min_items, budget_per_model=budget_per_model)
+        s = RankSession.create(session, reference, chosen, method=method, stop=stop, costs=costs, seed=seed,
+                               missing=missing, pairing=pairing, **read, **(cal_kw or {}))
     with s:
         try:
             drive_ranking(s, sc, jobs=lm["jobs"])
@@ -253,7 +254,7 @@ def _simulate(dataset: str, models: str | None, holdout: int | None, method: str
 
     from activeeval.datasets import resolve
     from activeeval.experiments.ranking_eval import complete_models, simulate_ranking
-    from activeeval.ranking import load_costs
+    from activeeval.ranking import RankStop, load_costs
 
     method = _method(method)
     if (models is None) == (holdout is None):
@@ -271,9 +272,9 @@ def _simulate(dataset: str, models: str | None, holdout: int | None, method: str
             )
         chosen = [pool[j] for j in np.random.default_rng(seed).choice(len(pool), size=holdout, replace=False)]
     cost_map = load_costs(costs) if costs is not None else None
-    rec = simulate_ranking(matrix, chosen, method=method, gamma=gamma, budget_per_model=budget_per_model,
-                           costs=cost_map, min_items=min_items, seed=seed, baselines=False, pairing=pairing,
-                           **(cal_kw or {}))
+    stop = RankStop(gamma=gamma, min_items=min_items, budget_per_model=budget_per_model)
+    rec = simulate_ranking(matrix, chosen, method=method, stop=stop, costs=cost_map, seed=seed, baselines=False,
+                           pairing=pairing, **(cal_kw or {}))
     res = rec.adaptive
     payload = res.to_dict()
     payload["kendall_tau"] = rec.adaptive_tau
@@ -344,7 +345,7 @@ def rank_backtest_command(
         run_rank_backtest,
         summarize_rank_backtest,
     )
-    from activeeval.ranking import check_gamma, check_pairing
+    from activeeval.ranking import RankStop, check_gamma, check_pairing
 
     check_gamma(gamma)
     method = _method(method)
@@ -353,17 +354,16 @@ def rank_backtest_command(
     check_out(out, force)
     matrix = resolve(dataset)
     store = None if out is None else TaskStore(out.expanduser() / OUT_TASKS, flag="--out")
+    stop = RankStop(gamma=gamma, min_items=min_items, budget_per_model=budget_per_model)
     with interruptible(out):
         if families is not None:
             fams = [f.strip() for f in families.split(",") if f.strip()]
-            records = run_family_holdout(matrix, fams, method=method, seeds=seeds, gamma=gamma,
-                                         budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed,
+            records = run_family_holdout(matrix, fams, method=method, seeds=seeds, stop=stop, first_seed=first_seed,
                                          pairing=pairing, checkpoint=store, **cal_kw)
             folds, holdout = 1, len(records[0].models)
         else:
-            records = run_rank_backtest(matrix, method=method, folds=folds, holdout=holdout, seeds=seeds, gamma=gamma,
-                                        budget_per_model=budget_per_model, min_items=min_items, first_seed=first_seed,
-                                        pairing=pairing, checkpoint=store, **cal_kw)
+            records = run_rank_backtest(matrix, method=method, folds=folds, holdout=holdout, seeds=seeds, stop=stop,
+                                        first_seed=first_seed, pairing=pairing, checkpoint=store, **cal_kw)
     s = summarize_rank_backtest(records)
     shared = _shares_calibration(method)
     payload = {

@@ -49,8 +49,8 @@ from activeeval.ranking import (
     AdaptiveRanker,
     MethodSource,
     RankResult,
+    RankStop,
     check_costs,
-    check_gamma,
     check_models,
     check_pairing,
     rank_fixed_length,
@@ -58,6 +58,7 @@ from activeeval.ranking import (
     rank_static,
     static_subset,
 )
+from activeeval.settings import takes_settings
 
 if TYPE_CHECKING:
     from activeeval.methods.multi import MultiTargetMethod
@@ -395,15 +396,14 @@ def record_from_json(data: Mapping[str, Any]) -> RunRecord:
 
 
 @numeric  # one thread-limit scope for the whole simulation (activeeval._threads)
+@takes_settings
 def simulate_ranking(
     matrix: ScoreMatrix,
     holdout: Sequence[str],
     *,
     method: str = "cat",
-    gamma: float = 0.95,
-    budget_per_model: float = 20.0,
+    stop: RankStop = RankStop(),
     costs: Mapping[str, float] | None = None,
-    min_items: int = 10,
     seed: int = 0,
     reference: ScoreMatrix | None = None,
     baselines: bool = True,
@@ -429,7 +429,7 @@ def simulate_ranking(
     (:class:`activeeval.methods.cat.LocalError`; default on with the
     consistent calibration).
     """
-    gamma = check_gamma(gamma)
+    gamma, min_items, budget_per_model = stop.gamma, stop.min_items, stop.budget_per_model
     check_pairing(pairing)
     name, options = check_rank_method(method)
     if calibration not in CALIBRATION_METHODS:
@@ -438,8 +438,9 @@ def simulate_ranking(
         raise ConfigurationError(f"{option('response')} must be '2pl' or 'rasch', got {response!r}")
     models = check_models(check_holdout(matrix, holdout))
     costs = check_costs(costs, models)
-    if not (budget_per_model > 0):
-        raise ConfigurationError(f"budget_per_model must be > 0 (items per model), got {budget_per_model}")
+    if budget_per_model is None:  # a simulation plays its baselines at the adaptive ranker's cost
+        raise ConfigurationError(f"{option('budget_per_model')} must be > 0 (items per model) in a simulation, "
+                                 "got None")
     from activeeval.methods.registry import capabilities
 
     caps = capabilities(name)
@@ -550,6 +551,7 @@ def backtest_folds(matrix: ScoreMatrix, *, folds: int, holdout: int, seed: int) 
     return [[pool[j] for j in perm[f * holdout:(f + 1) * holdout]] for f in range(folds)]
 
 
+@takes_settings
 def run_rank_backtest(
     matrix: ScoreMatrix,
     *,
@@ -557,9 +559,7 @@ def run_rank_backtest(
     folds: int = 5,
     holdout: int = 4,
     seeds: int = 20,
-    gamma: float = 0.95,
-    budget_per_model: float = 20.0,
-    min_items: int = 10,
+    stop: RankStop = RankStop(),
     first_seed: int = 0,
     progress: Callable[[int, int], None] | None = None,
     calibration: str = "consistent",
@@ -577,9 +577,8 @@ def run_rank_backtest(
     check_rank_method(method)
     if int(seeds) != seeds or seeds < 1:
         raise ConfigurationError(f"seeds must be a positive integer, got {seeds}")
-    check_gamma(gamma)
-    settings: dict[str, Any] = dict(method=method, gamma=gamma, budget_per_model=budget_per_model, min_items=min_items,
-                    calibration=calibration, response=response, pairing=pairing, local_error=local_error)
+    settings: dict[str, Any] = dict(method=method, **stop.to_dict(), calibration=calibration, response=response,
+                                    pairing=pairing, local_error=local_error)
     runs = {f"run-{s:05d}-{f:02d}": (s, group) for s in range(first_seed, first_seed + seeds)
             for f, group in enumerate(backtest_folds(matrix, folds=folds, holdout=holdout, seed=s))}
     store = rank_store(checkpoint, matrix, {**settings, "folds": folds, "holdout": holdout, "seeds": seeds,
@@ -623,15 +622,14 @@ def _run_kept(runs: Mapping[str, tuple[int, Any]], simulate: Callable[[int, Any]
     return out
 
 
+@takes_settings
 def run_family_holdout(
     matrix: ScoreMatrix,
     families: Sequence[str],
     *,
     method: str = "cat",
     seeds: int = 20,
-    gamma: float = 0.95,
-    budget_per_model: float = 20.0,
-    min_items: int = 10,
+    stop: RankStop = RankStop(),
     first_seed: int = 0,
     calibration: str = "consistent",
     response: str | None = None,
@@ -653,8 +651,8 @@ def run_family_holdout(
     in_family = [m for m in matrix.model_ids if model_family(m) in fams]
     targets = [m for m in complete_models(matrix) if m in set(in_family)]
     reference = matrix.drop_models(in_family)
-    settings: dict[str, Any] = dict(method=method, gamma=gamma, budget_per_model=budget_per_model, min_items=min_items,
-                    calibration=calibration, response=response, pairing=pairing, local_error=local_error)
+    settings: dict[str, Any] = dict(method=method, **stop.to_dict(), calibration=calibration, response=response,
+                                    pairing=pairing, local_error=local_error)
     store = rank_store(checkpoint, matrix, {**settings, "families": sorted(fams), "seeds": seeds,
                                             "first_seed": first_seed})
     runs = {f"run-{s:05d}-00": (s, targets) for s in range(first_seed, first_seed + seeds)}

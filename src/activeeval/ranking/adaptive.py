@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -23,10 +24,30 @@ from activeeval.ranking.pairwise import (
     uncertain_adjacent,
 )
 from activeeval.ranking.result import RankResult, ScaleLike, _result, ranking_posterior
+from activeeval.settings import Integer, Number, Settings, setting
 
 #: What the ranker and its baselines build their methods from: ``make(model_id) -> Method``, one fresh
 #: method per model, or one joint multi-target method whose targets are the models (observed in place).
 MethodSource = Callable[[str], Method] | MultiTargetMethod
+
+
+def _gamma(name: str, value: Any) -> float:
+    return check_gamma(value)
+
+
+@dataclass(frozen=True)
+class RankStop(Settings):
+    """When the ranker stops: a ranking session's ``stop`` group and the ranking backtests' (each field is
+    also a keyword of ``RankSession.create``, ``simulate_ranking`` and the rest). ``budget_per_model``: the
+    total budget is that many items per model times the sum of the costs."""
+
+    about: ClassVar[str] = "when the ranking stops"
+    flags: ClassVar[bool] = True
+
+    gamma: float = setting(0.95, _gamma, "the confidence level of each pairwise decision")
+    min_items: int = setting(10, Integer(0, phrase="a non-negative integer"), "items per model before any decision")
+    budget_per_model: float | None = setting(20.0, Number(0, low_open=True, optional=True, phrase="> 0"),
+                                             "items per model times the sum of the costs (None: no budget)")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, UnknownModelError, option
@@ -26,8 +26,8 @@ from activeeval.methods.base import BaseMethod
 from activeeval.methods.registry import is_multi_target, make_method, sharing_factory
 from activeeval.ranking import (
     RankResult,
+    RankStop,
     check_costs,
-    check_gamma,
     check_models,
     check_pairing,
     is_confident,
@@ -39,12 +39,12 @@ from activeeval.ranking import (
 from activeeval.session.base import JournalSession, new_seed, resolve_method
 from activeeval.session.journal.storage import DEFAULT_TIMEOUT, Event
 from activeeval.session.reference import ReadSettings
-from activeeval.settings import Integer, Number, Settings, setting, takes_settings
+from activeeval.settings import takes_settings
 
 if TYPE_CHECKING:
     from activeeval.methods.multi import MultiTargetMethod
 
-__all__ = ["RankAsk", "RankSession", "RankStatus", "RankStop"]
+__all__ = ["RankAsk", "RankSession", "RankStatus", "RankStop"]  # RankStop: activeeval.ranking's
 
 
 @dataclass(frozen=True)
@@ -88,24 +88,6 @@ class _Methods(dict):
 
     def frozen_options(self) -> dict:
         return next(iter(self.values())).frozen_options()
-
-
-def _gamma(name: str, value: Any) -> float:
-    return check_gamma(value)
-
-
-@dataclass(frozen=True)
-class RankStop(Settings):
-    """When a ranking session is done: its ``stop`` group (each field is also a keyword of
-    :meth:`RankSession.create`)."""
-
-    about: ClassVar[str] = "when the ranking stops"
-    flags: ClassVar[bool] = True
-
-    gamma: float = setting(0.95, _gamma, "the confidence level of each pairwise decision")
-    min_items: int = setting(10, Integer(0, phrase="a non-negative integer"), "items per model before any decision")
-    budget_per_model: float | None = setting(20.0, Number(0, low_open=True, optional=True, phrase="> 0"),
-                                             "items per model times the sum of the costs (None: no budget)")
 
 
 class RankSession(JournalSession):
