@@ -274,16 +274,10 @@ class BatchSelector:
     myopic: bool = True
 
     def __post_init__(self) -> None:
-        check_strategy(self.strategy)
-        size = self.batch_size
-        if isinstance(size, bool) or int(size) != size or size < 1:
-            raise ConfigurationError(
-                f"batch_size must be a positive integer (the |A| of the non-myopic selection), got {size!r}")
-        if not isinstance(self.myopic, (bool, np.bool_)):
-            raise ConfigurationError(f"myopic must be true or false, got {self.myopic!r}")
-        object.__setattr__(self, "strategy", str(self.strategy))
-        object.__setattr__(self, "batch_size", int(size))
-        object.__setattr__(self, "myopic", bool(self.myopic))
+        checked = BatchSettings(self.strategy, self.batch_size, self.myopic)  # the constraints are declared there
+        object.__setattr__(self, "strategy", checked.batch_strategy)
+        object.__setattr__(self, "batch_size", checked.batch_size)
+        object.__setattr__(self, "myopic", checked.myopic)
 
     @classmethod
     def of(cls, settings: BatchSettings) -> BatchSelector:
