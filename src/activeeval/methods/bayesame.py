@@ -126,6 +126,22 @@ class BayesAME(BaseMethod):
     ----------
     reference : ScoreMatrix
         Reference models' per-item scores (models x items).
+    fit : FitSettings
+        How the reference prior is built and read (:class:`~activeeval.gp.prior.FitSettings`):
+        ``fit_items``, ``fit_seed``, ``n_pseudo``, ``level_prior``, ``linear``,
+        ``tolerance``, ``calibrate_by``, ``cache_mb`` below.
+    design : DesignSettings
+        The switch to the design-based estimate and that estimate (:class:`DesignSettings`):
+        ``extrapolation``, ``switch_until``, ``warmup``, ``scale_prior``,
+        ``controls``, ``floor``, ``design_variance`` below.
+    batch : BatchSettings
+        Batch selection (:class:`~activeeval.gp.acquisition.BatchSettings`):
+        ``batch_strategy``, ``batch_size``, ``myopic`` below.
+
+        Every field of a group is also a keyword of its own
+        (``BayesAME(ref, warmup=10)`` is ``BayesAME(ref,
+        design=DesignSettings(warmup=10))``), and an option of a method spec
+        (``bayesame[warmup=10]``).
     seed, missing
         See :class:`~activeeval.methods.base.BaseMethod`.
     selection : {"auto", "active", "random", "sampled"}
