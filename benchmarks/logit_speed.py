@@ -22,7 +22,7 @@ import warnings
 import numpy as np
 
 from activeeval.datasets import load
-from activeeval.methods.bayesame_paper import BayesAMEPaper
+from activeeval.methods.bayesame_paper import BayesAMEPaper, PaperModelSettings
 
 
 def run(dataset: str, likelihood: str, n_targets: int, n_items: int = 0) -> dict[str, float]:
@@ -38,7 +38,7 @@ def run(dataset: str, likelihood: str, n_targets: int, n_items: int = 0) -> dict
     seconds, err, cover = 0.0, {k: [] for k in at}, {k: [] for k in at}
     for target in targets:
         truth = np.asarray(matrix.model_scores(target), dtype=float)
-        method = BayesAMEPaper(reference, seed=1, likelihood=likelihood)
+        method = BayesAMEPaper(reference, seed=1, model=PaperModelSettings(likelihood=likelihood))
         start = time.perf_counter()
         for _ in range(n):
             i = method.select()

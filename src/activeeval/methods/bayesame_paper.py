@@ -23,9 +23,10 @@ its prior and σ² N_b as the noise of an item of bucket b.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, ClassVar, Literal, NoReturn
 
 import numpy as np
 from scipy.optimize import minimize
@@ -41,7 +42,7 @@ from activeeval.gaussian import (
     sq_dists,
     var_r,
 )
-from activeeval.gp.acquisition import BatchSelector, SelectorOption, pick_item
+from activeeval.gp.acquisition import BatchSelector, BatchSettings, SelectorOption, pick_item
 from activeeval.gp.kernels import SquaredExponential
 from activeeval.logit import (
     LOGIT_EPS,
@@ -56,10 +57,12 @@ from activeeval.logit import (
 from activeeval.methods.base import BaseMethod, SeedLike
 from activeeval.methods.capabilities import Capabilities
 from activeeval.methods.estimate import Estimate
+from activeeval.settings import Integer, Number, OneOf, Settings, setting, takes_settings
 
 Z95 = 1.959963984540054
 
-__all__ = ["BayesAMEPaper", "BayesAMEPaperRS", "RefitRecord", "weights_from_mapping"]
+__all__ = ["BatchSettings", "BayesAMEPaper", "BayesAMEPaperRS", "ModelWeights", "PaperModelSettings",
+           "RefitRecord", "weights_from_mapping"]
 
 SIGMA2_UNIQUE = 1e-4  # App. C.1
 SIGMA2_NON_UNIQUE = 1e-1  # App. C.1
@@ -99,6 +102,93 @@ def weights_from_mapping(weights: Mapping[str, float], model_ids: Sequence[str])
     return out
 
 
+class ModelWeights(dict[str, float]):
+    """Metadata weights by model id (App. B.2), read-only: how :class:`PaperModelSettings` keeps weights given as
+    a mapping. It is a ``dict`` to everything that reads it (it equals the mapping it was made from, and
+    ``json.dumps`` writes it as an object, so a session stores it as before); changing it raises TypeError."""
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("ModelWeights is read-only: make a new one with the weights you want")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _read_only
+
+    def __hash__(self) -> int:  # type: ignore[override]  # dict's is None; this one cannot change
+        return hash(frozenset(self.items()))
+
+    def __reduce__(self) -> tuple[type[ModelWeights], tuple[dict[str, float]]]:
+        return type(self), (dict(self),)  # copy.copy/deepcopy without __setitem__
+
+
+_WEIGHT_TYPES = (int, float, np.integer, np.floating)  # what weights_from_mapping takes as a number
+
+
+def _weights(name: str, value: Any) -> tuple[float, ...] | ModelWeights | None:
+    """The ``weights`` setting: None; a mapping of model id → number (kept as :class:`ModelWeights`); or one
+    number per reference model (a sequence or a 1-D array, kept as a tuple of floats: ``np.asarray(weights,
+    dtype=float)`` of it is what the method always read). Their count and signs are checked by the method,
+    which knows the reference models."""
+    if value is None:
+        return None
+    if isinstance(value, Mapping):
+        out: dict[str, float] = {}
+        for key, weight in value.items():
+            if isinstance(weight, (bool, np.bool_)) or not isinstance(weight, _WEIGHT_TYPES):
+                raise ConfigurationError(f"prior weights: the weight of {str(key)!r} must be a number, got {weight!r}")
+            out[str(key)] = float(weight)
+        return ModelWeights(out)
+    try:
+        array = None if isinstance(value, (str, bytes)) else np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        array = None
+    if array is None or array.ndim != 1:
+        raise ConfigurationError(f"{name} must be one number per reference model (a sequence or a 1-D array), a "
+                                 f"mapping of model id to weight, or None; got {value!r}")
+    return tuple(array.tolist())
+
+
+def _logit_eps(name: str, value: Any) -> Any:
+    """ε of the logit: a number in (0, 0.5) (kept as given)."""
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real)
+            or not (0 < float(value) < 0.5)):
+        raise ConfigurationError(f"{name} must be a number in (0, 0.5), got {value!r}; e.g. 1e-3")
+    return value
+
+
+@dataclass(frozen=True)
+class PaperModelSettings(Settings):
+    """The paper's Gaussian model and its refits: the regime margin, the Eq. 1 prior and its weights, the noise,
+    the refits, the estimator and the likelihood (a :class:`BayesAMEPaper`'s ``model`` group; each field is also
+    a flat option, ``bayesame-paper[noise=learned,refit_every=25]``). :class:`BayesAMEPaper`'s docstring says
+    what each does."""
+
+    about: ClassVar[str] = "the paper's Gaussian model and its refits"
+
+    n0: int = setting(10, Integer(0, phrase="a non-negative integer"),
+                      "margin N0 of the regime switch: unique ⇔ B ≥ N − N0")
+    sigma2: float | None = setting(None, Number(0, low_open=True, optional=True, phrase="a positive number"),
+                                   "noise scale σ² (default 1e-4 in the unique regime, 1e-1 otherwise)")
+    alpha: float = setting(1.0, Number(HYPER_LOWER), "initial α of the Eq. 1 kernel")
+    beta: float = setting(1.0, Number(HYPER_LOWER), "initial β of the Eq. 1 kernel")
+    refit_every: int | None = setting(50, Integer(0, optional=True, phrase="a non-negative integer"),
+                                      "F: refit (α, β) every F observations (None or 0: never)")
+    estimator: str = setting("auto", OneOf("auto", "bayes", "cv"),
+                             "posterior mean (bayes) or control variate (cv); auto: by the regime")
+    weights: tuple[float, ...] | Mapping[str, float] | None = setting(  # a mapping is kept as ModelWeights
+        None, _weights, "metadata weights of the reference models (App. B.2): by position or by model id")
+    noise: str = setting("fixed", OneOf("fixed", "learned"), "σ² fixed at its regime default, or refitted too")
+    likelihood: str = setting("gaussian", OneOf("gaussian", "logit"),
+                              "the paper's Gaussian, or the logit-normal variants (App. B.3)")
+    logit_eps: float = setting(LOGIT_EPS, _logit_eps, "ε of the logit (likelihood='logit' only)")
+
+
+#: The checks of BayesAMEPaper's top-level options (its groups' fields declare their own).
+_SELECTION = OneOf("auto", "active", "random")
+_TOLERANCE = Number(0, optional=True, phrase=">= 0 (0 compares scores exactly)")
+_CACHE_MB = Number(0, phrase="a number of megabytes >= 0")
+
+
 @dataclass(frozen=True)
 class RefitRecord:
     """One hyperparameter refit: when, from what, to what, and how it went."""
@@ -117,6 +207,13 @@ class RefitRecord:
 class BayesAMEPaper(BaseMethod):
     """Bayesian active model evaluation for one target model, exactly as in the paper.
 
+    The options come in two settings groups beside a few of their own: ``model``
+    (:class:`PaperModelSettings`: the Gaussian model and its refits) and ``batch``
+    (:class:`~activeeval.gp.acquisition.BatchSettings`: how a batch is picked). Each group's fields are also
+    flat keywords — ``BayesAMEPaper(ref, noise="learned")`` is ``BayesAMEPaper(ref,
+    model=PaperModelSettings(noise="learned"))``, and a spec writes them flat too
+    (``bayesame-paper[noise=learned,batch_size=2]``). Values are checked when the group is made.
+
     Parameters
     ----------
     reference : ScoreMatrix
@@ -126,60 +223,70 @@ class BayesAMEPaper(BaseMethod):
     selection : {"auto", "active", "random"}
         "auto" (the paper): information gain (Eq. 6) in the unique regime,
         uniform random otherwise. "random" gives BayesAME-RS.
-    n0 : int
-        Margin N0 of the regime switch: unique ⇔ B ≥ N − N0.
-    sigma2 : float, optional
-        Noise scale σ²; default 1e-4 in the unique regime, 1e-1 otherwise.
     tolerance : float, optional
         Rounding tolerance for bucketing continuous scores (default 1e-3;
         binary scores are compared exactly).
-    alpha, beta : float
-        Initial kernel hyperparameters (α0 = β0 = 1).
-    refit_every : int or None
-        F: refit (α, β) by L-BFGS-B on the NLML every F observations
-        (None or 0 disables refits).
-    estimator : {"auto", "bayes", "cv"}
-        "auto": posterior mean (w = 1/N, Eq. 3) in the unique regime,
-        control variate (w = 1/n, Eq. 4) otherwise.
-    weights : array_like of shape (n_models,) or mapping of model id to weight, optional
-        Metadata weights w (App. B.2): prior mean φ_bᵀw and distance
-        (φ_b−φ_b')ᵀ diag(w) (φ_b−φ_b'). Must be ≥ 0; they are normalised.
-        A mapping must name every reference model (after missing-score
-        drops) and no other; an array follows ``reference.model_ids``.
-    likelihood : {"gaussian", "logit"}
-        "gaussian" (the paper's BayesAME). "logit": the logit-normal
-        variants of App. B.3 (the paper's BayesAME-Logit; see docs/MATHS.md):
-        continuous scores are modelled exactly as Gaussian in logit space;
-        binary scores by a Bernoulli likelihood on σ(f_b), linearised around
-        the auxiliary Gaussian model's posterior mean. Needs a bounded
-        ``score_range``.
-    logit_eps : float
-        ε of the logit: scores rescaled to [0, 1] and reference points are
-        clipped to [ε, 1 − ε] (default 1e-3). Only with likelihood="logit".
-    noise : {"fixed", "learned"}
-        "fixed" (the paper's single-target setting): σ² stays at its regime
-        default. "learned" (our extension, as the paper's multi-target
-        setting does): σ² is refitted with (α, β) on the NLML, starting from
-        the regime default; it lets the model account for item-level noise
-        that the reference scores do not predict, which widens the interval
-        where the fixed σ² makes it too narrow (see docs/BENCHMARKS.md).
     cache_mb : float
         Memory allowed for caching the B×B squared distances (speeds up
         refits); above it the kernel is recomputed block by block.
-    batch_strategy : {"greedy", "pair", "lars", "dpp", "kmeans"}
-        How ``select_batch(k)`` picks k > 1 items in the unique regime (App.
-        B.1; :mod:`activeeval.gp.acquisition`): "greedy" (the default)
-        conditions on each chosen item and takes the next argmax of Eq. 6.
-    batch_size : int
-        |A| of the non-myopic selection (``myopic=False``): ``select()`` is a
-        random member of the best batch of this many items. 1: single-item Eq. 6.
-    myopic : bool
-        True (default): ``select()`` is Eq. 6's argmax. False: non-myopic (see ``batch_size``).
+    model : PaperModelSettings
+        The Gaussian model and its refits; its fields:
+
+        n0 : int
+            Margin N0 of the regime switch: unique ⇔ B ≥ N − N0.
+        sigma2 : float, optional
+            Noise scale σ²; default 1e-4 in the unique regime, 1e-1 otherwise.
+        alpha, beta : float
+            Initial kernel hyperparameters (α0 = β0 = 1).
+        refit_every : int or None
+            F: refit (α, β) by L-BFGS-B on the NLML every F observations
+            (None or 0 disables refits).
+        estimator : {"auto", "bayes", "cv"}
+            "auto": posterior mean (w = 1/N, Eq. 3) in the unique regime,
+            control variate (w = 1/n, Eq. 4) otherwise.
+        weights : array_like of shape (n_models,) or mapping of model id to weight, optional
+            Metadata weights w (App. B.2): prior mean φ_bᵀw and distance
+            (φ_b−φ_b')ᵀ diag(w) (φ_b−φ_b'). Must be ≥ 0; they are normalised.
+            A mapping must name every reference model (after missing-score
+            drops) and no other; an array follows ``reference.model_ids``.
+            Kept as a tuple of floats, or a read-only :class:`ModelWeights`.
+        noise : {"fixed", "learned"}
+            "fixed" (the paper's single-target setting): σ² stays at its regime
+            default. "learned" (our extension, as the paper's multi-target
+            setting does): σ² is refitted with (α, β) on the NLML, starting from
+            the regime default; it lets the model account for item-level noise
+            that the reference scores do not predict, which widens the interval
+            where the fixed σ² makes it too narrow (see docs/BENCHMARKS.md).
+        likelihood : {"gaussian", "logit"}
+            "gaussian" (the paper's BayesAME). "logit": the logit-normal
+            variants of App. B.3 (the paper's BayesAME-Logit; see docs/MATHS.md):
+            continuous scores are modelled exactly as Gaussian in logit space;
+            binary scores by a Bernoulli likelihood on σ(f_b), linearised around
+            the auxiliary Gaussian model's posterior mean. Needs a bounded
+            ``score_range``.
+        logit_eps : float
+            ε of the logit: scores rescaled to [0, 1] and reference points are
+            clipped to [ε, 1 − ε] (default 1e-3). Only with likelihood="logit".
+    batch : BatchSettings
+        How items are picked from the posterior; its fields:
+
+        batch_strategy : {"greedy", "pair", "lars", "dpp", "kmeans"}
+            How ``select_batch(k)`` picks k > 1 items in the unique regime (App.
+            B.1; :mod:`activeeval.gp.acquisition`): "greedy" (the default)
+            conditions on each chosen item and takes the next argmax of Eq. 6.
+        batch_size : int
+            |A| of the non-myopic selection (``myopic=False``): ``select()`` is a
+            random member of the best batch of this many items. 1: single-item Eq. 6.
+        myopic : bool
+            True (default): ``select()`` is Eq. 6's argmax. False: non-myopic (see ``batch_size``).
+
+    Each field is also this object's attribute of the same name (``method.noise``, ``method.refit_every``, ...).
     """
 
     name = "bayesame-paper"
     capabilities = Capabilities(ranks=True, batch=True)
 
+    @takes_settings
     def __init__(
         self,
         reference: ScoreMatrix,
@@ -187,66 +294,45 @@ class BayesAMEPaper(BaseMethod):
         seed: SeedLike = None,
         missing: str = "models",
         selection: Literal["auto", "active", "random"] = "auto",
-        n0: int = 10,
-        sigma2: float | None = None,
         tolerance: float | None = None,
-        alpha: float = 1.0,
-        beta: float = 1.0,
-        refit_every: int | None = 50,
-        estimator: Literal["auto", "bayes", "cv"] = "auto",
-        weights: Sequence[float] | np.ndarray | None = None,
-        noise: Literal["fixed", "learned"] = "fixed",
         cache_mb: float = 256.0,
-        likelihood: Literal["gaussian", "logit"] = "gaussian",
-        logit_eps: float = LOGIT_EPS,
-        batch_strategy: str = "greedy",
-        batch_size: int = 1,
-        myopic: bool = True,
+        model: PaperModelSettings = PaperModelSettings(),
+        batch: BatchSettings = BatchSettings(),
     ) -> None:
         super().__init__(reference, seed=seed, missing=missing)
+        selection = _SELECTION("selection", selection)
+        tolerance = _TOLERANCE("tolerance", tolerance)
+        cache_mb = _CACHE_MB("cache_mb", cache_mb)
+        #: the settings groups as given (each field is also this object's attribute of the same name)
+        self.model, self.batch = model, batch
         #: How items are picked from the posterior in the unique regime (:mod:`activeeval.gp.acquisition`).
-        self.selector = BatchSelector(batch_strategy, batch_size, myopic).check_items(self.n_items)
+        self.selector = BatchSelector.of(batch).check_items(self.n_items)
+        n0, sigma2, alpha, beta, estimator = model.n0, model.sigma2, model.alpha, model.beta, model.estimator
+        likelihood = model.likelihood
         # settings as given; what the method resolves (estimator, noise, tolerance) or learns (alpha, beta and,
         # with noise="learned", sigma2: refitted every refit_every items) carries a trailing underscore
         self.alpha, self.beta, self.sigma2, self.estimator, self.tolerance = alpha, beta, sigma2, estimator, tolerance
-        if selection not in ("auto", "active", "random"):
-            raise ConfigurationError(f"selection must be 'auto', 'active' or 'random', got {selection!r}")
-        if estimator not in ("auto", "bayes", "cv"):
-            raise ConfigurationError(f"estimator must be 'auto', 'bayes' or 'cv', got {estimator!r}")
-        if int(n0) != n0 or n0 < 0:
-            raise ConfigurationError(f"n0 must be a non-negative integer, got {n0}")
-        if sigma2 is not None and not (np.isfinite(sigma2) and sigma2 > 0):
-            raise ConfigurationError(f"sigma2 must be a positive number, got {sigma2}")
-        if tolerance is not None and not (np.isfinite(tolerance) and tolerance >= 0):
-            raise ConfigurationError(f"tolerance must be >= 0 (0 compares scores exactly), got {tolerance}")
-        for label, value in (("alpha", alpha), ("beta", beta)):
-            if not (np.isfinite(value) and value >= HYPER_LOWER):
-                raise ConfigurationError(f"{label} must be a number >= {HYPER_LOWER:g}, got {value}")
-        if noise not in ("fixed", "learned"):
-            raise ConfigurationError(f"noise must be 'fixed' or 'learned', got {noise!r}")
-        if refit_every is not None and (int(refit_every) != refit_every or refit_every < 0):
-            raise ConfigurationError(f"refit_every must be a non-negative integer or None, got {refit_every}")
-        if likelihood not in ("gaussian", "logit"):
-            raise ConfigurationError(f"likelihood must be 'gaussian' or 'logit', got {likelihood!r}")
-        if not (isinstance(logit_eps, (int, float)) and 0 < logit_eps < 0.5):
-            raise ConfigurationError(f"logit_eps must be a number in (0, 0.5), got {logit_eps!r}; e.g. 1e-3")
+        self.cache_mb = cache_mb
         if likelihood == "logit" and self.reference.score_range is None:
             raise ConfigurationError(
                 "likelihood='logit' needs bounded scores, but the reference has no score range; load it with "
                 f"{option('score_range', '(low, high)', 'LOW HIGH')}")
-        if likelihood == "logit" and (batch_strategy != "greedy" or not myopic):
+        if likelihood == "logit" and (batch.batch_strategy != "greedy" or not batch.myopic):
             raise ConfigurationError(
                 "likelihood='logit' selects greedily, one item at a time (its batch selection is not implemented); "
                 f"drop {option('batch_strategy')}/{option('myopic', 'False')} or use likelihood='gaussian'")
-        self.likelihood, self.logit_eps = likelihood, float(logit_eps)
+        self.likelihood, self.logit_eps = likelihood, float(model.logit_eps)
 
         phi_items = self.reference.scores.T  # (N, K)
         n_refs = phi_items.shape[1]
-        if isinstance(weights, Mapping):
+        weights: Sequence[float] | np.ndarray | None = None
+        if isinstance(model.weights, Mapping):
             # a model dropped for missing scores (``missing="models"``) is no reference model: its weight goes
             dropped = set(self.dropped.dropped_models)
-            weights = weights_from_mapping({m: v for m, v in weights.items() if m not in dropped},
+            weights = weights_from_mapping({m: v for m, v in model.weights.items() if m not in dropped},
                                            self.reference.model_ids)
+        else:
+            weights = model.weights
         if weights is not None:
             w = np.asarray(weights, dtype=float)
             if w.shape != (n_refs,) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
@@ -270,8 +356,8 @@ class BayesAMEPaper(BaseMethod):
         self.selection = selection
         use_bayes = estimator == "bayes" or (estimator == "auto" and self.unique_regime)
         self.estimator_ = "bayes" if use_bayes else "cv"
-        self.refit_every = int(refit_every) if refit_every else 0
-        self.noise = noise
+        self.refit_every = model.refit_every if model.refit_every else 0
+        self.noise = model.noise
         self.alpha_ = float(alpha)
         self.beta_ = float(beta)
         self.refits: list[RefitRecord] = []
