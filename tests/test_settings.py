@@ -287,3 +287,20 @@ def test_every_session_kind_creates_with_a_dozen_parameters_or_so() -> None:
         params = [p for p in inspect.signature(kind.create).parameters.values()
                   if p.kind != p.VAR_KEYWORD and p.name != "cls"]
         assert len(params) <= 13, (kind.__name__, len(params))
+
+
+def test_a_backtest_config_holds_its_method_options_flat() -> None:
+    """Group objects in a backtest's method options are written flat: one form for the runs, the checkpoint's
+    identity and the results (and prior weights by model id, in a group, are still narrowed per split)."""
+    from activeeval.experiments.protocol import BacktestConfig
+    from activeeval.methods.bayesame_paper import PaperModelSettings
+
+    weights = {"m0": 1.0, "m1": 2.0}
+    config = BacktestConfig(methods=("bayesame", "bayesame-paper"), method_options={
+        "bayesame": {"design": DesignSettings(warmup=3), "fit_items": 50},
+        "bayesame-paper": {"model": PaperModelSettings(weights=weights, n0=5)}})
+    assert config.method_options["bayesame"] == {"warmup": 3, "fit_items": 50}
+    paper = config.method_options["bayesame-paper"]
+    assert set(paper) == {"n0", "weights"} and paper["n0"] == 5 and dict(paper["weights"]) == weights
+    flat = BacktestConfig(methods=("bayesame",), method_options={"bayesame": {"warmup": 3, "fit_items": 50}})
+    assert flat.method_options["bayesame"] == config.method_options["bayesame"]

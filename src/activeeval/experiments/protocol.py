@@ -21,8 +21,9 @@ on its coordinates only, never on the worker that ran it or the order.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -137,6 +138,7 @@ class BacktestConfig:
         check_strategy(self.batch_strategy)
         if not isinstance(self.myopic, bool):
             raise ConfigurationError(f"{option('myopic')} must be True or False, got {self.myopic!r}")
+        object.__setattr__(self, "method_options", _flat_method_options(self.method_options))
 
     @property
     def batched(self) -> bool:
@@ -146,6 +148,20 @@ class BacktestConfig:
     def _check_regime(self) -> None:
         if self.regime not in REGIMES:
             raise ConfigurationError(f"regime must be 'interpolation' or 'extrapolation', got {self.regime!r}")
+
+
+def _flat_method_options(method_options: Mapping[str, Any]) -> dict:
+    """``method_options`` with any settings group given as an object (``{"bayesame": {"design":
+    DesignSettings(warmup=10)}}``) written flat (``{"warmup": 10}``), as a spec writes it: one form for the
+    runs, the checkpoint's identity and the results."""
+    from activeeval.methods.registry import flatten_options, parse_method_spec
+    from activeeval.settings import Settings
+
+    out: dict = {}
+    for label, options in method_options.items():
+        grouped = isinstance(options, Mapping) and any(isinstance(v, Settings) for v in options.values())
+        out[label] = flatten_options(parse_method_spec(label)[0], options) if grouped else options
+    return out
 
 
 def make_split(
