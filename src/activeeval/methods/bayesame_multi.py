@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
@@ -68,16 +69,83 @@ from activeeval.methods.base import SeedLike
 from activeeval.methods.capabilities import Capabilities
 from activeeval.methods.estimate import Estimate
 from activeeval.methods.multi import MultiTargetMethod, Pair
+from activeeval.settings import Integer, Number, OneOf, Settings, setting, takes_settings
 
-__all__ = ["BayesAMEMulti", "BayesAMEMultiPaper"]
+__all__ = ["BayesAMEMulti", "BayesAMEMultiPaper", "MultiModelSettings", "RefitSettings"]
 
 Z95 = 1.959963984540054
 SCALE_PRIOR = 10.0
 SCALE_SKIP = 5
 
 
+@dataclass(frozen=True)
+class MultiModelSettings(Settings):
+    """The joint model of :class:`BayesAMEMulti` and the estimate it reads off (the method's ``model`` group; each
+    field is also a flat option, ``bayesame-multi[coupling=0.8]``): the shared start, the latents and their
+    coupling, the buckets, and the estimator and interval. :class:`BayesAMEMulti`'s docstring says what each
+    does; None means "the default of the prior (or of the scores' kind)"."""
+
+    about: ClassVar[str] = "the joint model: its start, latents, coupling, buckets and estimate"
+
+    warm_start: float | None = setting(None, Number(0, 1, optional=True, phrase="a fraction of the items in [0, 1]"),
+                                       "fraction of the items every target is evaluated on first (default 0, "
+                                       "the paper's 0.1 with prior='paper')")
+    latents: int | None = setting(None, Integer(1, optional=True),
+                                  "L, the number of latent vectors (prior='paper'; default the number of targets)")
+    coupling: float = setting(0.5, Number(0, 1, phrase="a number in [0, 1]"),
+                              "c, the largest share of a target's prior variance shared with the others")
+    level: str = setting("coupled", OneOf("coupled", "separate"),
+                         "the kernel's level and slope terms coupled across targets or each target's own")
+    sigma2: float | None = setting(None, Number(0, low_open=True, optional=True, phrase="a positive number"),
+                                   "prior='paper': the initial σ² (default 0.1 binary, 0.01 continuous)")
+    n0: int = setting(10, Integer(0),
+                      "margin of the regime: unique ⇔ B ≥ N − N0")
+    estimator: str = setting("auto", OneOf("auto", "bayes", "cv"), "the paper's single-target estimator (Eq. 5)")
+    interval: str | None = setting(None, OneOf("scaled", "model", None),
+                                   "the calibrated, per-target scaled interval or the model's variance (default "
+                                   "scaled with prior='reference', model with prior='paper')")
+    scale_prior: float = setting(SCALE_PRIOR, Number(0, low_open=True, phrase="a positive number"),
+                                 "ν0, the pseudo-count shrinking a target's scale towards 1")
+    tolerance: float | None = setting(None, Number(0, optional=True, phrase=">= 0 (0 compares scores exactly)"),
+                                      "bucketing tolerance (binary scores exactly; continuous ones to 1e-3)")
+    cache_mb: float = setting(512.0, Number(0, phrase="a number of megabytes >= 0"),
+                              "memory for cached distances and kernel rows")
+
+
+@dataclass(frozen=True)
+class RefitSettings(Settings):
+    """When and how :class:`BayesAMEMulti` refits its hyperparameters on the NLML (the method's ``refit`` group;
+    each field is also a flat option, ``bayesame-multi[refit_every=20]``). ``refit_growth=0, fit_max=None`` is
+    the paper's schedule."""
+
+    about: ClassVar[str] = "when and how the hyperparameters are refitted"
+
+    refit_every: int | None = setting(50, Integer(0, optional=True),
+                                      "F: refit every F observations (of any target); None or 0: never")
+    fit_steps: int = setting(500, Integer(1), "optimiser steps of the first fit")
+    min_fit_steps: int = setting(50, Integer(1),
+                                 "the least steps of a later fit (the k-th takes max(min_fit_steps, fit_steps / k))")
+    learning_rate: float | None = setting(None, Number(0, low_open=True, optional=True, phrase="a positive number"),
+                                          "AdamW's, prior='paper' (default 0.01 binary, 0.001 continuous)")
+    weight_decay: float = setting(0.01, Number(0), "AdamW's decoupled weight decay (PyTorch's default 0.01)")
+    fit_max: int | None = setting(400, Integer(2, optional=True),
+                                  "at most this many observations, drawn at random, in a fit's NLML (None: all)")
+    refit_growth: float = setting(0.1, Number(0), "after the first 10 fits, refit only once the observations "
+                                                  "have grown by this fraction")
+
+
 class BayesAMEMulti(MultiTargetMethod):
     """Multi-target BayesAME: several targets evaluated jointly through a linear model of coregionalisation.
+
+    The options come in two settings groups besides a few top-level ones:
+    ``model`` (:class:`MultiModelSettings`: the shared start, the latents and
+    their coupling, the buckets, the estimator and interval) and ``refit``
+    (:class:`RefitSettings`: when and how the hyperparameters are refitted).
+    Each field of a group is also a flat keyword — ``BayesAMEMulti(ref,
+    targets, coupling=0.8)`` is ``BayesAMEMulti(ref, targets,
+    model=MultiModelSettings(coupling=0.8))``, and a method spec writes it
+    ``bayesame-multi[coupling=0.8]`` — and this object's attribute of the same
+    name (``method.coupling``).
 
     Parameters
     ----------
@@ -87,13 +155,6 @@ class BayesAMEMulti(MultiTargetMethod):
         The target models (names, or how many).
     seed, missing
         As :class:`~activeeval.methods.multi.MultiTargetMethod`.
-    warm_start : float, optional
-        Fraction of the items every target is evaluated on first, at random.
-        Default: 0 with the reference prior, the paper's 0.1 with ``prior="paper"``.
-        The default needs no shared start: its kernel comes from the references,
-        and random items cost more than the correlations they teach (with
-        independent targets, no start is single-target BayesAME exactly and a
-        10 % start is a third worse: docs/benchmarks/history.md, "warm start").
     selection : {"round-robin", "average", "random"}
         "round-robin" (the paper): the targets in turn, each taking the item
         of highest information gain about its own R (uniform random in the
@@ -104,75 +165,90 @@ class BayesAMEMulti(MultiTargetMethod):
     prior : {"reference", "paper"}
         The default's reference-fitted kernel with learned mixing weights, or
         the paper's LMC (see the module's docstring).
-    latents : int, optional
-        L, the number of latent vectors (default: the number of targets).
     hyperparameters : LMCParams or its dict, optional
         Start from these instead of the initial values.
     reference_fit, calibration
         ``prior="reference"``: the single-target default's reference fit and
         calibration (:class:`~activeeval.methods.bayesame.BayesAME`'s
-        ``hyperparameters`` and ``calibration``), to reuse stored ones.
+        ``hyperparameters`` and ``calibration``), to reuse stored ones (what
+        :meth:`frozen_options` returns).
     reference_prior : ReferencePrior, optional
         ``prior="reference"``: the whole prior (fit, calibration, tolerance;
         :class:`~activeeval.gp.prior.ReferencePrior`), built once and shared
         with other methods on the same reference; without it the method builds
         it from ``reference_fit``, ``calibration`` and ``tolerance`` exactly
         as the single-target default does (those then stay unset).
-    coupling : float
-        ``prior="reference"``: c, the largest share of a target's prior
-        variance that it may share with the other targets (B = c UUᵀ + (1 − c) I;
-        see :func:`~activeeval.gp.lmc.fit_correlations`). 0: independent targets
-        (with no warm start, exactly single-target BayesAME per target).
-        Default 0.5: 0.8 shared too much late in a run and its intervals
-        missed more often (coverage at the stop 0.90 against 0.96 on the
-        correlated IFEval set, docs/BENCHMARKS.md).
-    level : {"coupled", "separate"}
-        ``prior="reference"``: whether the kernel's level and slope terms
-        (τ0 + τ1 m_b m_b', how far a target sits from the references and how
-        steeply it follows item difficulty) are coupled across targets by B
-        like the rest of the kernel ("coupled": Σ = B ⊗ K), or kept by each
-        target on its own ("separate": Σ = I ⊗ K_level + B ⊗ (K − K_level)),
-        so that targets that agree item by item need not agree in level.
-        Default "coupled": "separate" covers better early on AlpacaEval 2's
-        correlated set (0.92 against 0.82 at 10 % of the items) but loses
-        most of the joint gain there and more on a random set
-        (docs/benchmarks/history.md, "Ablation: each target its own level and slope").
-    refit_every : int or None
-        F: refit every F observations (of any target); None or 0: never.
-    fit_steps, min_fit_steps : int
-        AdamW steps of the first fit, and the least of the later ones (the
-        k-th fit takes max(min_fit_steps, fit_steps / k)).
-    learning_rate : float, optional
-        AdamW's, ``prior="paper"`` (default 0.01 on binary scores, 0.001 on continuous ones).
-    weight_decay : float
-        AdamW's decoupled weight decay (PyTorch's default 0.01).
-    sigma2 : float, optional
-        ``prior="paper"``: initial σ² (default 0.1 binary, 0.01 continuous).
-    fit_max : int or None
-        At most this many observations, drawn at random, in the NLML of a fit
-        (its cost is O(fit_max³) per step); None: all of them.
-    refit_growth : float
-        After the first 10 fits, refit only once the observations have grown by
-        this fraction since the last fit (as well as by F).
-    n0 : int
-        Margin of the regime: unique ⇔ B ≥ N − N0.
-    estimator : {"auto", "bayes", "cv"}
-        As the paper's single-target estimator (Eq. 5).
-    interval : {"scaled", "model"}, optional
-        "scaled": Var(R) times the calibration factor² and each target's
-        measured scale, the estimate kept in range; "model": the model's
-        variance. Default "scaled" with the reference prior, "model" with the paper's.
-    scale_prior : float
-        ν0, the pseudo-count shrinking a target's scale towards 1.
-    tolerance : float, optional
-        Bucketing tolerance (binary scores exactly; continuous ones to 1e-3).
-    cache_mb : float
-        Memory for cached distances and kernel rows.
+    model : MultiModelSettings
+        The joint model and its estimate; its fields:
+
+        warm_start : float, optional
+            Fraction of the items every target is evaluated on first, at random.
+            Default: 0 with the reference prior, the paper's 0.1 with ``prior="paper"``.
+            The default needs no shared start: its kernel comes from the references,
+            and random items cost more than the correlations they teach (with
+            independent targets, no start is single-target BayesAME exactly and a
+            10 % start is a third worse: docs/benchmarks/history.md, "warm start").
+        latents : int, optional
+            L, the number of latent vectors (default: the number of targets).
+        coupling : float
+            ``prior="reference"``: c, the largest share of a target's prior
+            variance that it may share with the other targets (B = c UUᵀ + (1 − c) I;
+            see :func:`~activeeval.gp.lmc.fit_correlations`). 0: independent targets
+            (with no warm start, exactly single-target BayesAME per target).
+            Default 0.5: 0.8 shared too much late in a run and its intervals
+            missed more often (coverage at the stop 0.90 against 0.96 on the
+            correlated IFEval set, docs/BENCHMARKS.md).
+        level : {"coupled", "separate"}
+            ``prior="reference"``: whether the kernel's level and slope terms
+            (τ0 + τ1 m_b m_b', how far a target sits from the references and how
+            steeply it follows item difficulty) are coupled across targets by B
+            like the rest of the kernel ("coupled": Σ = B ⊗ K), or kept by each
+            target on its own ("separate": Σ = I ⊗ K_level + B ⊗ (K − K_level)),
+            so that targets that agree item by item need not agree in level.
+            Default "coupled": "separate" covers better early on AlpacaEval 2's
+            correlated set (0.92 against 0.82 at 10 % of the items) but loses
+            most of the joint gain there and more on a random set
+            (docs/benchmarks/history.md, "Ablation: each target its own level and slope").
+        sigma2 : float, optional
+            ``prior="paper"``: initial σ² (default 0.1 binary, 0.01 continuous).
+        n0 : int
+            Margin of the regime: unique ⇔ B ≥ N − N0.
+        estimator : {"auto", "bayes", "cv"}
+            As the paper's single-target estimator (Eq. 5).
+        interval : {"scaled", "model"}, optional
+            "scaled": Var(R) times the calibration factor² and each target's
+            measured scale, the estimate kept in range; "model": the model's
+            variance. Default "scaled" with the reference prior, "model" with the paper's.
+        scale_prior : float
+            ν0, the pseudo-count shrinking a target's scale towards 1.
+        tolerance : float, optional
+            Bucketing tolerance (binary scores exactly; continuous ones to 1e-3).
+        cache_mb : float
+            Memory for cached distances and kernel rows (default 512).
+    refit : RefitSettings
+        When and how the hyperparameters are refitted; its fields:
+
+        refit_every : int or None
+            F: refit every F observations (of any target); None or 0: never.
+        fit_steps, min_fit_steps : int
+            AdamW steps of the first fit, and the least of the later ones (the
+            k-th fit takes max(min_fit_steps, fit_steps / k)).
+        learning_rate : float, optional
+            AdamW's, ``prior="paper"`` (default 0.01 on binary scores, 0.001 on continuous ones).
+        weight_decay : float
+            AdamW's decoupled weight decay (PyTorch's default 0.01).
+        fit_max : int or None
+            At most this many observations, drawn at random, in the NLML of a fit
+            (its cost is O(fit_max³) per step); None: all of them.
+        refit_growth : float
+            After the first 10 fits, refit only once the observations have grown by
+            this fraction since the last fit (as well as by F).
     """
 
     name = "bayesame-multi"
     capabilities = Capabilities(multi_target=True, ranks=True)
 
+    @takes_settings
     def __init__(
         self,
         reference: ScoreMatrix,
@@ -180,52 +256,41 @@ class BayesAMEMulti(MultiTargetMethod):
         *,
         seed: SeedLike = None,
         missing: str = "models",
-        warm_start: float | None = None,
         selection: Literal["round-robin", "average", "random"] = "round-robin",
         prior: Literal["reference", "paper"] = "reference",
-        latents: int | None = None,
         hyperparameters: LMCParams | Mapping[str, Any] | None = None,
         reference_fit: Mapping[str, Any] | None = None,
         calibration: Mapping[str, Any] | Literal["auto"] | None = "auto",
         reference_prior: ReferencePrior | None = None,
-        coupling: float = 0.5,
-        level: Literal["coupled", "separate"] = "coupled",
-        refit_every: int | None = 50,
-        fit_steps: int = 500,
-        min_fit_steps: int = 50,
-        learning_rate: float | None = None,
-        weight_decay: float = 0.01,
-        sigma2: float | None = None,
-        fit_max: int | None = 400,
-        refit_growth: float = 0.1,
-        n0: int = 10,
-        estimator: Literal["auto", "bayes", "cv"] = "auto",
-        interval: Literal["scaled", "model"] | None = None,
-        scale_prior: float = SCALE_PRIOR,
-        tolerance: float | None = None,
-        cache_mb: float = 512.0,
+        model: MultiModelSettings = MultiModelSettings(),
+        refit: RefitSettings = RefitSettings(),
     ) -> None:
+        warm_start = model.warm_start
         if warm_start is None:
             warm_start = 0.1 if prior == "paper" else 0.0
         super().__init__(reference, targets, seed=seed, missing=missing, warm_start=warm_start)
-        self.selection, self.prior, self.latents, self.hyperparameters = selection, prior, latents, hyperparameters
-        self.reference_fit, self.calibration, self.coupling = reference_fit, calibration, coupling
-        self.level, self.reference_prior = level, reference_prior
+        selection = OneOf("round-robin", "average", "random")("selection", selection)
+        prior = OneOf("reference", "paper")("prior", prior)
+        #: the settings groups as given (each field is also this object's attribute of the same name)
+        self.model, self.refit = model, refit
+        # settings as given, under the names they always had; resolved or learned values carry a trailing underscore
+        self.selection, self.prior, self.hyperparameters = selection, prior, hyperparameters
+        self.reference_fit, self.calibration, self.reference_prior = reference_fit, calibration, reference_prior
+        # the groups' fields (warm_start: the base class keeps the fraction in use)
+        self.latents, self.coupling, self.level, self.sigma2 = model.latents, model.coupling, model.level, model.sigma2
+        self.n0, self.estimator, self.interval = model.n0, model.estimator, model.interval
+        self.scale_prior, self.tolerance, self.cache_mb = model.scale_prior, model.tolerance, model.cache_mb
+        self.refit_every, self.fit_steps, self.min_fit_steps = refit.refit_every, refit.fit_steps, refit.min_fit_steps
+        self.learning_rate, self.weight_decay, self.fit_max = refit.learning_rate, refit.weight_decay, refit.fit_max
+        self.refit_growth = refit.refit_growth
+        latents, sigma2, tolerance, cache_mb = model.latents, model.sigma2, model.tolerance, model.cache_mb
+        n0, estimator = model.n0, model.estimator
         if reference_prior is not None:
             _check_reference_prior(reference_prior, prior, reference_fit, calibration, tolerance)
-        if not (isinstance(coupling, (int, float)) and 0.0 <= coupling <= 1.0):
-            raise ConfigurationError(f"coupling must be a number in [0, 1], got {coupling!r}")
-        if level not in ("coupled", "separate"):
-            raise ConfigurationError(f"level must be 'coupled' or 'separate', got {level!r}")
-        if level == "separate" and prior != "reference":
+        if model.level == "separate" and prior != "reference":
             raise ConfigurationError("level='separate' splits the reference prior's kernel; it needs "
                                      "prior='reference' (the paper's latents have no level term)")
-        self.refit_every, self.fit_steps, self.min_fit_steps = refit_every, fit_steps, min_fit_steps
-        self.learning_rate, self.weight_decay, self.sigma2, self.fit_max = learning_rate, weight_decay, sigma2, fit_max
-        self.refit_growth, self.n0, self.estimator, self.interval = refit_growth, n0, estimator, interval
-        self.scale_prior, self.tolerance, self.cache_mb = scale_prior, tolerance, cache_mb
-        _check(selection, prior, latents, refit_every, fit_steps, min_fit_steps, learning_rate, weight_decay, sigma2,
-               fit_max, refit_growth, n0, estimator, interval, scale_prior, tolerance)
+        interval, learning_rate, refit_every = model.interval, refit.learning_rate, refit.refit_every
         self.interval_ = interval if interval is not None else ("scaled" if prior == "reference" else "model")
         ref = self.reference
         binary = ref.kind == "binary"
@@ -252,7 +317,7 @@ class BayesAMEMulti(MultiTargetMethod):
             self.factor_ = float(self.reference_prior_.calibration.factor)
             noise_unit = np.ones(self.buckets.n_buckets)
             fixed_row, level_row = state.column, None
-            if level == "separate":  # K − K_level coupled by B, K_level = τ0 + τ1 m mᵀ each target's own
+            if model.level == "separate":  # K − K_level coupled by B, K_level = τ0 + τ1 m mᵀ each target's own
                 level_of = state.level_column
 
                 def fixed_of(b: int) -> np.ndarray:
@@ -565,44 +630,6 @@ class BayesAMEMulti(MultiTargetMethod):
         unseen = self.n_items - self.n_observed_of(target)
         total = float(self._sum_obs[target])
         return (total + lo * unseen) / self.n_items, (total + hi * unseen) / self.n_items
-
-
-def _check(selection: str, prior: str, latents: int | None, refit_every: int | None, fit_steps: int, min_fit_steps: int,
-           learning_rate: float | None, weight_decay: float, sigma2: float | None, fit_max: int | None,
-           refit_growth: float, n0: int, estimator: str, interval: str | None, scale_prior: float,
-           tolerance: float | None) -> None:
-    """BayesAMEMulti's option values, each refused with what it must be."""
-    choices = (("selection", selection, ("round-robin", "average", "random")),
-               ("estimator", estimator, ("auto", "bayes", "cv")), ("prior", prior, ("reference", "paper")),
-               ("interval", "scaled" if interval is None else interval, ("scaled", "model")))
-    for label, value, allowed in choices:
-        if value not in allowed:
-            raise ConfigurationError(f"{label} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
-
-    def integer(label: str, value: Any, low: int, none_ok: bool = False) -> None:
-        if value is None and none_ok:
-            return
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ConfigurationError(f"{label} must be an integer >= {low}{' or None' if none_ok else ''}, got "
-                                     f"{value!r}")
-
-    integer("latents", latents, 1, True)
-    integer("refit_every", refit_every, 0, True)
-    integer("fit_steps", fit_steps, 1)
-    integer("min_fit_steps", min_fit_steps, 1)
-    integer("fit_max", fit_max, 2, True)
-    integer("n0", n0, 0)
-    for label, number, none_ok in (("learning_rate", learning_rate, True), ("sigma2", sigma2, True),
-                                   ("scale_prior", scale_prior, False)):
-        if number is None and none_ok:
-            continue
-        if not (isinstance(number, (int, float)) and math.isfinite(number) and number > 0):
-            raise ConfigurationError(f"{label} must be a positive number, got {number!r}")
-    for label, number in (("weight_decay", weight_decay), ("refit_growth", refit_growth)):
-        if not (isinstance(number, (int, float)) and math.isfinite(number) and number >= 0):
-            raise ConfigurationError(f"{label} must be a number >= 0, got {number!r}")
-    if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
-        raise ConfigurationError(f"tolerance must be >= 0 (0 compares scores exactly), got {tolerance}")
 
 
 def _check_reference_prior(reference_prior: Any, prior: str, reference_fit: Any, calibration: Any,
