@@ -30,6 +30,9 @@ _EXPORTS: dict[str, str] = {
     "BatchSettings": "activeeval.gp.acquisition",
     "DesignSettings": "activeeval.methods.bayesame",
     "FitSettings": "activeeval.gp.prior",
+    "MultiModelSettings": "activeeval.methods.bayesame_multi",
+    "PaperModelSettings": "activeeval.methods.bayesame_paper",
+    "RefitSettings": "activeeval.methods.bayesame_multi",
     "BudgetRule": "activeeval.stopping",
     "DropReport": "activeeval.data.matrix",
     "Estimate": "activeeval.methods.estimate",
@@ -60,7 +63,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from activeeval.methods.base import BaseMethod, Method
     from activeeval.methods.baselines.rs_mean import RSMean
     from activeeval.methods.bayesame import BayesAME, DesignSettings
-    from activeeval.methods.bayesame_paper import BayesAMEPaper
+    from activeeval.methods.bayesame_multi import MultiModelSettings, RefitSettings
+    from activeeval.methods.bayesame_paper import BayesAMEPaper, PaperModelSettings
     from activeeval.methods.estimate import Estimate
     from activeeval.stopping import (
         AnyOf,

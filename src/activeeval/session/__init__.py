@@ -3,6 +3,7 @@
 from activeeval.exceptions import CorruptedSessionError, ReferenceMismatchError
 from activeeval.session.journal.storage import Event
 from activeeval.session.multi import AskedPair, MultiSession, MultiStatus
+from activeeval.session.reference import ReadSettings
 from activeeval.session.session import AskedItem, RecordSummary, Session, SessionStatus
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
            "Event",
            "MultiSession",
            "MultiStatus",
+           "ReadSettings",
            "RecordSummary",
            "ReferenceMismatchError",
            "Session",
