@@ -600,9 +600,8 @@ def test_interval_pseudo_runs_are_the_methods_own_score_estimates(ref):
     y = ref.scores
     held = cat_module._fold_groups(y.shape[0], 5)[0]
     train = np.setdiff1d(np.arange(y.shape[0]), held)
-    runs = cat_module._pseudo_runs(y, [(held, train)], [7, 20], score=True, method="consistent", response="2pl",
-                                   scale="auto", clip=irt.DEFAULT_CLIP, filter_negative=True, information="tilde",
-                                   likelihood="quasi", local_error=True)
+    runs = cat_module._pseudo_runs(y, [(held, train)], [7, 20], score=True, method="consistent",
+                                   irt=cat_module.IRTSettings(response="2pl"), local_error=True)
     c, tau2, n_items = 2.0, 0.05, y.shape[1]
     train_ref = ref.select_models([ref.model_ids[i] for i in train])
     for j, h in enumerate(held[:3]):

@@ -254,8 +254,8 @@ def _groups(init: Callable[..., Any]) -> dict[str, type[Settings]]:
 
 
 def takes_settings(init: F) -> F:
-    """Decorate a constructor whose settings groups are parameters defaulting to a :class:`Settings` object:
-    it then also takes each group's fields as flat keywords (``warmup=10`` is ``design.warmup = 10``; a flat
+    """Decorate a constructor (or a function) whose settings groups are parameters defaulting to a
+    :class:`Settings` object: it then also takes each group's fields as flat keywords (``warmup=10`` is ``design.warmup = 10``; a flat
     keyword replaces that field of the group object given, if any).
 
     The decorated signature is the constructor's own (``inspect.signature`` shows the groups);
@@ -273,7 +273,7 @@ def takes_settings(init: F) -> F:
             owner[name] = group
 
     @functools.wraps(init)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:  # (self, ...) of a constructor, or a function's arguments
         flat: dict[str, dict[str, Any]] = {}
         for key in [k for k in kwargs if k in owner]:
             flat.setdefault(owner[key], {})[key] = kwargs.pop(key)
@@ -287,7 +287,7 @@ def takes_settings(init: F) -> F:
             if given is not None and not isinstance(given, cls):
                 raise ConfigurationError(f"{group} must be a {cls.__name__} (activeeval.settings), got "
                                          f"{type(given).__name__}")
-        return init(self, *args, **kwargs)
+        return init(*args, **kwargs)
 
     wrapper.flat_options = owner  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.special import log_expit
@@ -56,10 +57,14 @@ from activeeval.irt.continuous import (
 from activeeval.methods.base import BaseMethod, SeedLike
 from activeeval.methods.capabilities import Capabilities
 from activeeval.methods.estimate import Estimate
+from activeeval.settings import Flag, Integer, Number, OneOf, Settings, setting, takes_settings
 
 __all__ = [
     "AbilityPosterior",
     "ContinuousCAT",
+    "ErrorSettings",
+    "IRTSettings",
+    "PriorSettings",
     "default_prior",
     "fit_calibration",
     "fit_error_model",
@@ -75,6 +80,80 @@ INTERVALS = ("calibrated", "model")
 #: Floor of the default prior sd (the sd of the reference abilities): a reference
 #: population with nearly equal abilities must not pin θ before any data.
 PRIOR_SD_FLOOR = 0.5
+
+
+# ------------------------------------------------------------------ settings
+@dataclass(frozen=True)
+class _Given:
+    """``check`` for a value given; None (the default: resolved from the references) passes. The message is
+    ``check``'s own ("prior_sd must be a positive number"): None is the default, not a choice to list."""
+
+    check: Callable[[str, Any], Any]
+
+    def __call__(self, name: str, value: Any) -> Any:
+        return None if value is None else self.check(name, value)
+
+
+def _true_false_none(name: str, value: Any) -> bool | None:
+    """True, False (a NumPy bool is read as one) or None (the default, decided by the calibration)."""
+    if value is None:
+        return None
+    if not isinstance(value, (bool, np.bool_)):
+        raise ConfigurationError(f"{name} must be True, False or None, got {value!r}")
+    return bool(value)
+
+
+@dataclass(frozen=True)
+class IRTSettings(Settings):
+    """The response model CAT fits on the references and reads a target with (a CAT's ``irt`` group; each
+    field is also a flat option, ``cat[response=rasch]``). :class:`ContinuousCAT`'s docstring says what each
+    does. :func:`fit_calibration`, :func:`learn_reference_errors` and :func:`pseudo_target_errors` take the
+    same object, so the reference pseudo-targets run exactly the model the target gets."""
+
+    about: ClassVar[str] = "the item response model: its fit on the references and its selection and update"
+
+    response: str | None = setting(None, _Given(OneOf(*RESPONSES)),
+                                   "the response model (default: 2pl with the consistent calibration, else rasch)")
+    scale: str = setting("auto", OneOf("auto", "minmax", "none"), "min-max scaling of scores outside [0, 1]")
+    clip: float = setting(DEFAULT_CLIP, Number(0, 0.5, low_open=True, high_open=True,
+                                               phrase="in (0, 0.5) (a proportion bound before the logit)"),
+                          "proportion clip before the logits")
+    filter_negative: bool = setting(True, Flag(), "drop negatively discriminating items from the adaptive pool")
+    information: str = setting("tilde", OneOf("tilde", "full"), "the Rasch selection criterion")
+    likelihood: str = setting("quasi", OneOf("quasi", "normal"), "the Rasch posterior update")
+
+
+@dataclass(frozen=True)
+class ErrorSettings(Settings):
+    """How far off CAT's ability estimate is taken to be: the error model Var(θ̂ − θ*) = error_scale·SE² +
+    error_floor·(N − n)/N, learned or given, and the references' local error check (a CAT's ``errors``
+    group; each field is also a flat option, ``cat[local_error=false]``)."""
+
+    about: ClassVar[str] = "the ability's error model and the local error check"
+
+    error_model: bool | None = setting(None, _true_false_none,
+                                       "learn the error model (default: with the consistent calibration only)")
+    error_scale: float | None = setting(None, _Given(Number(0, low_open=True, phrase="a positive number")),
+                                        "the error model's c, given instead of learned (a session stores it)")
+    error_floor: float | None = setting(None, _Given(Number(0, phrase="a non-negative number")),
+                                        "the error model's τ², given instead of learned (a session stores it)")
+    local_error: bool | None = setting(None, _true_false_none,
+                                       "raise the variance to the references' error on the items taken "
+                                       "(default: with the consistent calibration only)")
+
+
+@dataclass(frozen=True)
+class PriorSettings(Settings):
+    """The ability prior N(θ0, σ0²) and the grid it (and the posterior) lives on (a CAT's ``prior`` group; each
+    field is also a flat option, ``cat[prior_sd=1]``)."""
+
+    about: ClassVar[str] = "the ability prior and its grid"
+
+    prior_mean: float | None = setting(None, _Given(Number(phrase="a finite number")),
+                                       "θ0 (default: the mean of the reference abilities)")
+    prior_sd: float | None = setting(None, _Given(Number(0, low_open=True, phrase="a positive number")),
+                                     "σ0 (default: the sd of the reference abilities, floored)")
+    grid_points: int = setting(961, Integer(3), "points of the θ grid on [−12, 12]")
 
 
 class _SortedPool:
@@ -426,9 +505,16 @@ def _edge_groups(means: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+def _calibrate(scores: np.ndarray, method: str, irt: IRTSettings) -> Calibration:
+    """:func:`irt.calibrate` of ``scores`` by ``method`` with the response model and fit of ``irt`` (the response
+    model resolved: :func:`default_response`)."""
+    return calibrate(scores, method=method, response=default_response(method, irt.response), scale=irt.scale,
+                     clip=irt.clip, filter_negative=irt.filter_negative)
+
+
 def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarray]], checkpoints: Sequence[int],
-                 *, score: bool, method: str, response: str, scale: str, clip: float, filter_negative: bool,
-                 information: str, likelihood: str, local_error: bool = False) -> dict[int, dict[str, list]]:
+                 *, score: bool, method: str, irt: IRTSettings, local_error: bool = False
+                 ) -> dict[int, dict[str, list]]:
     """CAT runs of held-out references: per checkpoint n, their θ errors and posterior variances and (``score``)
     their full-benchmark score errors R̂ − R* with the parts of the model's score variance (:func:`score_moments`)
     and (``local_error``) the (θ̂, θ̂_j(S), θ*_j) their :class:`LocalError` check needs (:func:`local_variance`).
@@ -443,18 +529,17 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
     for held, train in groups:
         if train.size < 2:
             continue
-        cal = calibrate(y_raw[train], method=method, response=response, scale=scale, clip=clip,
-                        filter_negative=filter_negative)
+        cal = _calibrate(y_raw[train], method, irt)
         y_held = cal.scale(y_raw[held])
-        truth = cal.true_ability(y_held, clip)
+        truth = cal.true_ability(y_held, irt.clip)
         mean0, sd0 = default_prior(cal)
         if score:
             grid = default_grid()
             t1_all, t2_all = _score_sums(cal, grid)
             sum_low = float(cal.low.sum())
         for j, (row, true_theta) in enumerate(zip(y_held, truth, strict=True)):
-            post = AbilityPosterior(cal, mean0, sd0, information=information, likelihood=likelihood)
-            local = (LocalError(cal, y_raw[train], post.grid, mean0, sd0, likelihood) if local_error else None)
+            post = AbilityPosterior(cal, mean0, sd0, information=irt.information, likelihood=irt.likelihood)
+            local = (LocalError(cal, y_raw[train], post.grid, mean0, sd0, irt.likelihood) if local_error else None)
             raw = y_raw[held[j]]
             if score:
                 t1, t2, obs = t1_all.copy(), t2_all.copy(), 0.0
@@ -490,16 +575,12 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
     return out
 
 
+@takes_settings
 def pseudo_target_errors(
     scores: np.ndarray,
     *,
     method: str = "consistent",
-    response: str | None = None,
-    scale: str = "auto",
-    clip: float = DEFAULT_CLIP,
-    filter_negative: bool = True,
-    information: str = "tilde",
-    likelihood: str = "quasi",
+    irt: IRTSettings = IRTSettings(),
     folds: int = 5,
     checkpoints: Sequence[int] = ERROR_CHECKPOINTS,
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -509,7 +590,8 @@ def pseudo_target_errors(
     leave-one-out when there are fewer than 2·folds references). Each group
     in turn plays the new models: the other references are calibrated
     exactly as for a real run, every held-out reference is tested by CAT
-    (prior, selection and likelihood as configured), and after n items its
+    (prior, selection and likelihood as configured: ``irt``, or its fields as
+    flat keywords, ``response="rasch"``), and after n items its
     error against θ* — its ability on all items, on the fold's scale
     (:meth:`irt.Calibration.true_ability`) — and its posterior variance are recorded.
     No target's scores are involved.
@@ -519,9 +601,7 @@ def pseudo_target_errors(
         raise ConfigurationError(f"no checkpoint below the {y_raw.shape[1]} items; give smaller checkpoints")
     every = np.arange(y_raw.shape[0])
     groups = [(held, np.setdiff1d(every, held)) for held in _fold_groups(y_raw.shape[0], folds)]
-    runs = _pseudo_runs(y_raw, groups, checkpoints, score=False, method=method,
-                        response=default_response(method, response), scale=scale, clip=clip,
-                        filter_negative=filter_negative, information=information, likelihood=likelihood)
+    runs = _pseudo_runs(y_raw, groups, checkpoints, score=False, method=method, irt=irt)
     return {n: (np.asarray(r["theta_error"]), np.asarray(r["se2"])) for n, r in runs.items() if r["theta_error"]}
 
 
@@ -569,17 +649,13 @@ def learn_error_model(scores: np.ndarray, **options) -> tuple[float, float, dict
     return c, tau2, diag
 
 
+@takes_settings
 def learn_reference_errors(
     scores: np.ndarray,
     *,
     error: tuple[float, float] | None = None,
     method: str = "consistent",
-    response: str | None = None,
-    scale: str = "auto",
-    clip: float = DEFAULT_CLIP,
-    filter_negative: bool = True,
-    information: str = "tilde",
-    likelihood: str = "quasi",
+    irt: IRTSettings = IRTSettings(),
     local_error: bool | None = None,
     folds: int = 5,
 ) -> tuple[float, float, ScoreIntervalCalibration]:
@@ -597,14 +673,13 @@ def learn_reference_errors(
     raised by the :class:`LocalError` check when ``local_error``, by default
     with the consistent calibration, as in :class:`ContinuousCAT` — times
     slope², plus the unseen items' noise, as in :meth:`ContinuousCAT.estimate`).
+    The runs use the response model of ``irt`` (or its fields as flat keywords).
     No target's scores are involved.
     """
     y_raw = np.asarray(scores, dtype=float)
     n_models, n_items = y_raw.shape
     local_error = method == "consistent" if local_error is None else bool(local_error)
-    options: dict[str, Any] = dict(
-        method=method, response=default_response(method, response), scale=scale, clip=clip,
-        filter_negative=filter_negative, information=information, likelihood=likelihood, local_error=local_error)
+    options: dict[str, Any] = dict(method=method, irt=irt, local_error=local_error)
     every = np.arange(n_models)
     folds_ = [(held, np.setdiff1d(every, held)) for held in _fold_groups(n_models, folds)]
     within = _pseudo_runs(y_raw, folds_, sorted(set(ERROR_CHECKPOINTS) | set(INTERVAL_CHECKPOINTS)), score=True,
@@ -651,17 +726,13 @@ def default_response(method: str, response: str | None) -> str:
     return response
 
 
+@takes_settings
 def fit_calibration(
     scores: np.ndarray,
     *,
     method: str = "consistent",
-    response: str | None = None,
+    irt: IRTSettings = IRTSettings(),
     error_model: bool | None = None,
-    scale: str = "auto",
-    clip: float = DEFAULT_CLIP,
-    filter_negative: bool = True,
-    information: str = "tilde",
-    likelihood: str = "quasi",
     interval: bool = True,
     local_error: bool | None = None,
 ) -> Calibration:
@@ -670,7 +741,9 @@ def fit_calibration(
     ``error_model``: None (default) learns (c, τ²) (:func:`fit_error_model`)
     for the consistent calibration and keeps (1, 0) for the paper's, so
     ``method="paper"`` reproduces the paper; True / False force it on / off.
-    ``response``: None (default) is "2pl" for the consistent calibration and
+    ``irt`` (:class:`IRTSettings`, or its fields as flat keywords): the
+    response model, its fit and its selection and update; its ``response``
+    None (default) is "2pl" for the consistent calibration and
     "rasch" (the paper's one-slope model) for the paper's. ``interval``:
     learn the full-benchmark score interval's calibration (both calibrations;
     it changes no ability, item or ranking decision), for a CAT with
@@ -679,14 +752,11 @@ def fit_calibration(
     """
     if method not in CALIBRATION_METHODS:
         raise ConfigurationError(f"calibration must be 'consistent', 'paper' or an irt.Calibration, got {method!r}")
-    response = default_response(method, response)
-    cal = calibrate(scores, method=method, response=response, scale=scale, clip=clip,
-                    filter_negative=filter_negative)
+    cal = _calibrate(scores, method, irt)
     learn = bool(error_model or (error_model is None and method == "consistent"))
     if learn or interval:
         c, tau2, scores_ = learn_reference_errors(
-            scores, error=None if learn else (cal.error_scale, cal.error_floor), method=method, response=response,
-            scale=scale, clip=clip, filter_negative=filter_negative, information=information, likelihood=likelihood,
+            scores, error=None if learn else (cal.error_scale, cal.error_floor), method=method, irt=irt,
             local_error=local_error)
         cal = cal.with_error_model(c, tau2).with_interval(scores_ if interval else None)
     return cal
@@ -696,12 +766,21 @@ def _ranking_calibration(scores: np.ndarray, options: Mapping[str, Any], *, cali
                          response: str | None = None, local_error: bool | None = None) -> Calibration:
     """The calibration a ranking fits once on the references and shares across its models' CATs
     (:attr:`~activeeval.methods.capabilities.Capabilities.shared_calibration`)."""
-    return fit_calibration(scores, method=calibration, response=response, local_error=local_error,
+    return fit_calibration(scores, method=calibration, irt=IRTSettings(response=response), local_error=local_error,
                            interval=options.get("interval", "calibrated") == "calibrated")
 
 
 class ContinuousCAT(BaseMethod):
     """Continuous CAT: heteroskedastic normal IRT, max-information selection, Bayesian update.
+
+    The options come in three groups, each a frozen settings object (:mod:`activeeval.settings`) whose
+    fields check their values when it is made: ``irt`` (:class:`IRTSettings`: the response model, its fit and
+    its selection and update), ``errors`` (:class:`ErrorSettings`: how far off the ability estimate is taken
+    to be) and ``prior`` (:class:`PriorSettings`: the ability prior and its grid). Every field is also a flat
+    keyword, routed to its group: ``ContinuousCAT(ref, response="rasch", local_error=False)`` is
+    ``ContinuousCAT(ref, irt=IRTSettings(response="rasch"), errors=ErrorSettings(local_error=False))``, and
+    ``cat[response=rasch,local_error=false]`` and a session's stored options keep working; a flat keyword
+    replaces that field of a group given as an object.
 
     Parameters
     ----------
@@ -714,40 +793,49 @@ class ContinuousCAT(BaseMethod):
         paper's §5 formulas, unchanged. Or precomputed item parameters for
         exactly these items (:func:`fit_calibration`; the ranker fits one and
         shares it across models).
-    response : {"2pl", "rasch"}, optional
-        The response model (with a string ``calibration``): ``"2pl"`` (the
-        default with the consistent calibration) gives every item its own
-        slope and noise on the consistent ability scale; ``"rasch"`` (the
-        paper's, and the default with ``calibration="paper"``) one slope and
-        the global noise k.
-    error_model : bool, optional
-        Learn the error model (default: with the consistent calibration only).
-    error_scale, error_floor : float, optional
-        Set the error model Var(θ̂ − θ*) = error_scale·SE² + error_floor·(N − n)/N
-        instead of learning it (a session stores the learned values).
-    local_error : bool, optional
-        Raise the error model's variance to the references' own error on the
-        items this model has taken, where that is larger (:class:`LocalError`).
-        Default: on with the consistent calibration, off with the paper's.
-    prior_mean, prior_sd : float, optional
-        Prior θ ~ N(θ0, σ0²). Defaults: mean and sd of the reference
-        abilities — the population they come from (:func:`default_prior`).
-    information : {"tilde", "full"}
-        Rasch selection criterion: Ĩ = μ(1−μ)/k (paper default) or the full
-        Fisher information μ(1−μ)/k + (1−2μ)²/2. (2PL items: (a·μ(1−μ))²/s².)
-    likelihood : {"quasi", "normal"}
-        Rasch posterior update: the quasi-likelihood matching Ĩ (default; for
-        0/1 scores it is the 1PL likelihood tempered by 1/k) or the full normal
-        density (matching the full information; degenerate at 0/1 scores).
-        (2PL items: the normal density with the item's noise s².)
-    scale : {"auto", "minmax", "none"}
-        Min–max scaling of metrics that are not in [0, 1] (irt.calibrate).
-    clip : float
-        Proportion clip before logits (items all references score 0 or 1).
-    filter_negative : bool
-        Remove negatively discriminating items from the adaptive pool.
-    grid_points : int
-        Points of the θ grid on [−12, 12].
+    irt : IRTSettings
+        The response model; its fields (also flat keywords):
+
+        response : {"2pl", "rasch"}, optional
+            The response model (with a string ``calibration``): ``"2pl"`` (the
+            default with the consistent calibration) gives every item its own
+            slope and noise on the consistent ability scale; ``"rasch"`` (the
+            paper's, and the default with ``calibration="paper"``) one slope and
+            the global noise k.
+        scale : {"auto", "minmax", "none"}
+            Min–max scaling of metrics that are not in [0, 1] (irt.calibrate).
+        clip : float
+            Proportion clip before logits (items all references score 0 or 1).
+        filter_negative : bool
+            Remove negatively discriminating items from the adaptive pool.
+        information : {"tilde", "full"}
+            Rasch selection criterion: Ĩ = μ(1−μ)/k (paper default) or the full
+            Fisher information μ(1−μ)/k + (1−2μ)²/2. (2PL items: (a·μ(1−μ))²/s².)
+        likelihood : {"quasi", "normal"}
+            Rasch posterior update: the quasi-likelihood matching Ĩ (default; for
+            0/1 scores it is the 1PL likelihood tempered by 1/k) or the full normal
+            density (matching the full information; degenerate at 0/1 scores).
+            (2PL items: the normal density with the item's noise s².)
+    errors : ErrorSettings
+        The ability's error model; its fields (also flat keywords):
+
+        error_model : bool, optional
+            Learn the error model (default: with the consistent calibration only).
+        error_scale, error_floor : float, optional
+            Set the error model Var(θ̂ − θ*) = error_scale·SE² + error_floor·(N − n)/N
+            instead of learning it (a session stores the learned values).
+        local_error : bool, optional
+            Raise the error model's variance to the references' own error on the
+            items this model has taken, where that is larger (:class:`LocalError`).
+            Default: on with the consistent calibration, off with the paper's.
+    prior : PriorSettings
+        The ability prior and its grid; its fields (also flat keywords):
+
+        prior_mean, prior_sd : float, optional
+            Prior θ ~ N(θ0, σ0²). Defaults: mean and sd of the reference
+            abilities — the population they come from (:func:`default_prior`).
+        grid_points : int
+            Points of the θ grid on [−12, 12].
     interval : {"calibrated", "model"}
         The full-benchmark score interval of :meth:`estimate`:
         ``"calibrated"`` (default) widens or narrows the model's score sd by
@@ -763,54 +851,44 @@ class ContinuousCAT(BaseMethod):
         (:meth:`ScoreIntervalCalibration.to_dict`; a session stores it).
     seed, missing
         See :class:`~activeeval.methods.base.BaseMethod`.
+
+    The groups as given are the attributes ``irt``, ``errors`` and ``prior``; ``information``, ``likelihood``,
+    ``local_error``, ``prior_mean`` and ``prior_sd`` stay attributes of their own.
     """
 
     name = "cat"
     capabilities = Capabilities(ranks=True, ranking_scale="theta", rank_seeds="shared",
                                 shared_calibration=_ranking_calibration)
 
+    @takes_settings
     def __init__(
         self,
         reference: ScoreMatrix,
         *,
         calibration: Calibration | str = "consistent",
-        response: str | None = None,
-        error_model: bool | None = None,
-        error_scale: float | None = None,
-        error_floor: float | None = None,
-        local_error: bool | None = None,
-        prior_mean: float | None = None,
-        prior_sd: float | None = None,
-        information: str = "tilde",
-        likelihood: str = "quasi",
-        scale: str = "auto",
-        clip: float = DEFAULT_CLIP,
-        filter_negative: bool = True,
-        grid_points: int = 961,
+        irt: IRTSettings = IRTSettings(),
+        errors: ErrorSettings = ErrorSettings(),
+        prior: PriorSettings = PriorSettings(),
         interval: str = "calibrated",
         interval_calibration: dict | ScoreIntervalCalibration | None = None,
         seed: SeedLike = None,
         missing: str = "models",
     ) -> None:
         super().__init__(reference, seed=seed, missing=missing)
-        if interval not in INTERVALS:
-            raise ConfigurationError(f"interval must be 'calibrated' or 'model', got {interval!r}")
+        interval = OneOf(*INTERVALS)("interval", interval)
+        #: the settings groups as given (the fields read elsewhere are also this object's attributes)
+        self.irt, self.errors, self.prior = irt, errors, prior
         self.interval, self.interval_calibration = interval, interval_calibration
         learn_interval = interval == "calibrated" and interval_calibration is None
         # settings as given; fitted or resolved values carry a trailing underscore (calibration_, noise_factor_:
         # the paper's k, prior_mean_, prior_sd_, local_error_)
-        self.calibration, self.prior_mean, self.prior_sd, self.local_error = (calibration, prior_mean, prior_sd,
-                                                                              local_error)
-        if information not in ("tilde", "full"):
-            raise ConfigurationError(f"information must be 'tilde' or 'full', got {information!r}")
-        if likelihood not in ("quasi", "normal"):
-            raise ConfigurationError(f"likelihood must be 'quasi' or 'normal', got {likelihood!r}")
+        self.calibration, self.prior_mean, self.prior_sd, self.local_error = (calibration, prior.prior_mean,
+                                                                              prior.prior_sd, errors.local_error)
+        error_scale, error_floor, local_error = errors.error_scale, errors.error_floor, errors.local_error
         if isinstance(calibration, str):
             given = error_scale is not None and error_floor is not None
-            calibration = fit_calibration(self.reference.scores, method=calibration, response=response,
-                                          error_model=False if given else error_model,
-                                          scale=scale, clip=clip, filter_negative=filter_negative,
-                                          information=information, likelihood=likelihood,
+            calibration = fit_calibration(self.reference.scores, method=calibration, irt=irt,
+                                          error_model=False if given else errors.error_model,
                                           interval=learn_interval and not given, local_error=local_error)
         elif not isinstance(calibration, Calibration) or calibration.n_items != self.n_items:
             got = calibration.n_items if isinstance(calibration, Calibration) else type(calibration).__name__
@@ -819,12 +897,12 @@ class ContinuousCAT(BaseMethod):
                 f"{self.n_items} items, got {got}; fit it with methods.cat.fit_calibration(reference.scores) "
                 "on the same (complete) matrix"
             )
-        elif response is not None and response != calibration.response:
+        elif irt.response is not None and irt.response != calibration.response:
             raise ConfigurationError(
-                f"response={response!r} but the given calibration is {calibration.response!r}; drop response "
+                f"response={irt.response!r} but the given calibration is {calibration.response!r}; drop response "
                 "or fit the calibration with it"
             )
-        if calibration.response == "2pl" and (information != "tilde" or likelihood != "quasi"):
+        if calibration.response == "2pl" and (irt.information != "tilde" or irt.likelihood != "quasi"):
             raise ConfigurationError(
                 "information= and likelihood= choose between the Rasch model's criteria; 2PL items have one "
                 "(the normal likelihood with each item's noise): use response='rasch' for them"
@@ -833,9 +911,7 @@ class ContinuousCAT(BaseMethod):
             calibration = calibration.with_error_model(
                 calibration.error_scale if error_scale is None else error_scale,
                 calibration.error_floor if error_floor is None else error_floor)
-        if local_error is not None and not isinstance(local_error, (bool, np.bool_)):
-            raise ConfigurationError(f"local_error must be True, False or None, got {local_error!r}")
-        self.local_error_ = calibration.method == "consistent" if local_error is None else bool(local_error)
+        self.local_error_ = calibration.method == "consistent" if local_error is None else local_error
         if interval_calibration is not None:
             calibration = calibration.with_interval(interval_calibration)
         if interval == "calibrated" and (calibration.interval is None
@@ -844,19 +920,18 @@ class ContinuousCAT(BaseMethod):
             # local_error setting): learn the interval's calibration for this method
             calibration = calibration.with_interval(learn_reference_errors(
                 self.reference.scores, error=(calibration.error_scale, calibration.error_floor),
-                method=calibration.method, response=calibration.response, scale=scale, clip=clip,
-                filter_negative=filter_negative, information=information, likelihood=likelihood,
+                method=calibration.method, irt=irt.replace(response=calibration.response),
                 local_error=self.local_error_)[2])
         self.calibration_ = calibration
         self.noise_factor_ = float(calibration.k)
-        self.information = information
-        self.likelihood = likelihood
-        self.prior_mean_, self.prior_sd_ = default_prior(calibration, prior_mean, prior_sd)
-        self._ability = AbilityPosterior(calibration, self.prior_mean_, self.prior_sd_, information=information,
-                                         likelihood=likelihood, grid_points=grid_points)
+        self.information = irt.information
+        self.likelihood = irt.likelihood
+        self.prior_mean_, self.prior_sd_ = default_prior(calibration, prior.prior_mean, prior.prior_sd)
+        self._ability = AbilityPosterior(calibration, self.prior_mean_, self.prior_sd_, information=irt.information,
+                                         likelihood=irt.likelihood, grid_points=prior.grid_points)
         self.grid = self._ability.grid
         self._local = (LocalError(calibration, self.reference.scores, self.grid, self.prior_mean_, self.prior_sd_,
-                                  likelihood) if self.local_error_ else None)
+                                  irt.likelihood) if self.local_error_ else None)
         self._var_cache: tuple[int, float] | None = None
 
         # Score-scale prediction: raw s_i = low_i + width_i·y_i; sums over all items at each grid θ.
