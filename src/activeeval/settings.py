@@ -255,8 +255,8 @@ def _groups(init: Callable[..., Any]) -> dict[str, type[Settings]]:
 
 def takes_settings(init: F) -> F:
     """Decorate a constructor (or a function) whose settings groups are parameters defaulting to a
-    :class:`Settings` object: it then also takes each group's fields as flat keywords (``warmup=10`` is ``design.warmup = 10``; a flat
-    keyword replaces that field of the group object given, if any).
+    :class:`Settings` object: it then also takes each group's fields as flat keywords (``warmup=10`` is
+    ``design.warmup = 10``; a flat keyword replaces that field of the group object given, if any).
 
     The decorated signature is the constructor's own (``inspect.signature`` shows the groups);
     ``init.flat_options`` maps each flat name to its group. Raises TypeError when the class is defined if
