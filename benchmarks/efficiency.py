@@ -194,6 +194,58 @@ def report(records: list[dict], methods: list[str]) -> str:
         if ratios and name != "rs-mean":
             lines.append(f"# {name}: items at the eps2 = 0.03 stop / RS-Mean's, median over {len(ratios)} "
                          f"dataset x regime cells: {np.median(ratios):.3f}")
+    lines += ["", targets_table(by_cell, methods)]
+    return "\n".join(lines)
+
+
+#: Issue 25's coverage band: below it the interval is a risk, above it a waste of items.
+COVERAGE_BAND = (0.93, 0.97)
+
+
+def _outside_by_chance(runs: int, lo: float, hi: float, level: float = 0.95) -> float:
+    """P(the coverage of ``runs`` independent runs of an exact ``level`` interval lies outside [lo, hi])."""
+    from math import comb
+
+    return float(sum(comb(runs, k) * level**k * (1 - level) ** (runs - k)
+                     for k in range(runs + 1) if not lo <= k / runs <= hi))
+
+
+def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list[str]) -> str:
+    """Per method, issue 25's targets over every (dataset, regime) and budget/stop cell: how many cells cover
+    inside 93–97 %, which lie below or above, and which have a median ESS below 1."""
+    lo, hi = COVERAGE_BAND
+    cols = [f"{b}" for b in BUDGETS] + [f"stop{e}" for e in STOPS]
+    names = {f"{b}": f"{100 * b:g}%" for b in BUDGETS} | {f"stop{e}": f"stop{e}" for e in STOPS}
+    runs = [summarise(rec["cells"][cols[0]])["runs"] for recs in by_cell.values() for rec in recs.values()]
+    n = int(np.median(runs)) if runs else 0
+    chance = _outside_by_chance(n, lo, hi) if n else float("nan")
+    lines = [f"Cells against the coverage band {lo:.2f}-{hi:.2f} and ESS 1 ({len(cols)} cells per dataset x regime; "
+             f"with {n} runs a cell, intervals covering exactly 95 % fall outside the band in {100 * chance:.0f} % "
+             "of cells by chance):"]
+    for name in methods:
+        below, above, low_ess, total = [], [], [], 0
+        for (dataset, regime), recs in by_cell.items():
+            rec = recs.get(name)
+            if rec is None:
+                continue
+            for c in cols:
+                s = summarise(rec["cells"][c])
+                total += 1
+                where = f"{dataset}/{regime[:6]}@{names[c]}"
+                if s["cov"] < lo:
+                    below.append(f"{where} {s['cov']:.3f}")
+                elif s["cov"] > hi:
+                    above.append(f"{where} {s['cov']:.3f}")
+                if s["ess"] < 1 and name != "rs-mean":
+                    low_ess.append(f"{where} {s['ess']:.2f}")
+        if not total:
+            continue
+        inside = total - len(below) - len(above)
+        lines.append(f"# {name}: {inside} of {total} cells inside, {len(below)} below, {len(above)} above"
+                     + ("" if name == "rs-mean" else f"; median ESS < 1 in {len(low_ess)}"))
+        for label, cells in (("below", below), ("above", above), ("ESS<1", low_ess)):
+            if cells and not (name == "rs-mean" and label == "ESS<1"):
+                lines.append(f"    {label}: " + ", ".join(cells))
     return "\n".join(lines)
 
 
