@@ -90,11 +90,15 @@ class Integer:
     def __call__(self, name: str, value: Any) -> int | None:
         if value is None and self.optional:
             return None
-        whole = (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
-                 and math.isfinite(float(value)) and int(float(value)) == value)
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+            whole = False
+        elif isinstance(value, numbers.Integral):
+            whole = True
+        else:  # a float that is a whole number (10.0) is taken as one
+            whole = math.isfinite(float(value)) and float(value).is_integer()
         if not whole or (self.low is not None and value < self.low) or (self.high is not None and value > self.high):
             raise ConfigurationError(f"{name} must be {self.describe()}, got {value!r}")
-        return int(float(value))
+        return int(value)
 
     def describe(self) -> str:
         if self.phrase is not None:
@@ -247,10 +251,10 @@ def _plain(value: Any) -> Any:
 
 
 # ------------------------------------------------------------------ flat keywords
-def _groups(init: Callable[..., Any]) -> dict[str, type[Settings]]:
-    """The parameters of ``init`` that take a settings object (its default is one): name → class."""
-    sig = inspect.signature(init)
-    return {name: type(p.default) for name, p in sig.parameters.items() if isinstance(p.default, Settings)}
+def _group_defaults(init: Callable[..., Any]) -> dict[str, Settings]:
+    """The parameters of ``init`` that take a settings object (its default is one): name → that default."""
+    return {name: p.default for name, p in inspect.signature(init).parameters.items()
+            if isinstance(p.default, Settings)}
 
 
 def takes_settings(init: F) -> F:
@@ -262,11 +266,11 @@ def takes_settings(init: F) -> F:
     ``init.flat_options`` maps each flat name to its group. Raises TypeError when the class is defined if
     two groups, or a group and a parameter, share a name.
     """
-    groups = _groups(init)
-    params = set(inspect.signature(init).parameters)
+    params = inspect.signature(init).parameters
+    defaults = _group_defaults(init)
     owner: dict[str, str] = {}
-    for group, cls in groups.items():
-        for name in cls.names():
+    for group, default in defaults.items():
+        for name in default.names():
             if name in params or name in owner:
                 raise TypeError(f"{init.__qualname__}: setting {name!r} of {group}= is also "
                                 f"{'a parameter' if name in params else 'a setting of ' + owner[name] + '='}")
@@ -277,16 +281,13 @@ def takes_settings(init: F) -> F:
         flat: dict[str, dict[str, Any]] = {}
         for key in [k for k in kwargs if k in owner]:
             flat.setdefault(owner[key], {})[key] = kwargs.pop(key)
-        for group, values in flat.items():
-            base = kwargs.get(group, inspect.signature(init).parameters[group].default)
-            if not isinstance(base, groups[group]):
-                raise ConfigurationError(f"{group} must be a {groups[group].__name__}, got {type(base).__name__}")
-            kwargs[group] = base.replace(**values)
-        for group, cls in groups.items():
+        for group, default in defaults.items():
             given = kwargs.get(group)
-            if given is not None and not isinstance(given, cls):
-                raise ConfigurationError(f"{group} must be a {cls.__name__} (activeeval.settings), got "
+            if given is not None and not isinstance(given, type(default)):
+                raise ConfigurationError(f"{group} must be a {type(default).__name__} (activeeval.settings), got "
                                          f"{type(given).__name__}")
+            if group in flat:  # the flat keywords replace those fields of the group given (or of the default)
+                kwargs[group] = (default if given is None else given).replace(**flat[group])
         return init(*args, **kwargs)
 
     wrapper.flat_options = owner  # type: ignore[attr-defined]
@@ -303,12 +304,11 @@ def flatten(init: Callable[..., Any], options: Mapping[str, Any]) -> dict[str, A
     """``options`` with each settings object given for a group replaced by the fields in which it differs from
     the constructor's default for that group, flat (what a spec string or a stored session writes); the
     other options as given, in order."""
-    params = inspect.signature(inspect.unwrap(init)).parameters
-    groups = _groups(inspect.unwrap(init))
+    defaults = _group_defaults(inspect.unwrap(init))
     out: dict[str, Any] = {}
     for key, value in options.items():
-        if key in groups and isinstance(value, Settings):
-            for name, v in value.changed(params[key].default).items():  # against the constructor's default
+        if key in defaults and isinstance(value, Settings):
+            for name, v in value.changed(defaults[key]).items():  # against the constructor's default
                 if name in options and not _same(options[name], v):
                     raise ConfigurationError(f"{name} is given twice: {options[name]!r} and {v!r} in {key}=")
                 out[name] = v
