@@ -24,6 +24,7 @@ import os
 import shutil
 import tempfile
 
+import pytest
 import scipy.linalg  # noqa: F401 - loads SciPy's own BLAS, so the limit below holds for it too
 from hypothesis import settings
 from threadpoolctl import threadpool_limits
@@ -64,3 +65,20 @@ def pytest_collection_modifyitems(config, items) -> None:
         return rank.get(rel, len(rank))
 
     items.sort(key=key)
+
+
+@pytest.fixture(scope="session")
+def ifeval_3_targets():
+    """The multi-target tests' real IFEval split: 40 reference models on the first 80 items, three targets and
+    their true scores on those items, as (reference, targets, truth)."""
+    import numpy as np
+
+    from activeeval import datasets
+
+    m = datasets.load("ifeval")
+    ids = list(m.model_ids)
+    targets = ids[:3]
+    items = list(m.item_ids[:80])
+    ref = m.select_models(ids[10:50]).select_items(items)
+    truth = np.stack([np.asarray(m.select_items(items).model_scores(t), float) for t in targets])
+    return ref, targets, truth

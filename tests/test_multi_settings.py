@@ -13,7 +13,6 @@ import json
 import numpy as np
 import pytest
 
-from activeeval import datasets
 from activeeval.exceptions import ConfigurationError
 from activeeval.gp.prior import FitSettings, ReferencePrior
 from activeeval.methods.bayesame_multi import BayesAMEMulti, BayesAMEMultiPaper, MultiModelSettings, RefitSettings
@@ -34,17 +33,6 @@ FLAT_BEFORE = {
     "learning_rate", "weight_decay", "sigma2", "fit_max", "refit_growth", "n0", "estimator", "interval",
     "scale_prior", "tolerance", "cache_mb",
 }
-
-
-@pytest.fixture(scope="module")
-def ifeval():
-    m = datasets.load("ifeval")
-    ids = list(m.model_ids)
-    targets = ids[:3]
-    items = list(m.item_ids[:80])
-    ref = m.select_models(ids[10:50]).select_items(items)
-    truth = np.stack([np.asarray(m.select_items(items).model_scores(t), float) for t in targets])
-    return ref, targets, truth
 
 
 def _trace(method, truth, steps: int = 40) -> list:
@@ -74,7 +62,7 @@ def test_the_constructor_takes_ten_parameters_and_the_registry_lists_every_flat_
     assert not set(names) & set(params)
 
 
-def test_flatten_options_writes_only_what_a_group_changes_and_round_trips(ifeval) -> None:
+def test_flatten_options_writes_only_what_a_group_changes_and_round_trips(ifeval_3_targets) -> None:
     given = {"seed": 3, "model": MultiModelSettings(coupling=0.8, level="separate"),
              "refit": RefitSettings(refit_every=20)}
     flat = flatten_options("bayesame-multi", given)
@@ -84,7 +72,7 @@ def test_flatten_options_writes_only_what_a_group_changes_and_round_trips(ifeval
     assert flatten_options("bayesame-multi-paper", {"refit": RefitSettings(fit_steps=30)}) == {"fit_steps": 30}
     # the default's cache is 512 MB, its own group's default: nothing written, and 512 read back
     assert flatten_options("bayesame-multi", {"model": MultiModelSettings(cache_mb=512.0)}) == {}
-    ref, targets, _ = ifeval
+    ref, targets, _ = ifeval_3_targets
     method = make_method("bayesame-multi", ref, targets=targets, **flat)
     assert method.model == given["model"] and method.refit == given["refit"]
     with pytest.raises(ConfigurationError, match="coupling is given twice"):
@@ -116,8 +104,8 @@ def test_a_spec_and_keywords_give_the_same_options() -> None:
      MultiModelSettings(latents=2, sigma2=0.05, n0=3, tolerance=0.0),
      RefitSettings(refit_every=15, fit_steps=20, min_fit_steps=4, learning_rate=0.02, weight_decay=0.0)),
 ])
-def test_flat_keywords_and_group_objects_build_the_same_method(ifeval, cls, flat, model, refit) -> None:
-    ref, targets, truth = ifeval
+def test_flat_keywords_and_group_objects_build_the_same_method(ifeval_3_targets, cls, flat, model, refit) -> None:
+    ref, targets, truth = ifeval_3_targets
     by_flat = cls(ref, targets, seed=7, **flat)
     by_object = cls(ref, targets, seed=7, model=model, refit=refit)
     assert (by_flat.model, by_flat.refit) == (model, refit)
@@ -132,8 +120,8 @@ def test_flat_keywords_and_group_objects_build_the_same_method(ifeval, cls, flat
     assert _trace(by_flat, truth) == _trace(by_object, truth) == _trace(half, truth)
 
 
-def test_the_attributes_read_as_before(ifeval) -> None:
-    ref, targets, _ = ifeval
+def test_the_attributes_read_as_before(ifeval_3_targets) -> None:
+    ref, targets, _ = ifeval_3_targets
     m = BayesAMEMulti(ref, targets, seed=0)
     assert (m.coupling, m.level, m.latents, m.sigma2, m.n0, m.estimator, m.interval, m.scale_prior) == (
         0.5, "coupled", None, None, 10, "auto", None, 10.0)
@@ -170,21 +158,21 @@ def test_the_attributes_read_as_before(ifeval) -> None:
     ("fit_max", 1, "fit_max must be an integer >= 2 or None, got 1"),
     ("refit_growth", float("nan"), "refit_growth must be a number >= 0, got nan"),
 ])
-def test_each_setting_refuses_a_bad_value_with_its_message(ifeval, field, bad, message) -> None:
+def test_each_setting_refuses_a_bad_value_with_its_message(ifeval_3_targets, field, bad, message) -> None:
     group = MultiModelSettings if field in MultiModelSettings.names() else RefitSettings
     with pytest.raises(ConfigurationError, match=message):
         group(**{field: bad})
-    ref, targets, _ = ifeval
+    ref, targets, _ = ifeval_3_targets
     with pytest.raises(ConfigurationError, match=message):
         BayesAMEMulti(ref, targets, **{field: bad})
     with pytest.raises(ConfigurationError, match=message):
         make_method("bayesame-multi", ref, targets=targets, **{field: bad})
 
 
-def test_integers_are_kept_as_ints_and_the_top_level_choices_are_checked(ifeval) -> None:
+def test_integers_are_kept_as_ints_and_the_top_level_choices_are_checked(ifeval_3_targets) -> None:
     assert RefitSettings(refit_every=np.int64(20), fit_max=30.0) == RefitSettings(refit_every=20, fit_max=30)
     assert type(RefitSettings(fit_max=30.0).fit_max) is int
-    ref, targets, _ = ifeval
+    ref, targets, _ = ifeval_3_targets
     with pytest.raises(ConfigurationError, match="selection must be 'round-robin', 'average' or 'random', got 'x'"):
         BayesAMEMulti(ref, targets, selection="x")
     with pytest.raises(ConfigurationError, match="prior must be 'reference' or 'paper', got 'x'"):
@@ -197,9 +185,9 @@ def test_integers_are_kept_as_ints_and_the_top_level_choices_are_checked(ifeval)
         MultiModelSettings().replace(coupled=0.8)
 
 
-def test_the_rules_between_options_stay(ifeval) -> None:
+def test_the_rules_between_options_stay(ifeval_3_targets) -> None:
     """The checks that tie a group's field to a top-level option stay in the constructor, with their messages."""
-    ref, targets, _ = ifeval
+    ref, targets, _ = ifeval_3_targets
     with pytest.raises(ConfigurationError, match="level='separate' splits the reference prior's kernel"):
         BayesAMEMulti(ref, targets, prior="paper", model=MultiModelSettings(level="separate"))
     with pytest.raises(ConfigurationError, match="leave latents unset"):
@@ -221,8 +209,8 @@ def test_groups_are_plain_data() -> None:
 
 
 # ------------------------------------------------------------------ a session stores them flat
-def test_a_session_stores_group_objects_flat_and_reopens_to_the_same_method(tmp_path, ifeval) -> None:
-    ref, targets, truth = ifeval
+def test_a_session_stores_group_objects_flat_and_reopens_to_the_same_method(tmp_path, ifeval_3_targets) -> None:
+    ref, targets, truth = ifeval_3_targets
     path = tmp_path / "m.aeval"
     with MultiSession.create(path, ref, targets, method="bayesame-multi", seed=4,
                              model=MultiModelSettings(coupling=0.8), refit=RefitSettings(refit_every=10)) as s:

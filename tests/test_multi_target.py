@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from activeeval import datasets
 from activeeval.exceptions import ConfigurationError, DuplicateObservationError
 from activeeval.gp.kernels import Matern32
 from activeeval.gp.lmc import (
@@ -24,16 +23,6 @@ from activeeval.methods.bayesame_paper import BayesAMEPaper
 from activeeval.methods.multi import Independent, pairwise_probability
 from activeeval.methods.registry import is_multi_target
 from activeeval.stopping import default_rule, stop_reason
-
-
-@pytest.fixture(scope="module")
-def ifeval():
-    m = datasets.load("ifeval")
-    ids = list(m.model_ids)
-    targets = ids[:3]
-    ref = m.select_models(ids[10:50]).select_items(list(m.item_ids[:80]))
-    truth = np.stack([np.asarray(m.select_items(list(m.item_ids[:80])).model_scores(t), float) for t in targets])
-    return ref, targets, truth
 
 
 # ----------------------------------------------------------------------- maths vs brute force
@@ -220,8 +209,8 @@ def _play(method, truth, steps):
         method.observe(t, i, float(truth[t, i]))
 
 
-def test_one_target_equals_the_single_target_default(ifeval):
-    ref, targets, truth = ifeval
+def test_one_target_equals_the_single_target_default(ifeval_3_targets):
+    ref, targets, truth = ifeval_3_targets
     single = BayesAME(ref, seed=3, selection="active", extrapolation="off")
     multi = BayesAMEMulti(ref, targets[:1], seed=3, warm_start=0, refit_every=None)
     for _ in range(30):
@@ -237,9 +226,9 @@ def test_one_target_equals_the_single_target_default(ifeval):
 
 
 @pytest.mark.parametrize("level", ["coupled", "separate"])
-def test_uncoupled_targets_with_the_default_start_are_independent_single_target_runs(ifeval, level):
+def test_uncoupled_targets_with_the_default_start_are_independent_single_target_runs(ifeval_3_targets, level):
     """coupling=0 and the default (no) warm start: every target is single-target BayesAME, refits and all."""
-    ref, targets, truth = ifeval
+    ref, targets, truth = ifeval_3_targets
     multi = BayesAMEMulti(ref, targets, seed=4, coupling=0.0, refit_every=10, level=level)
     assert multi.warm_start == 0.0 and multi.warm_items_.size == 0
     singles = [BayesAME(ref, seed=4, selection="active", extrapolation="off") for _ in targets]
@@ -258,8 +247,8 @@ def test_uncoupled_targets_with_the_default_start_are_independent_single_target_
     np.testing.assert_allclose(multi.correlations(), np.eye(len(targets)), atol=1e-12)
 
 
-def test_one_target_one_latent_equals_the_papers_single_target(ifeval):
-    ref, targets, truth = ifeval
+def test_one_target_one_latent_equals_the_papers_single_target(ifeval_3_targets):
+    ref, targets, truth = ifeval_3_targets
     paper = BayesAMEPaper(ref, seed=2, alpha=0.7, beta=2.0, sigma2=1e-3, refit_every=None, selection="active",
                           estimator="bayes")
     params = LMCParams((0.7,), (2.0,), ("se",), ((1.0,),), 1e-3)
@@ -276,8 +265,8 @@ def test_one_target_one_latent_equals_the_papers_single_target(ifeval):
         assert multi.estimate(0).var == pytest.approx(paper.estimate().var, rel=1e-8)
 
 
-def test_exact_when_every_item_is_observed_and_the_state_replays(ifeval):
-    ref, targets, truth = ifeval
+def test_exact_when_every_item_is_observed_and_the_state_replays(ifeval_3_targets):
+    ref, targets, truth = ifeval_3_targets
     small = ref.select_items(list(ref.item_ids[:25]))
     tr = truth[:, :25]
     m = BayesAMEMulti(small, targets, seed=0, refit_every=20, warm_start=0.1)
@@ -301,8 +290,8 @@ def test_exact_when_every_item_is_observed_and_the_state_replays(ifeval):
     assert [e.mean for e in again.estimates()] == [e.mean for e in fresh.estimates()]
 
 
-def test_warm_start_round_robin_and_active_targets(ifeval):
-    ref, targets, truth = ifeval
+def test_warm_start_round_robin_and_active_targets(ifeval_3_targets):
+    ref, targets, truth = ifeval_3_targets
     m = BayesAMEMulti(ref, targets, seed=1, warm_start=0.05)
     warm = set(m.warm_items_.tolist())
     assert len(warm) == 4
@@ -328,8 +317,8 @@ def test_warm_start_round_robin_and_active_targets(ifeval):
         m.observe("nope", 0, 1.0)
 
 
-def test_average_information_gain_and_random_selection(ifeval):
-    ref, targets, truth = ifeval
+def test_average_information_gain_and_random_selection(ifeval_3_targets):
+    ref, targets, truth = ifeval_3_targets
     for selection in ("average", "random"):
         m = BayesAMEMulti(ref, targets, seed=1, warm_start=0.0, selection=selection, refit_every=None)
         seen = set()
@@ -341,8 +330,8 @@ def test_average_information_gain_and_random_selection(ifeval):
         assert all(np.isfinite(e.mean) for e in m.estimates())
 
 
-def test_joint_covariance_is_a_covariance_and_gives_pairwise_probabilities(ifeval):
-    ref, targets, truth = ifeval
+def test_joint_covariance_is_a_covariance_and_gives_pairwise_probabilities(ifeval_3_targets):
+    ref, targets, truth = ifeval_3_targets
     m = BayesAMEMulti(ref, targets, seed=0, refit_every=30, warm_start=0.1)
     _play(m, truth, 60)
     cov = m.covariance()
@@ -355,8 +344,8 @@ def test_joint_covariance_is_a_covariance_and_gives_pairwise_probabilities(ifeva
     np.testing.assert_allclose(np.diag(corr), 1.0)
 
 
-def test_paper_prior_learns_all_hyperparameters(ifeval):
-    ref, targets, truth = ifeval
+def test_paper_prior_learns_all_hyperparameters(ifeval_3_targets):
+    ref, targets, truth = ifeval_3_targets
     m = BayesAMEMultiPaper(ref, targets, seed=0, refit_every=20, fit_steps=30, min_fit_steps=5)
     start = m.params_
     _play(m, truth, 45)
@@ -373,8 +362,8 @@ def test_initial_params_follow_the_paper():
     assert np.abs(p.W).max() < 0.5
 
 
-def test_options_are_checked_and_registered(ifeval):
-    ref, targets, _ = ifeval
+def test_options_are_checked_and_registered(ifeval_3_targets):
+    ref, targets, _ = ifeval_3_targets
     assert is_multi_target("bayesame-multi") and is_multi_target("bayesame-multi-paper")
     assert not is_multi_target("bayesame")
     for kwargs, match in (({"selection": "greedy"}, "selection"), ({"coupling": 2.0}, "coupling"),
@@ -389,9 +378,9 @@ def test_options_are_checked_and_registered(ifeval):
         BayesAMEMultiPaper(ref, targets, prior="reference")
 
 
-def test_separate_level_keeps_each_targets_prior_and_couples_the_rest(ifeval):
+def test_separate_level_keeps_each_targets_prior_and_couples_the_rest(ifeval_3_targets):
     """level="separate": every target's prior is the single-target kernel, the targets share only K − K_level."""
-    ref, targets, truth = ifeval
+    ref, targets, truth = ifeval_3_targets
     sep = BayesAMEMulti(ref, targets, seed=2, level="separate", refit_every=10)
     single = sep.bucket_prior_  # the single-target kernel on this reference (gp.prior.BucketPrior)
     np.testing.assert_allclose(sep.posterior.prior_diag[0], [single.column(b)[b] for b in range(sep.n_buckets)],
@@ -415,8 +404,8 @@ def test_separate_level_keeps_each_targets_prior_and_couples_the_rest(ifeval):
     np.testing.assert_allclose(post.sum_cov(), before[1], atol=1e-9)
 
 
-def test_independent_runs_each_target_as_its_own_method(ifeval):
-    ref, targets, truth = ifeval
+def test_independent_runs_each_target_as_its_own_method(ifeval_3_targets):
+    ref, targets, truth = ifeval_3_targets
     ind = Independent(ref, targets, method="bayesame", seed=4)
     _play(ind, truth, 12)
     for t in range(3):

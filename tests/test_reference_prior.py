@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from activeeval import datasets
 from activeeval._cache import clear_caches
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
@@ -176,22 +175,11 @@ def test_a_prior_is_refused_with_what_it_holds_or_on_another_reference() -> None
 
 
 # ---------------------------------------------------------------------------------------------- the multi-target default
-@pytest.fixture(scope="module")
-def ifeval():
-    m = datasets.load("ifeval")
-    ids = list(m.model_ids)
-    targets = ids[:3]
-    items = list(m.item_ids[:80])
-    ref = m.select_models(ids[10:50]).select_items(items)
-    truth = np.stack([np.asarray(m.select_items(items).model_scores(t), float) for t in targets])
-    return ref, targets, truth
-
-
 @pytest.mark.parametrize("cache_mb", [512.0, 0.0])
-def test_the_multi_target_prior_is_the_single_target_defaults_bit_for_bit(ifeval, cache_mb) -> None:
+def test_the_multi_target_prior_is_the_single_target_defaults_bit_for_bit(ifeval_3_targets, cache_mb) -> None:
     """What BayesAMEMulti used to borrow from a whole BayesAME (built with half its cache_mb), it now builds
     directly: the same buckets, distances, kernel columns, level term, noise, factor and tolerance, bit for bit."""
-    ref, targets, _ = ifeval
+    ref, targets, _ = ifeval_3_targets
     multi = BayesAMEMulti(ref, targets, seed=0, level="separate", cache_mb=cache_mb)
     single = BayesAME(ref, seed=0, selection="active", extrapolation="off", cache_mb=cache_mb / 2)  # the former way
     state = multi.bucket_prior_
@@ -211,8 +199,8 @@ def test_the_multi_target_prior_is_the_single_target_defaults_bit_for_bit(ifeval
                                       "calibration": single.calibration_.to_dict()}
 
 
-def test_the_multi_target_default_takes_a_shared_prior(ifeval) -> None:
-    ref, targets, truth = ifeval
+def test_the_multi_target_default_takes_a_shared_prior(ifeval_3_targets) -> None:
+    ref, targets, truth = ifeval_3_targets
     shared = ReferencePrior.build(ref)
     own = BayesAMEMulti(ref, targets, seed=5, refit_every=10)
     given_prior = BayesAMEMulti(ref, targets, seed=5, refit_every=10, reference_prior=shared)
@@ -253,8 +241,8 @@ def test_the_old_names_are_the_new_ones() -> None:
         assert getattr(bayesame, name) is getattr(gp_prior, name)
 
 
-def test_the_multi_target_default_still_gives_its_single_target_default_when_asked(ifeval) -> None:
-    ref, targets, _ = ifeval
+def test_the_multi_target_default_still_gives_its_single_target_default_when_asked(ifeval_3_targets) -> None:
+    ref, targets, _ = ifeval_3_targets
     multi = BayesAMEMulti(ref, targets, seed=0, level="separate")
     single = multi.single_  # built on first use now, on the same prior
     assert isinstance(single, BayesAME) and single.prior_ is multi.reference_prior_ and multi.single_ is single
