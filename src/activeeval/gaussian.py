@@ -221,13 +221,21 @@ class BucketNLML:
     checks), and ``failures`` counts such points.
     """
 
+    #: Rows per block of the triangle that a call exponentiates (row block [r0, r1) takes columns [0, r1)).
+    ROWS = 128
+
     def __init__(self, d2: np.ndarray, resid: np.ndarray, noise_scale: np.ndarray, n_refs: int) -> None:
         self.resid = np.asarray(resid, dtype=float)
         self.noise_scale = np.asarray(noise_scale, dtype=float)
-        self.m = self.resid.size
+        self.m = m = self.resid.size
         # strictly lower triangle of d²/K (the diagonal is 0; the upper part 0 is never read by LAPACK)
         self.scaled = np.tril(np.asarray(d2, dtype=float) / n_refs, -1)
         self.failures = 0  # points where K was not positive definite (the value there is +inf)
+        # The row blocks that hold the lower triangle (and the upper half of each diagonal block, where d² = 0)
+        self._blocks = [(r0, min(r0 + self.ROWS, m)) for r0 in range(0, m, self.ROWS)]
+        # Work arrays of every call: E ⊙ S, zero right of the blocks (never written there), and K
+        self._e = np.zeros((m, m))
+        self._gram = np.empty((m, m))
 
     def __call__(self, params: np.ndarray) -> tuple[float, np.ndarray]:
         from scipy.linalg import lapack
@@ -236,8 +244,14 @@ class BucketNLML:
         m, r, scale = self.m, self.resid, self.noise_scale
         if m == 0:
             return 0.0, np.zeros(3)
-        e = np.exp(self.scaled * -beta)  # lower triangle e^{−β d²/K}; diagonal and upper part are 1
-        gram = e * alpha
+        # e^{−β d²/K} on the row blocks (1 on the diagonal), 0 right of them: only the lower triangle is
+        # exponentiated, each entry as np.exp(scaled * −β) of the whole matrix gives it (elementwise)
+        e = self._e
+        for r0, r1 in self._blocks:
+            block = e[r0:r1, :r1]
+            np.multiply(self.scaled[r0:r1, :r1], -beta, out=block)
+            np.exp(block, out=block)
+        gram = np.multiply(e, alpha, out=self._gram)
         noise = sigma2 * scale
         gram.flat[:: m + 1] = alpha + noise
         factor, info = lapack.dpotrf(gram, lower=1, clean=0, overwrite_a=1)
@@ -258,8 +272,9 @@ class BucketNLML:
         a_e_a = (a_r - float(noise @ (a * a))) / alpha
         # ∂K/∂β = −α E ⊙ S with S = d²/K symmetric and zero on the diagonal:
         # tr(K⁻¹ (E⊙S)) = 2 Σ_{i>j} (K⁻¹)_ij E_ij S_ij, aᵀ(E⊙S)a = 2 Σ_{i>j} a_i E_ij S_ij a_j
-        es = e
-        es *= self.scaled  # lower triangle E ⊙ S; zero on and above the diagonal
+        es = e  # lower triangle E ⊙ S; zero on and above the diagonal
+        for r0, r1 in self._blocks:
+            es[r0:r1, :r1] *= self.scaled[r0:r1, :r1]
         tr_es = 2.0 * float(np.dot(inv.ravel(), es.ravel()))
         a_es_a = 2.0 * float(a @ (es @ a))
         grad = np.array(

@@ -385,13 +385,17 @@ class BayesAMEPaper(BaseMethod):
             sq_dists(self._feat, self._feat) if n_buckets * n_buckets * 8 <= cache_mb * 2**20 else None
         )
         self._d2_rows: dict[int, np.ndarray] = {}
+        # Σ at the current (α, β) while it fits in ``cache_mb`` beside the distances (:meth:`_kernel_matrix`)
+        self._k_full_ok = self._d2_full is not None and 2 * n_buckets * n_buckets * 8 <= cache_mb * 2**20
+        self._k_key: tuple[float, float] | None = None
+        self._k_full: np.ndarray | None = None
 
         # The posterior state: it also keeps the observation summaries per bucket (n_b, Σ s, u).
         # Room for the observations until the next refit; V grows by doubling beyond that.
         self._sum_obs = 0.0
         self._post = BucketPosterior(
-            self._mu_prior, self._prior_col, self.kernel.diag(n_buckets),
-            self.kernel.matvec(self._feat, self._counts, self._d2_full), self._counts, self.sigma2_ * self._counts,
+            self._mu_prior, self._prior_col, self.kernel.diag(n_buckets), self._prior_cov_counts(),
+            self._counts, self.sigma2_ * self._counts,
             capacity=max(self.refit_every, 64), auto_compress=False,  # a refit may rebuild first: _after_observe
         )
         self._readout: tuple[BucketPosterior, np.ndarray, np.ndarray, np.ndarray, np.ndarray, float] | None = None
@@ -452,13 +456,40 @@ class BayesAMEPaper(BaseMethod):
             self._d2_rows[b] = row
         return row
 
+    def _kernel_matrix(self) -> np.ndarray | None:
+        """Σ (B, B) at the current (α, β), kept until they change; None where it does not fit in ``cache_mb``.
+
+        The kernel of the cached distances, elementwise: its rows are the numbers that ``kernel(d2 row)`` gives
+        (the same operations on the same values), so the prior's columns of every step, the observed buckets'
+        rows of a rebuild and Σ N of the refit are read from one exponentiation per (α, β) instead of one each.
+        """
+        if not self._k_full_ok:
+            return None
+        key = (self.alpha_, self.beta_)
+        if self._k_key != key:
+            self._k_full = None  # the old matrix goes before the new one is made: at most one held
+            self._k_key, self._k_full = key, self.kernel(self._d2_full)
+        return self._k_full
+
+    def _prior_cov_counts(self) -> np.ndarray:
+        """Σ N (B,) at the current (α, β): the kernel matrix times the counts (as ``kernel.matvec`` forms it)."""
+        full = self._kernel_matrix()
+        if full is not None:
+            return full @ self._counts
+        return self.kernel.matvec(self._feat, self._counts, self._d2_full)
+
     def _prior_col(self, b: int) -> np.ndarray:
-        return self.kernel(self._d2_row(b))
+        """Σ[:, b] at the current (α, β) (a view of the kept kernel matrix where it fits: read it, do not write)."""
+        full = self._kernel_matrix()
+        return full[b] if full is not None else self.kernel(self._d2_row(b))
 
     def _prior_cols(self, bs: np.ndarray) -> np.ndarray:
         """Σ[:, bs] (B, len(bs)) at the current (α, β): one kernel call on cached distances when they fit."""
+        full = self._kernel_matrix()
+        if full is not None:
+            return full[bs].T  # rows of the symmetric matrix: contiguous reads
         if self._d2_full is not None:
-            return self.kernel(self._d2_full[bs]).T  # rows of the symmetric matrix: contiguous reads
+            return self.kernel(self._d2_full[bs]).T
         return np.column_stack([self._prior_col(int(b)) for b in bs]) if len(bs) else np.zeros((self.n_buckets, 0))
 
     # ------------------------------------------------------ posterior state
@@ -466,12 +497,16 @@ class BayesAMEPaper(BaseMethod):
         """Recompute the posterior from the bucket form (Eq. 8) at the current (α, β, σ²)."""
         kernel = self.kernel
         obs = np.flatnonzero(self._post.n_obs > 0)
+        full = self._kernel_matrix()
+        if full is not None:  # the observed buckets' prior rows read from the kernel matrix (the same numbers)
+            rows: np.ndarray | None = full[obs]
+        else:  # in one kernel call on the cached distances
+            rows = kernel(self._d2_full[obs]) if self._d2_full is not None else None
         self._post.rebuild(
             prior_diag=kernel.diag(self.n_buckets),
-            prior_cov_counts=kernel.matvec(self._feat, self._counts, self._d2_full),
+            prior_cov_counts=self._prior_cov_counts(),
             noise=self.sigma2_ * self._counts,
-            # the observed buckets' prior rows in one kernel call on the cached distances (the same numbers)
-            prior_rows=kernel(self._d2_full[obs]) if self._d2_full is not None else None,
+            prior_rows=rows,
         )
 
     def _update(self, item: int, score: float) -> None:
@@ -597,6 +632,10 @@ class BayesAMEPaper(BaseMethod):
         """
         if self._d2_full is None:
             return None
+        if self.logit_model_ != "bernoulli":  # the Gaussian state's own kernel: its kept matrix, not a second one
+            full = self._kernel_matrix()
+            if full is not None:
+                return full
         kernel = self._f_kernel()
         key = (kernel.alpha, kernel.beta)
         if getattr(self, "_kf_key", None) != key:
