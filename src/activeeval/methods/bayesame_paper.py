@@ -463,12 +463,13 @@ class BayesAMEPaper(BaseMethod):
         (the same operations on the same values), so the prior's columns of every step, the observed buckets'
         rows of a rebuild and Σ N of the refit are read from one exponentiation per (α, β) instead of one each.
         """
-        if not self._k_full_ok:
+        d2 = self._d2_full
+        if not self._k_full_ok or d2 is None:
             return None
         key = (self.alpha_, self.beta_)
         if self._k_key != key:
             self._k_full = None  # the old matrix goes before the new one is made: at most one held
-            self._k_key, self._k_full = key, self.kernel(self._d2_full)
+            self._k_key, self._k_full = key, self.kernel(d2)
         return self._k_full
 
     def _prior_cov_counts(self) -> np.ndarray:
