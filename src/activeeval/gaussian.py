@@ -233,9 +233,11 @@ class BucketNLML:
         self.failures = 0  # points where K was not positive definite (the value there is +inf)
         # The row blocks that hold the lower triangle (and the upper half of each diagonal block, where d² = 0)
         self._blocks = [(r0, min(r0 + self.ROWS, m)) for r0 in range(0, m, self.ROWS)]
-        # Work arrays of every call: E ⊙ S, zero right of the blocks (never written there), and K
+        # Work arrays of every call, zero right of the blocks (never written there): E (then E ⊙ S), K, and
+        # K⁻¹'s lower triangle in row-major order (what the trace of K⁻¹ (E ⊙ S) reads)
         self._e = np.zeros((m, m))
-        self._gram = np.empty((m, m))
+        self._gram = np.zeros((m, m))
+        self._inv_rows = np.zeros((m, m))
 
     def __call__(self, params: np.ndarray) -> tuple[float, np.ndarray]:
         from scipy.linalg import lapack
@@ -246,12 +248,12 @@ class BucketNLML:
             return 0.0, np.zeros(3)
         # e^{−β d²/K} on the row blocks (1 on the diagonal), 0 right of them: only the lower triangle is
         # exponentiated, each entry as np.exp(scaled * −β) of the whole matrix gives it (elementwise)
-        e = self._e
+        e, gram = self._e, self._gram
         for r0, r1 in self._blocks:
             block = e[r0:r1, :r1]
             np.multiply(self.scaled[r0:r1, :r1], -beta, out=block)
             np.exp(block, out=block)
-        gram = np.multiply(e, alpha, out=self._gram)
+            np.multiply(block, alpha, out=gram[r0:r1, :r1])
         noise = sigma2 * scale
         gram.flat[:: m + 1] = alpha + noise
         factor, info = lapack.dpotrf(gram, lower=1, clean=0, overwrite_a=1)
@@ -272,10 +274,14 @@ class BucketNLML:
         a_e_a = (a_r - float(noise @ (a * a))) / alpha
         # ∂K/∂β = −α E ⊙ S with S = d²/K symmetric and zero on the diagonal:
         # tr(K⁻¹ (E⊙S)) = 2 Σ_{i>j} (K⁻¹)_ij E_ij S_ij, aᵀ(E⊙S)a = 2 Σ_{i>j} a_i E_ij S_ij a_j
-        es = e  # lower triangle E ⊙ S; zero on and above the diagonal
+        # The trace is one dot product of the two matrices in row-major order. E ⊙ S is 0 right of the blocks, so
+        # only the blocks of K⁻¹ (column-major from LAPACK) are copied into row-major order; the rest of that
+        # array stays 0, and every product there is +0 as it was with K⁻¹'s upper part (finite) in its place.
+        es, inv_rows = e, self._inv_rows  # lower triangle E ⊙ S; zero on and above the diagonal
         for r0, r1 in self._blocks:
             es[r0:r1, :r1] *= self.scaled[r0:r1, :r1]
-        tr_es = 2.0 * float(np.dot(inv.ravel(), es.ravel()))
+            inv_rows[r0:r1, :r1] = inv[r0:r1, :r1]
+        tr_es = 2.0 * float(np.dot(inv_rows.ravel(), es.ravel()))
         a_es_a = 2.0 * float(a @ (es @ a))
         grad = np.array(
             [
