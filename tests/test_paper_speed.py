@@ -1,8 +1,9 @@
 """The paper's method made cheaper without changing a number (issue 26, item 4): each shortcut against the way
 it was computed before, bit for bit.
 
-* :class:`~activeeval.gaussian.BucketNLML` exponentiates only the lower triangle (row blocks) into work arrays it
-  keeps between calls; :func:`whole_matrix_nlml` below is the former code, which formed every m × m array anew.
+* :class:`~activeeval.gaussian.BucketNLML` exponentiates only the lower triangle (row blocks), or once per distinct
+  integer distance (binary scores), into work arrays it keeps between calls; :func:`whole_matrix_nlml` below is the
+  former code, which exponentiated and formed every m × m array anew at every call.
 * :class:`~activeeval.methods.bayesame_paper.BayesAMEPaper` keeps Σ at the current (α, β) and reads the prior's
   columns, a rebuild's rows and Σ N from it; with ``cache_mb`` too small to keep it (the distances still cached)
   it computes them as before, so the two runs must agree to the last bit.
@@ -60,6 +61,9 @@ def test_the_nlml_is_the_whole_matrix_formula_bit_for_bit(m: int) -> None:
     resid = rng.standard_normal(m)
     scale = rng.integers(1, 6, m) / rng.integers(1, 3, m)
     nlml = BucketNLML(d2, resid, scale, n_refs)
+    # binary scores: integer distances, exponentiated once per value (a table); continuous: entry by entry
+    if m >= 50:  # (fewer entries than distinct distances: entry by entry)
+        assert (nlml._table is not None) == binary
     # many points on one object: the work arrays it keeps between calls must not carry anything over
     points = [np.exp(rng.uniform(-5, 5, 3)) for _ in range(12)] + [np.array([1.0, 1e-5, 1e-12])]
     failures = 0

@@ -20,6 +20,7 @@ tests (``tests/dense_formulas.py``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -223,13 +224,16 @@ class BucketNLML:
 
     #: Rows per block of the triangle that a call exponentiates (row block [r0, r1) takes columns [0, r1)).
     ROWS = 128
+    #: Most distinct squared distances that a call exponentiates once each and reads off by index.
+    MAX_LEVELS = 1 << 16
 
     def __init__(self, d2: np.ndarray, resid: np.ndarray, noise_scale: np.ndarray, n_refs: int) -> None:
         self.resid = np.asarray(resid, dtype=float)
         self.noise_scale = np.asarray(noise_scale, dtype=float)
         self.m = m = self.resid.size
+        lower = np.tril(np.asarray(d2, dtype=float), -1)
         # strictly lower triangle of d²/K (the diagonal is 0; the upper part 0 is never read by LAPACK)
-        self.scaled = np.tril(np.asarray(d2, dtype=float) / n_refs, -1)
+        self.scaled = lower / n_refs
         self.failures = 0  # points where K was not positive definite (the value there is +inf)
         # The row blocks that hold the lower triangle (and the upper half of each diagonal block, where d² = 0)
         self._blocks = [(r0, min(r0 + self.ROWS, m)) for r0 in range(0, m, self.ROWS)]
@@ -238,6 +242,15 @@ class BucketNLML:
         self._e = np.zeros((m, m))
         self._gram = np.zeros((m, m))
         self._inv_rows = np.zeros((m, m))
+        # Integer squared distances (binary scores: d² counts the reference models that disagree) take at most
+        # K + 1 values. Then a call exponentiates each value once and reads E, K and E ⊙ S off by index: the same
+        # operations on the same numbers as entry by entry (d²/K of an integer d² is the table's (d²)/K).
+        self._table: tuple[np.ndarray, np.ndarray] | None = None  # (the distances d²/K, each entry's index)
+        top = float(lower.max()) if m > 1 else math.inf
+        if top < min(self.MAX_LEVELS, m * m):
+            level_of = lower.astype(np.intp)
+            if np.array_equal(level_of, lower) and not np.signbit(lower).any():
+                self._table = (np.arange(int(top) + 1, dtype=float) / n_refs, level_of)
 
     def __call__(self, params: np.ndarray) -> tuple[float, np.ndarray]:
         from scipy.linalg import lapack
@@ -246,14 +259,20 @@ class BucketNLML:
         m, r, scale = self.m, self.resid, self.noise_scale
         if m == 0:
             return 0.0, np.zeros(3)
-        # e^{−β d²/K} on the row blocks (1 on the diagonal), 0 right of them: only the lower triangle is
-        # exponentiated, each entry as np.exp(scaled * −β) of the whole matrix gives it (elementwise)
-        e, gram = self._e, self._gram
-        for r0, r1 in self._blocks:
-            block = e[r0:r1, :r1]
-            np.multiply(self.scaled[r0:r1, :r1], -beta, out=block)
-            np.exp(block, out=block)
-            np.multiply(block, alpha, out=gram[r0:r1, :r1])
+        gram, table = self._gram, self._table
+        if table is not None:
+            levels, level_of = table
+            e_levels = np.exp(levels * -beta)  # e^{−β d²/K} at each distance (1 at 0: the diagonal, the upper part)
+            np.take(e_levels * alpha, level_of, out=gram, mode="clip")
+        else:
+            # e^{−β d²/K} on the row blocks (1 on the diagonal), 0 right of them: only the lower triangle is
+            # exponentiated, each entry as np.exp(scaled * −β) of the whole matrix gives it (elementwise)
+            e = self._e
+            for r0, r1 in self._blocks:
+                block = e[r0:r1, :r1]
+                np.multiply(self.scaled[r0:r1, :r1], -beta, out=block)
+                np.exp(block, out=block)
+                np.multiply(block, alpha, out=gram[r0:r1, :r1])
         noise = sigma2 * scale
         gram.flat[:: m + 1] = alpha + noise
         factor, info = lapack.dpotrf(gram, lower=1, clean=0, overwrite_a=1)
@@ -277,10 +296,16 @@ class BucketNLML:
         # The trace is one dot product of the two matrices in row-major order. E ⊙ S is 0 right of the blocks, so
         # only the blocks of K⁻¹ (column-major from LAPACK) are copied into row-major order; the rest of that
         # array stays 0, and every product there is +0 as it was with K⁻¹'s upper part (finite) in its place.
-        es, inv_rows = e, self._inv_rows  # lower triangle E ⊙ S; zero on and above the diagonal
-        for r0, r1 in self._blocks:
-            es[r0:r1, :r1] *= self.scaled[r0:r1, :r1]
-            inv_rows[r0:r1, :r1] = inv[r0:r1, :r1]
+        inv_rows = self._inv_rows
+        if table is not None:  # lower triangle E ⊙ S; zero on and above the diagonal
+            es = np.take(e_levels * levels, level_of, out=self._e, mode="clip")
+            for r0, r1 in self._blocks:
+                inv_rows[r0:r1, :r1] = inv[r0:r1, :r1]
+        else:
+            es = e
+            for r0, r1 in self._blocks:
+                es[r0:r1, :r1] *= self.scaled[r0:r1, :r1]
+                inv_rows[r0:r1, :r1] = inv[r0:r1, :r1]
         tr_es = 2.0 * float(np.dot(inv_rows.ravel(), es.ravel()))
         a_es_a = 2.0 * float(a @ (es @ a))
         grad = np.array(
