@@ -4,9 +4,10 @@ it was computed before, bit for bit.
 * :class:`~activeeval.gaussian.BucketNLML` exponentiates only the lower triangle (row blocks), or once per distinct
   integer distance (binary scores), into work arrays it keeps between calls; :func:`whole_matrix_nlml` below is the
   former code, which exponentiated and formed every m × m array anew at every call.
-* :class:`~activeeval.methods.bayesame_paper.BayesAMEPaper` keeps Σ at the current (α, β) and reads the prior's
-  columns, a rebuild's rows and Σ N from it; with ``cache_mb`` too small to keep it (the distances still cached)
-  it computes them as before, so the two runs must agree to the last bit.
+* :class:`~activeeval.methods.bayesame_paper.BayesAMEPaper` keeps Σ at the current (α, β) (from a table of the
+  distinct integer distances, binary scores) and reads the prior's columns, a rebuild's rows and Σ N from it; with
+  ``cache_mb`` too small for the table, or for Σ (the distances still cached), it computes them as before, so the
+  runs must agree to the last bit.
 """
 
 from __future__ import annotations
@@ -113,16 +114,22 @@ def test_keeping_the_kernel_matrix_changes_no_number(case: str, options: dict, b
     truth = ref.scores.mean(0) if continuous else ref.scores[0]
     kept = _run(ref, truth, None, batch, **options)
     n_b = kept.n_buckets
+    matrix_mb = n_b * n_b * 8 / 2**20
     assert kept._kernel_matrix() is not None, case
+    # binary scores: integer distances, the kernel matrix read off a table of K + 1 values
+    assert (kept._d2_levels is not None) == (not continuous), case
+    # the kernel matrix kept, but no room for the table's index: exponentiated entry by entry
+    untabled = _run(ref, truth, 2.5 * matrix_mb, batch, **options)
+    assert untabled._kernel_matrix() is not None and untabled._d2_levels is None, case
     # the distances still cached (B² · 8 bytes fit), the kernel matrix beside them not: the former code's path
-    between = 1.5 * n_b * n_b * 8 / 2**20
-    former = _run(ref, truth, between, batch, **options)
+    former = _run(ref, truth, 1.5 * matrix_mb, batch, **options)
     assert former._d2_full is not None and former._kernel_matrix() is None, case
-    assert len(kept.refits) > 3 and [r.alpha for r in kept.refits] == [r.alpha for r in former.refits], case
-    assert (kept.alpha_, kept.beta_, kept.sigma2_) == (former.alpha_, former.beta_, former.sigma2_)
-    assert kept.observed_items == former.observed_items
-    for field in ("mean", "var"):
-        assert (np.array([getattr(e, field) for e in kept.trajectory]).tobytes()
-                == np.array([getattr(e, field) for e in former.trajectory]).tobytes()), (case, field)
+    for other in (untabled, former):
+        assert len(kept.refits) > 3 and [r.alpha for r in kept.refits] == [r.alpha for r in other.refits], case
+        assert (kept.alpha_, kept.beta_, kept.sigma2_) == (other.alpha_, other.beta_, other.sigma2_)
+        assert kept.observed_items == other.observed_items
+        for field in ("mean", "var"):
+            assert (np.array([getattr(e, field) for e in kept.trajectory]).tobytes()
+                    == np.array([getattr(e, field) for e in other.trajectory]).tobytes()), (case, field)
     # the kept matrix is the kernel of the distances at the final (α, β), not a stale one
     assert kept._kernel_matrix().tobytes() == kept.kernel(kept._d2_full).tobytes()
