@@ -245,12 +245,14 @@ class BucketNLML:
         # Integer squared distances (binary scores: d² counts the reference models that disagree) take at most
         # K + 1 values. Then a call exponentiates each value once and reads E, K and E ⊙ S off by index: the same
         # operations on the same numbers as entry by entry (d²/K of an integer d² is the table's (d²)/K).
-        self._table: tuple[np.ndarray, np.ndarray] | None = None  # (the distances d²/K, each entry's index)
+        # (the distinct d²/K, each entry's index into them, the transposed index as a row-major array)
+        self._table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         top = float(lower.max()) if m > 1 else math.inf
         if top < min(self.MAX_LEVELS, m * m):
             level_of = lower.astype(np.intp)
             if np.array_equal(level_of, lower) and not np.signbit(lower).any():
-                self._table = (np.arange(int(top) + 1, dtype=float) / n_refs, level_of)
+                self._table = (np.arange(int(top) + 1, dtype=float) / n_refs, level_of,
+                               np.ascontiguousarray(level_of.T))
 
     def __call__(self, params: np.ndarray) -> tuple[float, np.ndarray]:
         from scipy.linalg import lapack
@@ -261,9 +263,10 @@ class BucketNLML:
             return 0.0, np.zeros(3)
         gram, table = self._gram, self._table
         if table is not None:
-            levels, level_of = table
+            levels, level_of, level_of_t = table
             e_levels = np.exp(levels * -beta)  # e^{−β d²/K} at each distance (1 at 0: the diagonal, the upper part)
-            np.take(e_levels * alpha, level_of, out=gram, mode="clip")
+            # K written as its transpose row by row is K column-major: LAPACK's layout, factorised in place (no copy)
+            gram = np.take(e_levels * alpha, level_of_t, out=gram, mode="clip").T
         else:
             # e^{−β d²/K} on the row blocks (1 on the diagonal), 0 right of them: only the lower triangle is
             # exponentiated, each entry as np.exp(scaled * −β) of the whole matrix gives it (elementwise)
