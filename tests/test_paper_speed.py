@@ -133,3 +133,32 @@ def test_keeping_the_kernel_matrix_changes_no_number(case: str, options: dict, b
                     == np.array([getattr(e, field) for e in other.trajectory]).tobytes()), (case, field)
     # the kept matrix is the kernel of the distances at the final (α, β), not a stale one
     assert kept._kernel_matrix().tobytes() == kept.kernel(kept._d2_full).tobytes()
+
+
+@pytest.mark.parametrize("likelihood", ["gaussian", "logit"])
+def test_a_refit_evaluates_the_nlml_once_per_point_the_optimiser_asks_for(monkeypatch, likelihood: str) -> None:
+    """The start point, asked for again after L-BFGS-B to check that the fit did not get worse, is not evaluated
+    twice (Eq. 11 costs a Cholesky factorisation and an inverse): evaluations = the optimiser's own count."""
+    import activeeval.methods.bayesame_paper as paper
+
+    evaluations, asked = [0], [0]
+    call = BucketNLML.__call__
+
+    def counting(self: BucketNLML, params: np.ndarray) -> tuple[float, np.ndarray]:
+        evaluations[0] += 1
+        return call(self, params)
+
+    def minimize(*args: object, **kwargs: object):
+        result = paper_minimize(*args, **kwargs)
+        asked[0] += int(result.nfev)
+        return result
+
+    paper_minimize = paper.minimize
+    monkeypatch.setattr(BucketNLML, "__call__", counting)
+    monkeypatch.setattr(paper, "minimize", minimize)
+    ref = binary_reference(9, 70, 2)
+    method = BayesAMEPaper(ref, seed=0, refit_every=10, selection="active", likelihood=likelihood)
+    run_fixed(method, ref.scores[1], 40)
+    n_refits = len(method.refits) + len(getattr(method, "refits_f", []))
+    assert n_refits >= 3 + 3 * (likelihood == "logit")
+    assert evaluations[0] == asked[0] > 0

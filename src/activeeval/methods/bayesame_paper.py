@@ -710,12 +710,19 @@ class BayesAMEPaper(BaseMethod):
         obs = np.flatnonzero(n_b > 0)
         if obs.size < 2:
             return False
-        d2 = np.vstack([self._d2_row(int(b))[obs] for b in obs])
+        if self._d2_full is not None:  # the observed buckets' distances as one slice (the same numbers)
+            d2 = self._d2_full[np.ix_(obs, obs)]
+        else:
+            d2 = np.vstack([self._d2_row(int(b))[obs] for b in obs])
         nlml = BucketNLML(d2, z_sum[obs] / n_b[obs] - self._mu_f[obs], noise[obs] / n_b[obs], self._n_refs)
+        cache: dict[bytes, tuple[float, np.ndarray]] = {}  # the start point is asked for again below
 
         def objective_log(y: np.ndarray) -> tuple[float, np.ndarray]:
             x = np.exp(y)
-            value, grad = nlml(np.array([x[0], x[1], 1.0]))  # σ² = 1: the noise is the linearised Bernoulli's
+            key = y.tobytes()
+            if key not in cache:
+                cache[key] = nlml(np.array([x[0], x[1], 1.0]))  # σ² = 1: the noise is the linearised Bernoulli's
+            value, grad = cache[key]
             return value, grad[:2] * x
 
         y0 = np.log([self.alpha_f_, self.beta_f_])
