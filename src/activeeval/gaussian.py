@@ -232,16 +232,9 @@ class BucketNLML:
         self.noise_scale = np.asarray(noise_scale, dtype=float)
         self.m = m = self.resid.size
         lower = np.tril(np.asarray(d2, dtype=float), -1)
-        # strictly lower triangle of d²/K (the diagonal is 0; the upper part 0 is never read by LAPACK)
-        self.scaled = lower / n_refs
         self.failures = 0  # points where K was not positive definite (the value there is +inf)
         # The row blocks that hold the lower triangle (and the upper half of each diagonal block, where d² = 0)
         self._blocks = [(r0, min(r0 + self.ROWS, m)) for r0 in range(0, m, self.ROWS)]
-        # Work arrays of every call, zero right of the blocks (never written there): E (then E ⊙ S), K, and
-        # K⁻¹'s lower triangle in row-major order (what the trace of K⁻¹ (E ⊙ S) reads)
-        self._e = np.zeros((m, m))
-        self._gram = np.zeros((m, m))
-        self._inv_rows = np.zeros((m, m))
         # Integer squared distances (binary scores: d² counts the reference models that disagree) take at most
         # K + 1 values. Then a call exponentiates each value once and reads E, K and E ⊙ S off by index: the same
         # operations on the same numbers as entry by entry (d²/K of an integer d² is the table's (d²)/K).
@@ -253,6 +246,16 @@ class BucketNLML:
             if np.array_equal(level_of, lower) and not np.signbit(lower).any():
                 self._table = (np.arange(int(top) + 1, dtype=float) / n_refs, level_of,
                                np.ascontiguousarray(level_of.T))
+        # strictly lower triangle of d²/K (the diagonal is 0; the upper part 0 is never read by LAPACK), where it
+        # is exponentiated entry by entry
+        self.scaled = lower / n_refs if self._table is None else None
+        # Work arrays of every call: E (then E ⊙ S) and K, each written whole from the table or else on the row
+        # blocks only and 0 right of them (never written there), and K⁻¹'s lower triangle in row-major order
+        # (what the trace of K⁻¹ (E ⊙ S) reads), 0 right of the blocks
+        work = np.empty if self._table is not None else np.zeros
+        self._e = work((m, m))
+        self._gram = work((m, m))
+        self._inv_rows = np.zeros((m, m))
 
     def __call__(self, params: np.ndarray) -> tuple[float, np.ndarray]:
         from scipy.linalg import lapack
@@ -270,10 +273,11 @@ class BucketNLML:
         else:
             # e^{−β d²/K} on the row blocks (1 on the diagonal), 0 right of them: only the lower triangle is
             # exponentiated, each entry as np.exp(scaled * −β) of the whole matrix gives it (elementwise)
-            e = self._e
+            e, scaled = self._e, self.scaled
+            assert scaled is not None  # made where there is no table
             for r0, r1 in self._blocks:
                 block = e[r0:r1, :r1]
-                np.multiply(self.scaled[r0:r1, :r1], -beta, out=block)
+                np.multiply(scaled[r0:r1, :r1], -beta, out=block)
                 np.exp(block, out=block)
                 np.multiply(block, alpha, out=gram[r0:r1, :r1])
         noise = sigma2 * scale
@@ -306,8 +310,9 @@ class BucketNLML:
                 inv_rows[r0:r1, :r1] = inv[r0:r1, :r1]
         else:
             es = e
+            assert scaled is not None
             for r0, r1 in self._blocks:
-                es[r0:r1, :r1] *= self.scaled[r0:r1, :r1]
+                es[r0:r1, :r1] *= scaled[r0:r1, :r1]
                 inv_rows[r0:r1, :r1] = inv[r0:r1, :r1]
         tr_es = 2.0 * float(np.dot(inv_rows.ravel(), es.ravel()))
         a_es_a = 2.0 * float(a @ (es @ a))
