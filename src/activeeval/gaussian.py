@@ -205,10 +205,12 @@ class BucketNLML:
     """Eq. 11 in bucket form for fixed data, evaluated at many (α, β, σ²): what a refit calls.
 
     Same value and gradient as :func:`nlml_bucket_form`; the data-only work
-    (the scaled distances) is done once, and each call costs one Cholesky
-    factorisation and one inverse from it (LAPACK ``potrf`` + ``potri``,
-    about m³ flops) plus a few passes over m × m arrays. Only the lower
-    triangles are formed; the traces use
+    (the scaled distances, or for whole-number distances an index of their
+    distinct values, exponentiated once each per call) is done once, and each
+    call costs one Cholesky factorisation and one inverse from it (LAPACK
+    ``potrf`` + ``potri``, about m³ flops: most of a call) plus a few passes
+    over m × m arrays kept between calls. Only the lower triangles are formed;
+    the traces use
 
         tr(K⁻¹ E) = (m − σ² Σ_b (N_b/n_b) (K⁻¹)_bb) / α,   aᵀ E a = (aᵀ r − σ² Σ_b (N_b/n_b) a_b²) / α
 

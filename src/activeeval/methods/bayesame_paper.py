@@ -244,7 +244,11 @@ class BayesAMEPaper(BaseMethod):
         binary scores are compared exactly).
     cache_mb : float
         Memory allowed for caching the B×B squared distances (speeds up
-        refits); above it the kernel is recomputed block by block.
+        refits); above it the kernel is recomputed block by block. Where it
+        holds two B×B arrays, the prior covariance Σ at the current (α, β) is
+        kept beside the distances; where it holds three and the distances are
+        whole numbers (binary scores), an index of them too (Σ is then
+        exponentiated once per distinct distance): the same numbers either way.
     model : PaperModelSettings
         The Gaussian model and its refits; its fields:
 
