@@ -452,7 +452,7 @@ def test_prequential_without_controls_is_the_sample_mean() -> None:
         ({"n_pseudo": 0}, "n_pseudo must be an integer >= 1"),
         ({"switch_until": -1}, "switch_until must be a non-negative integer"),
         ({"scale_prior": 0}, "scale_prior must be a positive number"),
-        ({"floor": "none"}, "floor must be 'wilson' or 'effective'"),
+        ({"floor": "none"}, "floor must be 'wilson', 'effective' or 'split'"),
         ({"design_variance": "sample"}, "design_variance must be 'residuals' or 'increments'"),
         ({"controls": "model+gp"}, r"controls must be 'none' or some of model, near, ridge joined by '\+'"),
         ({"calibration": 3}, "calibration must be 'auto', None, a Calibration or its dict"),
@@ -576,3 +576,19 @@ def test_a_session_stored_before_issue_25_replays_with_the_defaults_it_was_made_
     ref = binary_reference(12, 40, 4)
     method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=Calibration(factor=1.0))
     assert {"calibrate_by", "warmup"} <= set(method.frozen_options())  # new sessions store both
+
+
+def test_the_split_floor_narrows_only_the_design_based_interval() -> None:
+    """floor="split" gives the same estimates on the same items; its design-based interval is no wider."""
+    rng = np.random.default_rng(0)
+    ref = ScoreMatrix((rng.random((10, 400)) < 0.3).astype(float), kind="binary")
+    truth = (rng.random(400) < 0.9).astype(float)  # far above every reference: a switch
+    runs = {}
+    for floor in ("wilson", "split"):
+        method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None, floor=floor)
+        run_fixed(method, truth, 40)
+        assert method.mode == "design"
+        runs[floor] = (method.observed_items, method.estimate())
+    assert runs["wilson"][0] == runs["split"][0]
+    assert runs["split"][1].mean == runs["wilson"][1].mean
+    assert runs["split"][1].var < runs["wilson"][1].var

@@ -22,6 +22,9 @@ call them on whole trajectories).
 
 from __future__ import annotations
 
+import functools
+from statistics import NormalDist
+
 import numpy as np
 
 __all__ = ["RIDGE_ALPHA", "Prequential", "RidgeControl", "effective_sample_size", "sampling_var_floor", "wilson_bounds"]
@@ -72,6 +75,7 @@ def sampling_var_floor(
     score_range: tuple[float, float] | None,
     binary: bool,
     z: float = 1.959963984540054,
+    split: bool = False,
 ) -> np.ndarray:
     """Smallest honest variance of a mean of ``n`` uniformly random items (without replacement).
 
@@ -106,12 +110,28 @@ def sampling_var_floor(
           which for 0/1 data with only zeros seen is exactly Wilson's.
 
         0 at n = N.
+
+        With ``split``, the symmetric interval mean ± z·sqrt(v) need not
+        hold *both* sides of the interval above: a miss below the truth and a
+        miss above it are the two tails of the error α = 2 Φ(−z), and they
+        need not be α/2 each. With α = α_lo + α_hi, the half-width
+        max(mean − L(z_lo), U(z_hi) − mean) (L, U the one-sided bounds above
+        at z_lo = Φ⁻¹(1 − α_lo), z_hi = Φ⁻¹(1 − α_hi)) still leaves each side
+        missing at most its own share, and the floor takes the split (on a
+        grid of 99) that makes it smallest. Near a bound of the range the
+        bounds are lopsided (Wilson's at 0.9 from 14 items: 0.12 above, 0.27
+        below) and the symmetric interval around the mean needed the long
+        side on both; the split spends most of α on the long side, where the
+        misses are, and the interval is 20–40 % narrower at the same coverage
+        (docs/benchmarks/history.md, "A floor that splits α").
     """
     if score_range is None:
         return np.zeros(np.broadcast(mean, n).shape)
     lo, hi = score_range
     width = hi - lo
     n_eff = effective_sample_size(n, n_items)
+    if split:
+        return _split_floor(mean, low_seen, high_seen, n_eff, score_range, binary, z)
     if binary:
         p = (np.asarray(mean, dtype=float) - lo) / width
         wl, wu = wilson_bounds(p, n_eff, z)
@@ -123,6 +143,40 @@ def sampling_var_floor(
         gap = np.maximum(np.asarray(low_seen, dtype=float) - lo, hi - np.asarray(high_seen, dtype=float))
         half = frac * np.maximum(gap, 0.0)
     return (half / z) ** 2
+
+
+@functools.lru_cache(maxsize=8)
+def _split_quantiles(z: float, steps: int = 99) -> tuple[np.ndarray, np.ndarray]:
+    """(z_lo, z_hi) of the splits α_lo = α·j/(steps + 1), α_hi = α − α_lo, j = 1..steps, α = 2 Φ(−z)."""
+    dist = NormalDist()
+    alpha = 2.0 * dist.cdf(-z)
+    a_lo = alpha * np.arange(1, steps + 1) / (steps + 1)
+    z_lo = np.array([dist.inv_cdf(1.0 - a) for a in a_lo])
+    z_hi = np.array([dist.inv_cdf(1.0 - (alpha - a)) for a in a_lo])
+    return z_lo, z_hi
+
+
+def _split_floor(mean, low_seen, high_seen, n_eff, score_range: tuple[float, float], binary: bool,
+                 z: float) -> np.ndarray:
+    """:func:`sampling_var_floor` with ``split=True`` (its docstring): the smallest half-width over the splits."""
+    lo, hi = score_range
+    width = hi - lo
+    z_lo, z_hi = _split_quantiles(float(z))
+    mean = np.asarray(mean, dtype=float)[..., None]
+    n_eff = np.asarray(n_eff, dtype=float)[..., None]
+    if binary:
+        p = (mean - lo) / width
+        low, _ = wilson_bounds(p, n_eff, z_lo)
+        _, high = wilson_bounds(p, n_eff, z_hi)
+        half = width * np.maximum(p - low, high - p)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f_lo = np.where(np.isfinite(n_eff), z_lo**2 / (n_eff + z_lo**2), 0.0)
+            f_hi = np.where(np.isfinite(n_eff), z_hi**2 / (n_eff + z_hi**2), 0.0)
+        gap_lo = np.maximum(np.asarray(low_seen, dtype=float)[..., None] - lo, 0.0)
+        gap_hi = np.maximum(hi - np.asarray(high_seen, dtype=float)[..., None], 0.0)
+        half = np.maximum(f_lo * gap_lo, f_hi * gap_hi)
+    return (half.min(axis=-1) / z) ** 2
 
 
 class Prequential:

@@ -114,7 +114,7 @@ class DesignSettings(Settings):
     scale_prior: float = setting(SCALE_PRIOR, Number(0, low_open=True, phrase="a positive number"),
                                  "ν0, the pseudo-count shrinking the interval scale towards 1")
     controls: str | None = setting("model+near", _controls, "the design-based estimate's control variates")
-    floor: str = setting("wilson", OneOf("wilson", "effective"), "the design-based interval's floor")
+    floor: str = setting("wilson", OneOf("wilson", "effective", "split"), "the design-based interval's floor")
     design_variance: str = setting("residuals", OneOf("residuals", "increments"),
                                    "how the design-based estimate's residual variance is estimated")
 
@@ -216,14 +216,18 @@ class BayesAME(BaseMethod):
         design-based estimate if the target is found outside the references
         (most such targets are found within 10 items, and their first items
         then count instead of being set aside); docs/MATHS.md.
-    floor : {"wilson", "effective"}
+    floor : {"wilson", "effective", "split"}
         The design-based interval's floor: "wilson" (default) that of the plain
-        mean of the random items (:func:`~activeeval.design.sampling_var_floor`);
-        "effective" that floor divided by the variance reduction the control
-        variates achieved on the random items, out of sample
-        (:attr:`~activeeval.design.Prequential.variance_reduction`, at most
-        ``FLOOR_GAIN_MAX``): a floor a plain mean needs does not cap what the
-        controls buy.
+        mean of the random items (:func:`~activeeval.design.sampling_var_floor`):
+        the symmetric interval as wide as the longer side of Wilson's;
+        "split" the same floor with α split between the two sides where it is
+        narrowest (``split=True`` of that function: near 0 or 1 the misses are
+        on the long side, and the interval is 20–40 % narrower at the nominal
+        coverage); "effective" the "wilson" floor divided by the variance
+        reduction the control variates achieved on the random items, out of
+        sample (:attr:`~activeeval.design.Prequential.variance_reduction`, at
+        most ``FLOOR_GAIN_MAX``): a floor a plain mean needs does not cap what
+        the controls buy.
     design_variance : {"residuals", "increments"}
         How the design-based estimate's residual variance is estimated
         (:meth:`~activeeval.design.Prequential.estimate`): "residuals"
@@ -561,7 +565,7 @@ class BayesAME(BaseMethod):
             floor = float(
                 sampling_var_floor(
                     self._design.mean_score, self._design.low_seen, self._design.high_seen, self._design.count,
-                    n_items, self.reference.score_range, self.reference.kind == "binary",
+                    n_items, self.reference.score_range, self.reference.kind == "binary", split=self.floor == "split",
                 )
             ) * u_frac * u_frac
             if self.floor == "effective":
