@@ -50,7 +50,7 @@ def effective_sample_size(n: np.ndarray | float, n_items: int) -> np.ndarray:
         return np.where(n >= n_items, np.inf, n * (n_items - 1) / np.maximum(n_items - n, 1e-300))
 
 
-def wilson_bounds(p: np.ndarray, n_eff: np.ndarray, z: float) -> tuple[np.ndarray, np.ndarray]:
+def wilson_bounds(p: np.ndarray, n_eff: np.ndarray, z: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Wilson score interval (L, U) for a proportion ``p`` observed in ``n_eff`` trials.
 
     L, U = (p + z²/2n ∓ z sqrt(p(1−p)/n + z²/4n²)) / (1 + z²/n); at n = inf, (p, p).
@@ -122,8 +122,10 @@ def sampling_var_floor(
         bounds are lopsided (Wilson's at 0.9 from 14 items: 0.12 above, 0.27
         below) and the symmetric interval around the mean needed the long
         side on both; the split spends most of α on the long side, where the
-        misses are, and the interval is 20–40 % narrower at the same coverage
-        (docs/benchmarks/history.md, "A floor that splits α").
+        misses are, and the interval is narrower at the nominal coverage
+        (docs/benchmarks/history.md, "Issue 25 (stop 36): the floors of a
+        plain mean, a random start with AIPW's ridge, and where the misses
+        are"; ``benchmarks/floor_coverage.py``).
     """
     if score_range is None:
         return np.zeros(np.broadcast(mean, n).shape)

@@ -1,0 +1,93 @@
+"""Where a BayesAME method's intervals miss: runs still model-based against runs switched to the design-based estimate.
+
+``benchmarks/efficiency.py`` gives one coverage per cell; this replays the same runs one item at a time (the
+efficiency protocol: 50 % references sampled per seed, ``--targets`` targets × ``--seeds`` seeds, the backtest's
+method seeds: one per seed index, shared by the targets) and splits each budget's runs by the method's regime at
+that n. Per budget it prints, for the model-based and the design-based runs: how many, their coverage of the
+target's full-benchmark score, their median effective sample size (the efficiency table's ESS) and the confident
+misses (|error| > 3 sd).
+
+Usage (repository root, package installed)::
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/where_misses.py --dataset arc_challenge --regime extrapolation
+    OPENBLAS_NUM_THREADS=1 python benchmarks/where_misses.py --dataset ifeval --method 'bayesame[warmup=10]'
+    python benchmarks/where_misses.py --smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from activeeval import datasets
+from activeeval.experiments.protocol import make_split, method_seed, sample_references
+from activeeval.methods.registry import make_method, parse_method_spec
+
+Z = 1.959963984540054
+BUDGETS = (0.025, 0.05, 0.10, 0.25)
+
+
+def replay(dataset: str, regime: str, spec: str, targets: int, seeds: int, budgets=BUDGETS) -> list[list[tuple]]:
+    """Per budget, one (regime, error, sd, ess) per run."""
+    matrix = datasets.load(dataset)
+    split = make_split(matrix, regime, n_targets=targets, split_seed=0)
+    n_items = matrix.n_items
+    checks = [max(2, round(b * n_items)) for b in budgets]
+    name, options = parse_method_spec(spec)
+    out: list[list[tuple]] = [[] for _ in checks]
+    for s in range(seeds):
+        ref = matrix.select_models(list(sample_references(split.pool, 0.5, s, 0)))
+        for target in split.targets[:targets]:
+            truth = matrix.model_scores(target).astype(float)
+            # the backtest's shared_order: one method seed per seed index, the same for every target
+            method = make_method(name, ref, seed=method_seed(0, s, 0), **options)
+            for n in range(1, max(checks) + 1):
+                item = method.select()
+                method.observe(item, float(truth[item]))
+                if n in checks:
+                    est = method.estimate()
+                    rs_var = truth.var(ddof=1) * (1 - n / n_items) / n
+                    sd = float(np.sqrt(est.var))
+                    ess = rs_var / est.var if est.var > 0 else np.inf
+                    out[checks.index(n)].append((getattr(method, "regime", "-"), est.mean - truth.mean(), sd, ess))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="arc_challenge")
+    parser.add_argument("--regime", default="extrapolation")
+    parser.add_argument("--method", default="bayesame")
+    parser.add_argument("--targets", type=int, default=20)
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--smoke", action="store_true", help="mmlu, 2 targets x 1 seed, two budgets: seconds")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.dataset, args.targets, args.seeds = "mmlu", 2, 1
+    budgets = BUDGETS[:2] if args.smoke else BUDGETS
+    start = time.perf_counter()
+    runs = replay(args.dataset, args.regime, args.method, args.targets, args.seeds, budgets)
+    print(f"{args.method} on {args.dataset} {args.regime}, {args.targets} targets x {args.seeds} seeds")
+    print(f"{'n/N':>6} {'runs':>5}  {'model-based: runs cov ESS >3sd':>32}  {'design-based: runs cov ESS >3sd':>33}")
+    for b, cell in zip(budgets, runs, strict=True):
+        parts = []
+        for kind in ("model-based", "design-based"):
+            sel = [r for r in cell if r[0] == kind]
+            if not sel:
+                parts.append(f"{0:>11} {'-':>5} {'-':>5} {'-':>5}")
+                continue
+            err = np.array([r[1] for r in sel])
+            sd = np.array([r[2] for r in sel])
+            cov = float(np.mean(np.abs(err) <= Z * sd))
+            ess = float(np.median([r[3] for r in sel]))
+            wild = int(np.sum(np.abs(err) > 3 * sd))
+            parts.append(f"{len(sel):>11} {cov:5.3f} {ess:5.2f} {wild:>5}")
+        print(f"{b:>6} {len(cell):>5}  {parts[0]:>32}  {parts[1]:>33}")
+    print(f"wall {time.perf_counter() - start:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
