@@ -19,7 +19,9 @@ figures only: nothing here measures accuracy.
 Printed per size:
 
 * ``fit s``: the reference fit and calibration (wall; independent of B beyond
-  reading the matrix: they subsample items), done once per reference;
+  reading the matrix: they subsample items), done once per reference — and
+  read from the user cache when an earlier run made them (the data are the
+  same for a size): ``ACTIVEEVAL_CACHE=off`` times them every run;
 * ``build s`` / ``build cpu``: building the method once they are known (wall
   and CPU of the process, all threads): bucketing, Σ·N over B² bucket pairs
   (:func:`activeeval.gp.kernels.kernel_sums`), the posterior state;
