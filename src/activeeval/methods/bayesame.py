@@ -222,8 +222,8 @@ class BayesAME(BaseMethod):
         the symmetric interval as wide as the longer side of Wilson's;
         "split" the same floor with α split between the two sides where it is
         narrowest (``split=True`` of that function: near 0 or 1 the misses are
-        on the long side, and the interval is 20–40 % narrower at the nominal
-        coverage); "effective" the "wilson" floor divided by the variance
+        on the long side, and its variance is up to about a third smaller at
+        the nominal coverage; not the default: docs/MATHS.md); "effective" the "wilson" floor divided by the variance
         reduction the control variates achieved on the random items, out of
         sample (:attr:`~activeeval.design.Prequential.variance_reduction`, at
         most ``FLOOR_GAIN_MAX``): a floor a plain mean needs does not cap what
