@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.linalg import lapack
+from test_bayesame_maths import binary_reference  # the paper's maths tests' binary reference
 
 from activeeval import ScoreMatrix
 from activeeval.experiments.simulate import run_fixed
@@ -75,12 +76,6 @@ def test_the_nlml_is_the_whole_matrix_formula_bit_for_bit(m: int) -> None:
         assert np.array([value]).tobytes() == np.array([want_value]).tobytes()
         assert grad.tobytes() == want_grad.tobytes()  # also the sign of every zero
     assert nlml.failures == failures
-
-
-def binary_reference(n_models: int, n_items: int, seed: int) -> ScoreMatrix:
-    rng = np.random.default_rng(seed)
-    p = 1 / (1 + np.exp(-(rng.normal(size=(n_models, 1)) - rng.normal(size=(1, n_items)))))
-    return ScoreMatrix((rng.random((n_models, n_items)) < p).astype(float), kind="binary")
 
 
 def continuous_reference(n_models: int, n_items: int, seed: int) -> ScoreMatrix:

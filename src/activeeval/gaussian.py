@@ -20,7 +20,6 @@ tests (``tests/dense_formulas.py``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +38,7 @@ __all__ = [
     "chol",
     "condition_covariance",
     "information_gain",
+    "integer_levels",
     "kernel_matvec",
     "nlml_bucket_form",
     "se_kernel",
@@ -201,6 +201,22 @@ def nlml_bucket_form(
     return BucketNLML(d2, resid, noise_scale, n_refs)(params)
 
 
+def integer_levels(d2: np.ndarray | None, max_levels: int = 1 << 16) -> tuple[np.ndarray, np.ndarray] | None:
+    """(the distinct values 0, 1, …, max as floats, each entry's value as an index) where every squared distance of
+    ``d2`` is a whole number (and none is −0) and there are fewer than ``max_levels`` of them; else None. A
+    function of the distances applied to the values and read off by index (``np.take``) gives each entry the same
+    number as applied entry by entry (binary scores: d² counts the reference models that disagree)."""
+    if d2 is None or d2.size == 0:
+        return None
+    top = float(d2.max())
+    if not top < max_levels:
+        return None
+    index = d2.astype(np.intp)
+    if not np.array_equal(index, d2) or np.signbit(d2).any():
+        return None
+    return np.arange(int(top) + 1, dtype=float), index
+
+
 class BucketNLML:
     """Eq. 11 in bucket form for fixed data, evaluated at many (α, β, σ²): what a refit calls.
 
@@ -242,12 +258,10 @@ class BucketNLML:
         # operations on the same numbers as entry by entry (d²/K of an integer d² is the table's (d²)/K).
         # (the distinct d²/K, each entry's index into them, the transposed index as a row-major array)
         self._table: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        top = float(lower.max()) if m > 1 else math.inf
-        if top < min(self.MAX_LEVELS, m * m):
-            level_of = lower.astype(np.intp)
-            if np.array_equal(level_of, lower) and not np.signbit(lower).any():
-                self._table = (np.arange(int(top) + 1, dtype=float) / n_refs, level_of,
-                               np.ascontiguousarray(level_of.T))
+        found = integer_levels(lower, min(self.MAX_LEVELS, m * m)) if m > 1 else None
+        if found is not None:
+            values, level_of = found
+            self._table = (values / n_refs, level_of, np.ascontiguousarray(level_of.T))
         # strictly lower triangle of d²/K (the diagonal is 0; the upper part 0 is never read by LAPACK), where it
         # is exponentiated entry by entry
         self.scaled = lower / n_refs if self._table is None else None

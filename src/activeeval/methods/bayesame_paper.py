@@ -38,6 +38,7 @@ from activeeval.gaussian import (
     BucketPosterior,
     bucketize,
     information_gain,
+    integer_levels,
     nlml_bucket_form,
     sq_dists,
     var_r,
@@ -187,22 +188,6 @@ class PaperModelSettings(Settings):
 _SELECTION = OneOf("auto", "active", "random")
 _TOLERANCE = Number(0, optional=True, phrase=">= 0 (0 compares scores exactly)")
 _CACHE_MB = Number(0, phrase="a number of megabytes >= 0")
-
-
-def _integer_levels(d2: np.ndarray | None) -> tuple[np.ndarray, np.ndarray] | None:
-    """(the distinct values 0, 1, …, max as floats, each entry's value as an index) where every squared distance of
-    ``d2`` is a whole number (and none is −0) and there are at most 2¹⁶ of them; else None. A function of
-    the distances applied to the values and read off by index (``np.take``) gives each entry the same number
-    as applied entry by entry."""
-    if d2 is None or d2.size == 0:
-        return None
-    top = float(d2.max())
-    if not top < 1 << 16:
-        return None
-    index = d2.astype(np.intp)
-    if not np.array_equal(index, d2) or np.signbit(d2).any():
-        return None
-    return np.arange(int(top) + 1, dtype=float), index
 
 
 @dataclass(frozen=True)
@@ -411,7 +396,7 @@ class BayesAMEPaper(BaseMethod):
         self._k_full: np.ndarray | None = None
         # Integer distances (binary scores, no weights: d² counts the references that disagree) take at most K + 1
         # values: the kernel matrix is then the kernel of each value, read off by index (where that fits too)
-        self._d2_levels = _integer_levels(self._d2_full) if (
+        self._d2_levels = integer_levels(self._d2_full) if (
             self._k_full_ok and 3 * n_buckets * n_buckets * 8 <= cache_mb * 2**20) else None
 
         # The posterior state: it also keeps the observation summaries per bucket (n_b, Σ s, u).
