@@ -454,6 +454,7 @@ def test_prequential_without_controls_is_the_sample_mean() -> None:
         ({"scale_prior": 0}, "scale_prior must be a positive number"),
         ({"floor": "none"}, "floor must be 'wilson', 'effective' or 'split'"),
         ({"design_variance": "sample"}, "design_variance must be 'residuals' or 'increments'"),
+        ({"switch_z": -1.0}, "switch_z must be a non-negative number, got -1.0"),
         ({"controls": "model+gp"}, r"controls must be 'none' or some of model, near, ridge joined by '\+'"),
         ({"calibration": 3}, "calibration must be 'auto', None, a Calibration or its dict"),
         ({"hyperparameters": {"alpha": 1.0, "beta": 1.0, "sigma2": 0.0, "tau0": 1.0, "tau1": 1.0}},
@@ -592,3 +593,77 @@ def test_the_split_floor_narrows_only_the_design_based_interval() -> None:
     assert runs["wilson"][0] == runs["split"][0]
     assert runs["split"][1].mean == runs["wilson"][1].mean
     assert runs["split"][1].var < runs["wilson"][1].var
+
+
+# ------------------------------------------------------------------ the switch on the point estimate (issue 25)
+def _just_above(seed: int = 0) -> tuple[ScoreMatrix, np.ndarray]:
+    """References spread from 0.25 to 0.55; three targets a little above every one of them, one inside."""
+    rng = np.random.default_rng(seed)
+    p = np.linspace(0.25, 0.55, 8)
+    ref = ScoreMatrix((rng.random((8, 120)) < p[:, None]).astype(float), kind="binary")
+    truths = np.vstack([(rng.random(120) < q).astype(float) for q in (0.6, 0.65, 0.7, 0.4)])
+    return ref, truths
+
+
+def test_estimate_beyond_tests_the_point_estimate_from_n_10_only_below_the_interval_s_own_z() -> None:
+    from activeeval.methods.bayesame import Z95, estimate_beyond
+
+    mean, sd = np.array([0.62, 0.58, 0.2, 0.5]), np.array([0.05, 0.05, 0.05, 0.05])
+    np.testing.assert_array_equal(estimate_beyond(10, mean, sd, 0.3, 0.6, 0.0), [True, False, True, False])
+    np.testing.assert_array_equal(estimate_beyond(10, mean, sd, 0.3, 0.6, 1.0), [False, False, True, False])
+    assert not estimate_beyond(9, mean, sd, 0.3, 0.6, 0.0).any()  # too few items: the paired test's own start
+    assert not estimate_beyond(50, mean, sd, 0.3, 0.6, Z95).any()  # the 95 % interval's test covers it
+    assert bool(estimate_beyond(10, 0.7, 0.01, 0.3, 0.6, 0.0))  # one target: a scalar answer
+
+
+def test_switch_z_0_switches_once_the_point_estimate_is_beyond_every_reference() -> None:
+    """A target a little above every reference: switch_z=0 switches it (reason "outside") when the default does
+    not yet, and only from n = 10 on; up to its switch the two runs are the same."""
+    ref, truths = _just_above()
+    truth = truths[1]
+    default = BayesAME(ref, seed=3, hyperparameters=FIT, calibration=None)
+    point = BayesAME(ref, seed=3, hyperparameters=FIT, calibration=None, switch_z=0.0)
+    run_fixed(default, truth, 20)
+    run_fixed(point, truth, 20)
+    assert default.mode == "model"
+    assert point.mode == "design" and point.switch_reason == "outside" and 10 <= point.switched_at < 20
+    k = point.switched_at
+    assert default.observed_items[:k] == point.observed_items[:k]
+    replay = BayesAME(ref, seed=3, hyperparameters=FIT, calibration=None)
+    run_fixed(replay, truth, k)
+    mean, _ = replay._model_estimate()
+    lo, hi = replay.reference_range
+    assert mean > hi or mean < lo  # what made it switch: the point estimate beyond the references' range
+    assert any(note.startswith("design-based: the target is outside") for note in point.estimate().notes)
+
+
+@pytest.mark.parametrize("switch_z", [None, 0.0])
+def test_calibration_switches_pseudo_targets_as_single_runs_do_under_switch_z(switch_z: float | None) -> None:
+    """The calibration's shared pass drops a pseudo-target exactly when its single run (with the same switch_z)
+    switches; switch_z=0 drops more of the targets just above the references than the default."""
+    from activeeval.methods.bayesame import _model_based_errors
+
+    ref, truths = _just_above()
+    grid = [8, 15, 30]
+    shared = _model_based_errors(ref, FIT, truths, 3, grid, switch_z=switch_z)
+    for n, values in zip(grid, shared):
+        expected = []
+        for truth in truths:
+            kw = {} if switch_z is None else {"switch_z": switch_z}
+            method = BayesAME(ref, seed=3, hyperparameters=FIT, calibration=None, **kw)
+            run_fixed(method, truth, n)
+            if method.mode == "model":
+                est = method.estimate()
+                expected.append((est.mean - truth.mean()) / est.std)
+        np.testing.assert_allclose(values, expected, rtol=1e-9, atol=1e-12)
+    counts = [len(v) for v in shared]
+    assert counts == ([1, 1, 0] if switch_z is None else [1, 0, 0])
+
+
+def test_a_calibration_under_switch_z_is_its_own() -> None:
+    """The calibration follows the switch its method makes: switch_z keys it apart from the default's."""
+    ref = binary_reference(12, 60, 4)
+    default = BayesAME(ref, seed=0, hyperparameters=FIT)
+    point = BayesAME(ref, seed=0, hyperparameters=FIT, switch_z=0.0)
+    assert default.calibration_ == calibrate(ref, FIT)
+    assert point.calibration_ == calibrate(ref, FIT, switch_z=0.0)

@@ -55,6 +55,27 @@ def test_each_pseudo_target_stops_where_a_real_run_on_it_stops(math_method) -> N
     assert checked == 4
 
 
+def test_the_forecast_switches_as_the_run_does_under_switch_z() -> None:
+    """With ``switch_z=0`` (switch once the point estimate is beyond every reference) the pseudo-targets the forecast
+    counts as switched within a budget of 20 items are those whose real runs switch within it."""
+    from activeeval.gp.prior import ReferenceFit
+
+    fit = ReferenceFit(alpha=0.05, beta=3.0, sigma2=0.02, tau0=1.0, tau1=1.0, gamma=0.1)
+    rng = np.random.default_rng(0)
+    ref = ScoreMatrix((rng.random((8, 120)) < np.linspace(0.25, 0.55, 8)[:, None]).astype(float), kind="binary")
+    truths = np.vstack([(rng.random(120) < q).astype(float) for q in (0.6, 0.65, 0.7, 0.4, 0.5, 0.58)])
+    played = {}
+    for z in (None, 0.0):
+        kw = {} if z is None else {"switch_z": z}
+        method = BayesAME(ref, seed=3, hyperparameters=fit, calibration=None, **kw)
+        played[z] = _play(method, ref, truths, 0.005, 0.01, 30, 20, _Work(None))
+        for k in range(truths.shape[0]):
+            m = BayesAME(ref, seed=3, hyperparameters=fit, calibration=None, **kw)
+            run_fixed(m, truths[k], 20)
+            assert (played[z].reasons[k] == "outside") == (m.mode == "design"), (z, k)
+    assert played[0.0].reasons.count("outside") > played[None].reasons.count("outside")  # the option counts
+
+
 def test_the_width_at_a_budget_is_the_real_run_s(math_method) -> None:
     ref_g, truths = _fold(math_method)
     played = _play(math_method, ref_g, truths[:3], 0.005, 0.03, 30, 25, _Work(None))

@@ -114,8 +114,9 @@ def _valid(cls: type[Settings]) -> st.SearchStrategy[Settings]:
         "extrapolation": st.sampled_from(["auto", "off"]), "switch_until": st.none() | st.integers(0, 10**6),
         "warmup": st.integers(0, 1000), "scale_prior": st.floats(1e-9, 1e9),
         "controls": st.sampled_from([None, "none", "model", "model+near", "near+ridge", "model+near+ridge"]),
-        "floor": st.sampled_from(["wilson", "effective"]),
+        "floor": st.sampled_from(["wilson", "effective", "split"]),
         "design_variance": st.sampled_from(["residuals", "increments"]),
+        "switch_z": st.floats(0, 10) | st.integers(0, 10),
         "batch_strategy": st.sampled_from(["greedy", "pair", "lars", "dpp", "kmeans"]),
         "batch_size": st.integers(1, 10**6), "myopic": st.booleans(),
     }

@@ -215,7 +215,7 @@ def _played_options(method: Any) -> dict[str, Any]:
     return {"calibrate_by": method.calibrate_by, "selection": method.selection,
             "extrapolation": method.extrapolation, "switch_until": method.switch_until,
             "scale_prior": method.scale_prior, "controls": method.controls, "warmup": method.warmup,
-            "tolerance": method.tolerance}
+            "tolerance": method.tolerance, "switch_z": method.switch_z}
 
 
 def _from_stored(meta: dict[str, Any], n_items: int, max_items: int | None) -> Forecast | None:
@@ -326,7 +326,14 @@ def _play(method: Any, ref: Any, truths: np.ndarray, epsilon1: float, epsilon2: 
     """Play ``truths`` (T pseudo-targets × N) at once with ``method``'s kernel and settings on reference ``ref``
     (None once ``work`` is over its limit)."""
     from activeeval.gaussian import BucketPosterior
-    from activeeval.methods.bayesame import SCALE_SKIP, SCALE_SWITCH, Z95, BayesAME, beyond_every_reference
+    from activeeval.methods.bayesame import (
+        SCALE_SKIP,
+        SCALE_SWITCH,
+        Z95,
+        BayesAME,
+        beyond_every_reference,
+        estimate_beyond,
+    )
 
     m = BayesAME(ref, seed=method.seed_, hyperparameters=method.fit_, calibration=method.calibration_,
                  **_played_options(method))
@@ -379,6 +386,7 @@ def _play(method: Any, ref: Any, truths: np.ndarray, epsilon1: float, epsilon2: 
             if n >= 2 * SCALE_SKIP:
                 outside |= beyond_every_reference(n, total[:, None], total_sq[:, None], ref_sum, ref_sq, cross)
                 outside |= scale > SCALE_SWITCH
+            outside |= estimate_beyond(n, mean, sd, lo_r, hi_r, m.switch_z)
             left = running & outside
             stop[left], reason[left] = budget, "outside"  # design-based from here: counted as running to the end
             running &= ~outside

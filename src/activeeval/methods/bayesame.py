@@ -117,6 +117,8 @@ class DesignSettings(Settings):
     floor: str = setting("wilson", OneOf("wilson", "effective", "split"), "the design-based interval's floor")
     design_variance: str = setting("residuals", OneOf("residuals", "increments"),
                                    "how the design-based estimate's residual variance is estimated")
+    switch_z: float = setting(Z95, Number(0, phrase="a non-negative number"),
+                              "switch when the estimate ± this many sd is beyond every reference (from n = 10)")
 
 
 class BayesAME(BaseMethod):
@@ -133,7 +135,7 @@ class BayesAME(BaseMethod):
     design : DesignSettings
         The switch to the design-based estimate and that estimate (:class:`DesignSettings`):
         ``extrapolation``, ``switch_until``, ``warmup``, ``scale_prior``,
-        ``controls``, ``floor``, ``design_variance`` below.
+        ``controls``, ``floor``, ``design_variance``, ``switch_z`` below.
     batch : BatchSettings
         Batch selection (:class:`~activeeval.gp.acquisition.BatchSettings`):
         ``batch_strategy``, ``batch_size``, ``myopic`` below.
@@ -171,6 +173,16 @@ class BayesAME(BaseMethod):
     switch_until : int, optional
         Last n at which the switch can happen (default max(50, N / 10)); a
         later switch would rest the estimate on too few random items.
+    switch_z : float
+        A further switch (from n = 10 on): the model-based estimate ± this
+        many standard deviations lies wholly outside the range of the
+        references' full-benchmark scores. At the default, 1.96, it adds
+        nothing to the 95 % interval's own test; 0 switches as soon as the
+        point estimate is beyond every reference. The model pulls a target
+        better than every reference towards the best of them, and its
+        interval can stay inside the range while the truth is not: such runs
+        stay model-based and miss (docs/benchmarks/history.md, "Issue 25
+        (stop 37)"). The calibration's pseudo-targets switch by the same rule.
     prior : ReferencePrior, optional
         The reference-fitted prior (fit, calibration, bucketing tolerance;
         :class:`~activeeval.gp.prior.ReferencePrior`), built once and shared
@@ -284,7 +296,8 @@ class BayesAME(BaseMethod):
             prior = ReferencePrior.build(ref, hyperparameters=hyperparameters, calibration=calibration,
                                          n_pseudo=fit.n_pseudo, fit_items=fit.fit_items, fit_seed=fit.fit_seed,
                                          level_prior=fit.level_prior, linear=fit.linear, warmup=self.warmup,
-                                         tolerance=tolerance)
+                                         tolerance=tolerance,
+                                         switch_z=None if design.switch_z >= Z95 else float(design.switch_z))
         else:
             _check_prior(prior, ref, hyperparameters=hyperparameters, calibration=calibration, fit=fit)
         self.prior_ = prior
@@ -296,6 +309,7 @@ class BayesAME(BaseMethod):
         self.switch_until_ = design.switch_until if design.switch_until is not None else max(50, self.n_items // 10)
         self.scale_prior = float(design.scale_prior)
         self.floor, self.design_variance = design.floor, design.design_variance
+        self.switch_z = float(design.switch_z)
         self.tolerance_ = prior.tolerance
         # the reference-only prior state (buckets, then Σ·N): once per process (methods built on one reference,
         # e.g. rank's, one per model, share it, read-only), and in the user cache on large references
@@ -516,7 +530,8 @@ class BayesAME(BaseMethod):
         mean, var = self._model_estimate()
         lo, hi = self.reference_range
         half = Z95 * math.sqrt(var)
-        if mean - half > hi or mean + half < lo or self._beyond_every_reference():
+        if (mean - half > hi or mean + half < lo or self._beyond_every_reference()
+                or estimate_beyond(self.n_observed, mean, math.sqrt(var), lo, hi, self.switch_z)):
             self.switch_reason = "outside"
         elif self.n_observed >= 2 * SCALE_SKIP and self.scale > SCALE_SWITCH:
             self.switch_reason = "misfit"
@@ -672,7 +687,7 @@ class BayesAMERS(BayesAME):
 
 def _model_based_errors(
     reference: ScoreMatrix, fit: ReferenceFit, truths: np.ndarray, seed: int, grid: Sequence[int],
-    warmup: int = WARMUP,
+    warmup: int = WARMUP, switch_z: float | None = None,
 ) -> list[np.ndarray]:
     """Standardised errors (R̂ − R) / sd of the model-based estimate of several targets at n in ``grid``.
 
@@ -681,9 +696,12 @@ def _model_based_errors(
     the estimate is model-based, selection does not depend on the scores, so
     the targets share the items and the posterior covariance
     (tests/test_bayesame_default.py checks the equality). A target stops
-    contributing once it would switch to the design-based estimate.
+    contributing once it would switch to the design-based estimate (``switch_z``: the method's option of that
+    name, None for its default).
     """
-    method = BayesAME(reference, hyperparameters=fit, calibration=None, seed=seed, design=DesignSettings(warmup=warmup))
+    switch_z = Z95 if switch_z is None else float(switch_z)
+    method = BayesAME(reference, hyperparameters=fit, calibration=None, seed=seed,
+                      design=DesignSettings(warmup=warmup, switch_z=switch_z))
     one = method.posterior
     n_targets = truths.shape[0]
     post = BucketPosterior(one.prior_mean, one.prior_col, one.prior_diag, one.prior_cov_counts, one.counts,
@@ -726,11 +744,24 @@ def _model_based_errors(
             misfit = (n >= 2 * SCALE_SKIP) & (scale > SCALE_SWITCH)
             if n >= 2 * SCALE_SKIP:  # the paired comparison with every reference, as a run makes it
                 outside |= beyond_every_reference(n, total[:, None], total_sq[:, None], ref_sum, ref_sq, cross)
+            outside |= estimate_beyond(n, mean, sd, lo, hi, switch_z)
             active &= ~(outside | misfit)
         if n in grid:
             ok = active & (sd > 0)
             out.append((mean[ok] - true_scores[ok]) / sd[ok])
     return out
+
+
+def estimate_beyond(n: int, mean, sd, lo: float, hi: float, switch_z: float):
+    """Whether the model-based estimate ± ``switch_z`` sd lies wholly outside [lo, hi] (the references' range).
+
+    BayesAME's ``switch_z`` test, from n = 10 on (False before, and at
+    ``switch_z`` ≥ 1.96, where the 95 % interval's own test already holds
+    whenever this one does). ``mean`` and ``sd`` broadcast: one answer per target.
+    """
+    if switch_z >= Z95 or n < 2 * SCALE_SKIP:
+        return np.zeros(np.shape(mean), dtype=bool)
+    return (np.asarray(mean) - switch_z * np.asarray(sd) > hi) | (np.asarray(mean) + switch_z * np.asarray(sd) < lo)
 
 
 def beyond_every_reference(
