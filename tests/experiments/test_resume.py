@@ -142,8 +142,7 @@ def _cli(dataset: Path, out: Path, workers: int) -> list[str]:
 @pytest.fixture(scope="module")
 def cli_data(tmp_path_factory):
     folder = tmp_path_factory.mktemp("resume_cli")
-    # 300 items: each task takes long enough (~0.2 s) that a loaded machine still signals the run part-way
-    dataset = write_scores(toy_matrix(n_models=30, n_items=300, seed=3), folder / "toy.csv")
+    dataset = write_scores(toy_matrix(n_models=30, n_items=80, seed=3), folder / "toy.csv")
     straight = folder / "straight"
     r = subprocess.run(_cli(dataset, straight, 1), capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
