@@ -153,7 +153,9 @@ def _stop_after_first_task(cmd: list[str], out: Path, sig: int, log: Path) -> tu
     """(exit code, stderr) of ``cmd`` sent ``sig`` once it has kept a task. Its output goes to a file: after a
     kill -9 its workers, which hold the same output, are only gone once they notice (within a second)."""
     with open(log, "w") as fh:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=fh)
+        # a child of a background job (`cmd &` in a script) ignores SIGINT, and so would this one: Ctrl-C's default
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=fh,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.monotonic() + 300
         while not list((out / "tasks").glob("task-*.npz")) and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
