@@ -56,6 +56,14 @@ def replay(dataset: str, regime: str, spec: str, targets: int, seeds: int, budge
     return out
 
 
+def _summary(runs: list[tuple]) -> tuple[float, float, int, float]:
+    """(coverage, median ESS, misses beyond 3 sd, MAE × 100) of some runs of :func:`replay`."""
+    err = np.array([r[1] for r in runs])
+    sd = np.array([r[2] for r in runs])
+    return (float(np.mean(np.abs(err) <= Z * sd)), float(np.median([r[3] for r in runs])),
+            int(np.sum(np.abs(err) > 3 * sd)), 100 * float(np.mean(np.abs(err))))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="arc_challenge")
@@ -80,17 +88,10 @@ def main(argv: list[str] | None = None) -> int:
             if not sel:
                 parts.append(f"{0:>11} {'-':>5} {'-':>5} {'-':>5}")
                 continue
-            err = np.array([r[1] for r in sel])
-            sd = np.array([r[2] for r in sel])
-            cov = float(np.mean(np.abs(err) <= Z * sd))
-            ess = float(np.median([r[3] for r in sel]))
-            wild = int(np.sum(np.abs(err) > 3 * sd))
+            cov, ess, wild, _ = _summary(sel)
             parts.append(f"{len(sel):>11} {cov:5.3f} {ess:5.2f} {wild:>5}")
-        err = np.array([r[1] for r in cell])
-        sd = np.array([r[2] for r in cell])
-        every = (f"{float(np.mean(np.abs(err) <= Z * sd)):5.3f} {float(np.median([r[3] for r in cell])):5.2f} "
-                 f"{100 * float(np.mean(np.abs(err))):6.2f}")
-        print(f"{b:>6} {len(cell):>5}  {parts[0]:>32}  {parts[1]:>33}  {every:>18}")
+        cov, ess, _, mae = _summary(cell)
+        print(f"{b:>6} {len(cell):>5}  {parts[0]:>32}  {parts[1]:>33}  {f'{cov:5.3f} {ess:5.2f} {mae:6.2f}':>18}")
     print(f"wall {time.perf_counter() - start:.0f} s")
     return 0
 

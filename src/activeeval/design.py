@@ -129,22 +129,14 @@ def sampling_var_floor(
     """
     if score_range is None:
         return np.zeros(np.broadcast(mean, n).shape)
-    lo, hi = score_range
-    width = hi - lo
     n_eff = effective_sample_size(n, n_items)
-    if split:
-        return _split_floor(mean, low_seen, high_seen, n_eff, score_range, binary, z)
-    if binary:
-        p = (np.asarray(mean, dtype=float) - lo) / width
-        wl, wu = wilson_bounds(p, n_eff, z)
-        half = width * np.maximum(p - wl, wu - p)
-    else:
-        z2 = z * z
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(np.isfinite(n_eff), z2 / (n_eff + z2), 0.0)
-        gap = np.maximum(np.asarray(low_seen, dtype=float) - lo, hi - np.asarray(high_seen, dtype=float))
-        half = frac * np.maximum(gap, 0.0)
-    return (half / z) ** 2
+    if not split:
+        return (_half_width(mean, low_seen, high_seen, n_eff, score_range, binary, z, z) / z) ** 2
+    # every split at once, along a last axis, and the narrowest
+    z_lo, z_hi = _split_quantiles(float(z))
+    mean, low_seen, high_seen, n_eff = (np.asarray(a, dtype=float)[..., None]
+                                        for a in (mean, low_seen, high_seen, n_eff))
+    return (_half_width(mean, low_seen, high_seen, n_eff, score_range, binary, z_lo, z_hi).min(axis=-1) / z) ** 2
 
 
 @functools.lru_cache(maxsize=8)
@@ -158,27 +150,27 @@ def _split_quantiles(z: float, steps: int = 99) -> tuple[np.ndarray, np.ndarray]
     return z_lo, z_hi
 
 
-def _split_floor(mean, low_seen, high_seen, n_eff, score_range: tuple[float, float], binary: bool,
-                 z: float) -> np.ndarray:
-    """:func:`sampling_var_floor` with ``split=True`` (its docstring): the smallest half-width over the splits."""
+def _half_width(mean, low_seen, high_seen, n_eff, score_range: tuple[float, float], binary: bool, z_lo, z_hi):
+    """Half-width of the symmetric interval around ``mean`` that reaches the lower bound at ``z_lo`` and the upper
+    bound at ``z_hi`` (:func:`sampling_var_floor`'s bounds: Wilson's for 0/1 scores, else the unseen gaps)."""
     lo, hi = score_range
     width = hi - lo
-    z_lo, z_hi = _split_quantiles(float(z))
-    mean = np.asarray(mean, dtype=float)[..., None]
-    n_eff = np.asarray(n_eff, dtype=float)[..., None]
     if binary:
-        p = (mean - lo) / width
-        low, _ = wilson_bounds(p, n_eff, z_lo)
-        _, high = wilson_bounds(p, n_eff, z_hi)
-        half = width * np.maximum(p - low, high - p)
-    else:
+        p = (np.asarray(mean, dtype=float) - lo) / width
+        low, high = wilson_bounds(p, n_eff, z_lo)
+        if z_hi is not z_lo:
+            _, high = wilson_bounds(p, n_eff, z_hi)
+        return width * np.maximum(p - low, high - p)
+
+    def share(zz):  # the part of a gap the bound at zz still covers: z²/(n + z²), 0 at n = inf
         with np.errstate(divide="ignore", invalid="ignore"):
-            f_lo = np.where(np.isfinite(n_eff), z_lo**2 / (n_eff + z_lo**2), 0.0)
-            f_hi = np.where(np.isfinite(n_eff), z_hi**2 / (n_eff + z_hi**2), 0.0)
-        gap_lo = np.maximum(np.asarray(low_seen, dtype=float)[..., None] - lo, 0.0)
-        gap_hi = np.maximum(hi - np.asarray(high_seen, dtype=float)[..., None], 0.0)
-        half = np.maximum(f_lo * gap_lo, f_hi * gap_hi)
-    return (half.min(axis=-1) / z) ** 2
+            return np.where(np.isfinite(n_eff), zz * zz / (n_eff + zz * zz), 0.0)
+
+    f_lo = share(z_lo)
+    f_hi = f_lo if z_hi is z_lo else share(z_hi)
+    gap_lo = np.maximum(np.asarray(low_seen, dtype=float) - lo, 0.0)
+    gap_hi = np.maximum(hi - np.asarray(high_seen, dtype=float), 0.0)
+    return np.maximum(f_lo * gap_lo, f_hi * gap_hi)
 
 
 class Prequential:

@@ -761,7 +761,8 @@ def estimate_beyond(n: int, mean, sd, lo: float, hi: float, switch_z: float):
     """
     if switch_z >= Z95 or n < 2 * SCALE_SKIP:
         return np.zeros(np.shape(mean), dtype=bool)
-    return (np.asarray(mean) - switch_z * np.asarray(sd) > hi) | (np.asarray(mean) + switch_z * np.asarray(sd) < lo)
+    half = switch_z * np.asarray(sd)
+    return (np.asarray(mean) - half > hi) | (np.asarray(mean) + half < lo)
 
 
 def beyond_every_reference(
