@@ -346,6 +346,7 @@ def calibrate(
     fit_items: int = 150,
     warmup: int = WARMUP,
     switch_z: float | None = None,
+    sampled: tuple[str, float] | None = None,
 ) -> Calibration:
     """Measure the default's interval on reference models used as targets; never sees the real target.
 
@@ -365,7 +366,8 @@ def calibrate(
     at least 1; the factors by budget (:attr:`Calibration.factors`) are
     measured at each of those n and at 1 and 2.5 % of the items, separately.
     The pseudo-targets start with ``warmup`` random items, and switch by the
-    method's ``switch_z`` (None: its default), as the method they calibrate does.
+    method's ``switch_z`` (None: its default), as the method they calibrate does; ``sampled``: their items are
+    drawn as ``selection="hybrid"`` draws them (``sampled`` = (``sample_by``, ``sample_uniform``), not by Eq. 6).
     """
     # the calibration measures the method itself (its selection, its switch) on the pseudo-targets, so it plays
     # it: imported at the call, the one place this module reaches up into the methods (a selector given a
@@ -394,7 +396,8 @@ def calibrate(
         fit_g = fit_hyperparameters(reference.select_models(ids), n_pseudo=fit_pseudo, n_items=fit_items, seed=seed,
                                     level_prior=fit.tau0 > 0, linear=fit.gamma > 0, start=fit)
         truths = sub.scores[group]
-        errors = _model_based_errors(sub.select_models(ids), fit_g, truths, int(seed) + g, grid, warmup, switch_z)
+        errors = _model_based_errors(sub.select_models(ids), fit_g, truths, int(seed) + g, grid, warmup, switch_z,
+                                      sampled)
         z.extend(e for n, e in zip(grid, errors, strict=True) if n in pooled)
         for j, e in enumerate(errors):
             by_n[j].append(e)
@@ -439,14 +442,16 @@ _CALIBRATIONS: ReferenceCache[Calibration] = ReferenceCache("BayesAME calibratio
 
 
 def _cached_calibration(reference: ScoreMatrix, fit: ReferenceFit, warmup: int = WARMUP,
-                        switch_z: float | None = None) -> Calibration:
-    # the default switch keeps the key it always had (calibrations already in a user cache stay valid)
-    extra: tuple = () if switch_z is None else (float(switch_z),)
+                        switch_z: float | None = None, sampled: tuple[str, float] | None = None) -> Calibration:
+    # the default switch and selection keep the key they always had (calibrations already in a user cache stay valid)
+    extra: tuple = ((() if switch_z is None else (float(switch_z),))
+                    + (() if sampled is None else ("sampled", str(sampled[0]), float(sampled[1]))))
     return _CALIBRATIONS.get_or_compute(
         (reference.fingerprint(), fit, int(warmup), *extra),
         lambda: _stored("bayesame_calibration", Calibration,
                         (reference.fingerprint(), fit.to_dict(), int(warmup), *extra),
-                        lambda: calibrate(reference, fit, warmup=warmup, switch_z=switch_z)))
+                        lambda: calibrate(reference, fit, warmup=warmup, switch_z=switch_z,
+                                                  sampled=sampled)))
 
 
 #: Layout of the fits and calibrations kept in the user cache; raise it when a field changes meaning.
@@ -590,11 +595,12 @@ def _check_fit(fit: ReferenceFit) -> None:
 
 def _resolve_calibration(ref: ScoreMatrix, fit: ReferenceFit,
                          calibration: Calibration | Mapping[str, Any] | str | None,
-                         warmup: int = WARMUP, switch_z: float | None = None) -> Calibration:
+                         warmup: int = WARMUP, switch_z: float | None = None,
+                         sampled: tuple[str, float] | None = None) -> Calibration:
     """"auto": measured on ``ref``'s pseudo-targets (cached; they start with ``warmup`` random items, as the method
     does); None: factor 1; else the given one (or its dict)."""
     if isinstance(calibration, str) and calibration == "auto":
-        cal = _cached_calibration(ref, fit, warmup, switch_z)
+        cal = _cached_calibration(ref, fit, warmup, switch_z, sampled)
     elif calibration is None:
         cal = Calibration(factor=1.0)
     elif isinstance(calibration, Calibration):
@@ -688,6 +694,7 @@ class ReferencePrior:
         warmup: int = WARMUP,
         tolerance: float | None = None,
         switch_z: float | None = None,
+        sampled: tuple[str, float] | None = None,
     ) -> ReferencePrior:
         """The prior of ``reference`` (complete scores) under these settings, as ``BayesAME`` derives it.
 
@@ -695,13 +702,13 @@ class ReferencePrior:
         (:func:`fit_hyperparameters` with ``n_pseudo``, ``fit_items``,
         ``fit_seed``, ``level_prior``, ``linear``). ``calibration``: "auto"
         (:func:`calibrate`, its pseudo-targets starting with ``warmup`` random
-        items and switching by ``switch_z`` as the method does; None: its
-        default), None (factor 1), or a Calibration (or its dict).
+        items, switching by ``switch_z`` and drawn as ``selection="hybrid"`` draws them if ``sampled`` is given, as the
+        method does; ``switch_z`` None: its default), None (factor 1), or a Calibration (or its dict).
         ``tolerance``: default :func:`default_tolerance`. Fits and calibrations
         are cached per reference, in memory and in the user cache.
         """
         fit = _resolve_fit(reference, hyperparameters, n_pseudo, fit_items, fit_seed, level_prior, linear)
-        cal = _resolve_calibration(reference, fit, calibration, warmup, switch_z)
+        cal = _resolve_calibration(reference, fit, calibration, warmup, switch_z, sampled)
         tol = default_tolerance(reference) if tolerance is None else tolerance
         return cls(fit=fit, calibration=cal, tolerance=tol, fingerprint=reference.fingerprint())
 

@@ -119,6 +119,10 @@ class DesignSettings(Settings):
                                    "how the design-based estimate's residual variance is estimated")
     switch_z: float = setting(Z95, Number(0, phrase="a non-negative number"),
                               "switch when the estimate ± this many sd is beyond every reference (from n = 10)")
+    sample_by: str = setting("sd", OneOf("sd", "gain"),
+                             "sampled/hybrid selection: draw in proportion to the predictive sd, or to Eq. 6's gain")
+    sample_uniform: float = setting(SAMPLED_UNIFORM, Number(0, 1, low_open=True, phrase="a number in (0, 1]"),
+                                    "sampled/hybrid selection: the uniform share of each draw's probabilities")
 
 
 class BayesAME(BaseMethod):
@@ -271,7 +275,7 @@ class BayesAME(BaseMethod):
         *,
         seed: SeedLike = None,
         missing: str = "models",
-        selection: Literal["auto", "active", "random", "sampled"] = "auto",
+        selection: Literal["auto", "active", "random", "sampled", "hybrid"] = "auto",
         prior: ReferencePrior | None = None,
         hyperparameters: ReferenceFit | Mapping[str, Any] | None = None,
         calibration: Calibration | Mapping[str, Any] | Literal["auto"] | None = "auto",
@@ -280,7 +284,7 @@ class BayesAME(BaseMethod):
         batch: BatchSettings = BatchSettings(),
     ) -> None:
         super().__init__(reference, seed=seed, missing=missing)
-        selection = OneOf("auto", "active", "random", "sampled")("selection", selection)
+        selection = OneOf("auto", "active", "random", "sampled", "hybrid")("selection", selection)
         #: the settings groups as given (each field is also this object's attribute of the same name)
         self.fit, self.design, self.batch = fit, design, batch
         #: How items are picked from the posterior while selection is model-based (:mod:`activeeval.gp.acquisition`).
@@ -297,7 +301,9 @@ class BayesAME(BaseMethod):
                                          n_pseudo=fit.n_pseudo, fit_items=fit.fit_items, fit_seed=fit.fit_seed,
                                          level_prior=fit.level_prior, linear=fit.linear, warmup=self.warmup,
                                          tolerance=tolerance,
-                                         switch_z=None if design.switch_z >= Z95 else float(design.switch_z))
+                                         switch_z=None if design.switch_z >= Z95 else float(design.switch_z),
+                                         sampled=(design.sample_by, float(design.sample_uniform))
+                                         if selection == "hybrid" else None)
         else:
             _check_prior(prior, ref, hyperparameters=hyperparameters, calibration=calibration, fit=fit)
         self.prior_ = prior
@@ -425,18 +431,25 @@ class BayesAME(BaseMethod):
         return [int(i) for i in free[:k]]
 
     def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
-        if self.selection == "sampled":
+        if self.selection in ("sampled", "hybrid"):
             pending = sum(1 for i in exclude if not self._observed[i])
             if k > 1 or pending:
                 raise ConfigurationError(
-                    f"selection='sampled' draws one item at a time with a probability it must know when the score "
-                    f"comes back; {pending} item(s) are pending and {k} were asked for: record the pending score "
-                    "first and ask for one item, or use selection='auto'"
+                    f"selection='{self.selection}' draws one item at a time with a probability it must know when "
+                    f"the score comes back; {pending} item(s) are pending and {k} were asked for: record the "
+                    "pending score first and ask for one item, or use selection='auto'"
                 )
+            if self._uniform_draw:
+                return self._random_items(1, exclude)
             return [int(rng.choice(self.n_items, p=self._sampling_probabilities()))]
         if self.random_items:
             return self._random_items(k, exclude)
         return self._model_based_items(rng, k, exclude)
+
+    @property
+    def _uniform_draw(self) -> bool:
+        """Whether ``selection="hybrid"``'s next draw is uniform (its ``warmup`` first items), not by the sd."""
+        return self.selection == "hybrid" and self.n_observed < self.warmup
 
     def _sampling_probabilities(self) -> np.ndarray:
         """Each item's probability of being drawn next (N,): 0 if observed, else
@@ -447,14 +460,20 @@ class BayesAME(BaseMethod):
         when its score is recorded, and when a session replays its journal.
         """
         post = self.posterior
-        sd = np.sqrt(np.maximum(post.diag, 0.0) + post.noise)[self.buckets.of_item]
+        if self.design.sample_by == "gain":  # the variance of R one item of the bucket would remove, c_b² / v_b
+            v = np.maximum(post.diag, 0.0) + post.noise
+            c = post.cov_u + post.noise
+            weight = np.where(v > 0, c * c / np.where(v > 0, v, 1.0), 0.0)[self.buckets.of_item]
+        else:
+            weight = np.sqrt(np.maximum(post.diag, 0.0) + post.noise)[self.buckets.of_item]
         free = ~self._observed
-        sd[~free] = 0.0
+        weight[~free] = 0.0
         n_free = int(free.sum())
-        total = float(sd.sum())
-        q = np.where(free, SAMPLED_UNIFORM / n_free, 0.0)
+        total = float(weight.sum())
+        lam = float(self.design.sample_uniform)
+        q = np.where(free, lam / n_free, 0.0)
         if total > 0.0:
-            q += (1.0 - SAMPLED_UNIFORM) * sd / total
+            q += (1.0 - lam) * weight / total
         else:
             q = np.where(free, 1.0 / n_free, 0.0)
         return q / q.sum()
@@ -467,8 +486,9 @@ class BayesAME(BaseMethod):
     def _update(self, item: int, score: float) -> None:
         b = int(self.buckets.of_item[item])
         post = self.posterior
-        if self.random_items or self.selection == "sampled":  # a random draw: it enters the design-based estimate
-            prob = float(self._sampling_probabilities()[item]) if self.selection == "sampled" else None
+        if self.random_items or self.selection in ("sampled", "hybrid"):  # a random draw: the design-based estimate
+            known = self.selection == "sampled" or (self.selection == "hybrid" and not self._uniform_draw)
+            prob = float(self._sampling_probabilities()[item]) if known else None
             n = self.n_observed
             ybar = self._sum_obs / n if n else float(self._ref_full.mean())
             preds = self._control_predictions()
@@ -575,7 +595,8 @@ class BayesAME(BaseMethod):
         floored = False
         if self.mode == "design" and self._design.count > 0:
             u_frac = (n_items - self.n_observed) / n_items
-            variance = "increments" if self.selection == "sampled" else self.design_variance  # unequal weights
+            # unequal weights: only the increments' variance holds
+            variance = "increments" if self.selection in ("sampled", "hybrid") else self.design_variance
             mean, var = self._design.estimate(fallback_var=self._worst_var, variance=variance)
             floor = float(
                 sampling_var_floor(
@@ -608,6 +629,9 @@ class BayesAME(BaseMethod):
                 f"{math.sqrt(SCALE_SWITCH):.0f}x more than the model expects)"
             )
             notes.append(
+                f"design-based: {why}, found at n = {self.switched_at}; the interval rests on all "
+                f"{self._design.count} item(s), each drawn at random with a known probability, not on the references"
+                if self.selection == "hybrid" else
                 f"design-based: {why}, found at n = {self.switched_at}; since then items are drawn at random and "
                 f"the interval rests on those {self._design.count} random item(s), not on the references"
             )
@@ -687,7 +711,7 @@ class BayesAMERS(BayesAME):
 
 def _model_based_errors(
     reference: ScoreMatrix, fit: ReferenceFit, truths: np.ndarray, seed: int, grid: Sequence[int],
-    warmup: int = WARMUP, switch_z: float | None = None,
+    warmup: int = WARMUP, switch_z: float | None = None, sampled: tuple[str, float] | None = None,
 ) -> list[np.ndarray]:
     """Standardised errors (R̂ − R) / sd of the model-based estimate of several targets at n in ``grid``.
 
@@ -697,11 +721,13 @@ def _model_based_errors(
     the targets share the items and the posterior covariance
     (tests/test_bayesame_default.py checks the equality). A target stops
     contributing once it would switch to the design-based estimate (``switch_z``: the method's option of that
-    name, None for its default).
+    name, None for its default). ``sampled``: (``sample_by``, ``sample_uniform``) to draw the items as
+    ``selection="hybrid"`` draws them (None: by Eq. 6).
     """
     switch_z = Z95 if switch_z is None else float(switch_z)
+    by, uniform = sampled if sampled is not None else ("sd", SAMPLED_UNIFORM)
     method = BayesAME(reference, hyperparameters=fit, calibration=None, seed=seed,
-                      design=DesignSettings(warmup=warmup, switch_z=switch_z))
+                      design=DesignSettings(warmup=warmup, switch_z=switch_z, sample_by=by, sample_uniform=uniform))
     one = method.posterior
     n_targets = truths.shape[0]
     post = BucketPosterior(one.prior_mean, one.prior_col, one.prior_diag, one.prior_cov_counts, one.counts,
@@ -723,8 +749,12 @@ def _model_based_errors(
         # as a single run selects: its random start, then Eq. 6 (the shared pass observes nothing through the
         # method, whose own count, and so its `random_items`, stays at 0)
         rng = np.random.default_rng([method.seed_, n - 1])
-        (item,) = (method._random_items(1, ()) if n <= method.warmup
-                   else method._model_based_items(rng, 1, ()))
+        if n <= method.warmup:
+            (item,) = method._random_items(1, ())
+        elif sampled is not None:  # selection="hybrid": drawn with the model's sampling probabilities (scores play no part)
+            item = int(rng.choice(n_items, p=method._sampling_probabilities()))
+        else:
+            (item,) = method._model_based_items(rng, 1, ())
         b = int(method.buckets.of_item[item])
         innovation, d = post.observe(b, truths[:, item])
         if n - 1 >= SCALE_SKIP:
