@@ -447,7 +447,7 @@ def test_prequential_without_controls_is_the_sample_mean() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"selection": "greedy"}, "selection must be 'auto', 'active', 'random' or 'sampled'"),
+        ({"selection": "greedy"}, "selection must be 'auto', 'active', 'random', 'sampled' or 'hybrid'"),
         ({"extrapolation": "maybe"}, "extrapolation must be 'auto' or 'off'"),
         ({"n_pseudo": 0}, "n_pseudo must be an integer >= 1"),
         ({"switch_until": -1}, "switch_until must be a non-negative integer"),

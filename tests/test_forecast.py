@@ -76,6 +76,26 @@ def test_the_forecast_switches_as_the_run_does_under_switch_z() -> None:
     assert played[0.0].reasons.count("outside") > played[None].reasons.count("outside")  # the option counts
 
 
+def test_the_forecast_draws_and_switches_as_a_hybrid_run_does() -> None:
+    """``selection="hybrid"``: the forecast's pass draws each pseudo-target's items with the run's probabilities
+    (they do not depend on the scores), so it switches exactly the pseudo-targets whose real runs switch."""
+    from activeeval.gp.prior import ReferenceFit
+
+    fit = ReferenceFit(alpha=0.05, beta=3.0, sigma2=0.02, tau0=1.0, tau1=1.0, gamma=0.1)
+    rng = np.random.default_rng(0)
+    difficulty = rng.normal(size=(1, 150))
+    ability = np.concatenate([np.linspace(-1.0, 1.0, 14), [0.2, 0.5, 1.4, 2.5, 3.5]])[:, None]
+    scores = (rng.random((19, 150)) < 1 / (1 + np.exp(difficulty - ability))).astype(float)
+    ref, truths = ScoreMatrix(scores[:14], kind="binary"), scores[14:]
+    method = BayesAME(ref, seed=3, hyperparameters=fit, calibration=None, selection="hybrid")
+    played = _play(method, ref, truths, 0.005, 0.01, 30, 25, _Work(None))
+    for k in range(truths.shape[0]):
+        m = BayesAME(ref, seed=3, hyperparameters=fit, calibration=None, selection="hybrid")
+        run_fixed(m, truths[k], 25)
+        assert (played.reasons[k] == "outside") == (m.mode == "design"), k
+    assert 0 < played.reasons.count("outside") < truths.shape[0]
+
+
 def test_the_width_at_a_budget_is_the_real_run_s(math_method) -> None:
     ref_g, truths = _fold(math_method)
     played = _play(math_method, ref_g, truths[:3], 0.005, 0.03, 30, 25, _Work(None))

@@ -117,6 +117,7 @@ def _valid(cls: type[Settings]) -> st.SearchStrategy[Settings]:
         "floor": st.sampled_from(["wilson", "effective", "split"]),
         "design_variance": st.sampled_from(["residuals", "increments"]),
         "switch_z": st.floats(0, 10) | st.integers(0, 10),
+        "sample_by": st.sampled_from(["sd", "gain"]), "sample_uniform": st.floats(1e-6, 1.0),
         "batch_strategy": st.sampled_from(["greedy", "pair", "lars", "dpp", "kmeans"]),
         "batch_size": st.integers(1, 10**6), "myopic": st.booleans(),
     }
@@ -217,7 +218,7 @@ def test_a_bad_option_names_itself_whichever_form(small_reference: ScoreMatrix) 
         BayesAME(small_reference, warmup=-1)
     with pytest.raises(ConfigurationError, match="warmup must be a non-negative integer, got -1"):
         DesignSettings(warmup=-1)
-    with pytest.raises(ConfigurationError, match="selection must be 'auto', 'active', 'random' or 'sampled'"):
+    with pytest.raises(ConfigurationError, match="selection must be 'auto', 'active', 'random', 'sampled' or 'hybrid'"):
         BayesAME(small_reference, selection="best")
     with pytest.raises(TypeError):
         BayesAME(small_reference, warmupp=1)  # an unknown keyword is Python's TypeError, as before

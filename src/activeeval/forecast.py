@@ -215,7 +215,8 @@ def _played_options(method: Any) -> dict[str, Any]:
     return {"calibrate_by": method.calibrate_by, "selection": method.selection,
             "extrapolation": method.extrapolation, "switch_until": method.switch_until,
             "scale_prior": method.scale_prior, "controls": method.controls, "warmup": method.warmup,
-            "tolerance": method.tolerance, "switch_z": method.switch_z}
+            "tolerance": method.tolerance, "switch_z": method.switch_z,
+            "sample_by": method.design.sample_by, "sample_uniform": method.design.sample_uniform}
 
 
 def _from_stored(meta: dict[str, Any], n_items: int, max_items: int | None) -> Forecast | None:

@@ -431,7 +431,7 @@ class BayesAME(BaseMethod):
         return [int(i) for i in free[:k]]
 
     def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
-        if self.selection in ("sampled", "hybrid"):
+        if self.selection == "sampled" or self._hybrid_draw:
             pending = sum(1 for i in exclude if not self._observed[i])
             if k > 1 or pending:
                 raise ConfigurationError(
@@ -445,6 +445,12 @@ class BayesAME(BaseMethod):
         if self.random_items:
             return self._random_items(k, exclude)
         return self._model_based_items(rng, k, exclude)
+
+    @property
+    def _hybrid_draw(self) -> bool:
+        """Whether ``selection="hybrid"`` draws the next item at random: while a switch may still come (n up to
+        ``switch_until``) and after one; once the estimate can only stay the model's, Eq. 6 chooses."""
+        return self.selection == "hybrid" and (self.mode == "design" or self.n_observed < self.switch_until_)
 
     @property
     def _uniform_draw(self) -> bool:
@@ -486,7 +492,7 @@ class BayesAME(BaseMethod):
     def _update(self, item: int, score: float) -> None:
         b = int(self.buckets.of_item[item])
         post = self.posterior
-        if self.random_items or self.selection in ("sampled", "hybrid"):  # a random draw: the design-based estimate
+        if self.random_items or self.selection == "sampled" or self._hybrid_draw:  # a random draw: design-based
             known = self.selection == "sampled" or (self.selection == "hybrid" and not self._uniform_draw)
             prob = float(self._sampling_probabilities()[item]) if known else None
             n = self.n_observed
@@ -751,7 +757,8 @@ def _model_based_errors(
         rng = np.random.default_rng([method.seed_, n - 1])
         if n <= method.warmup:
             (item,) = method._random_items(1, ())
-        elif sampled is not None:  # selection="hybrid": drawn with the model's sampling probabilities (scores play no part)
+        elif sampled is not None and n - 1 < method.switch_until_:  # selection="hybrid": drawn with the model's
+            # sampling probabilities (the scores play no part), while a switch may come
             item = int(rng.choice(n_items, p=method._sampling_probabilities()))
         else:
             (item,) = method._model_based_items(rng, 1, ())

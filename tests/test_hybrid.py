@@ -1,0 +1,163 @@
+"""``selection="hybrid"``: items drawn with known probabilities, the model's estimate while the references vouch
+for the target, and after a switch the design-based estimate of *every* item (issue 25, item 2)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from activeeval import BayesAME, ScoreMatrix
+from activeeval.design import Prequential
+from activeeval.exceptions import ConfigurationError
+from activeeval.experiments.simulate import run_fixed
+from activeeval.gp.prior import ReferenceFit, calibrate
+from activeeval.methods.bayesame import _model_based_errors
+
+FIT = ReferenceFit(alpha=0.05, beta=3.0, sigma2=0.02, tau0=1.0, tau1=1.0, gamma=0.1)
+
+
+def _reference(seed: int = 0) -> tuple[ScoreMatrix, np.ndarray]:
+    """Fourteen references of a logistic (Rasch) benchmark with abilities −1 … 1; targets of ability 0.2 and
+    0.5 (inside), 2.5 and 3.5 (above every reference)."""
+    rng = np.random.default_rng(seed)
+    difficulty = rng.normal(size=(1, 150))
+    ability = np.concatenate([np.linspace(-1.0, 1.0, 14), [0.2, 0.5, 2.5, 3.5]])[:, None]
+    scores = (rng.random((18, 150)) < 1 / (1 + np.exp(difficulty - ability))).astype(float)
+    return ScoreMatrix(scores[:14], kind="binary"), scores[14:]
+
+
+def _spy(monkeypatch) -> list[float | None]:
+    """The probabilities each item entered the design-based estimate with."""
+    seen: list[float | None] = []
+    add = Prequential.add
+
+    def spying(self, *args, **kwargs):
+        seen.append(args[6] if len(args) > 6 else kwargs.get("prob"))
+        return add(self, *args, **kwargs)
+
+    monkeypatch.setattr(Prequential, "add", spying)
+    return seen
+
+
+def test_every_item_is_drawn_with_the_probability_the_design_based_estimate_weights_it_by(monkeypatch) -> None:
+    ref, truths = _reference()
+    truth = truths[0]
+    method = BayesAME(ref, seed=5, hyperparameters=FIT, calibration=None, selection="hybrid")
+    default = BayesAME(ref, seed=5, hyperparameters=FIT, calibration=None)
+    seen = _spy(monkeypatch)
+    expected: list[float | None] = []
+    for n in range(40):
+        q = method._sampling_probabilities()
+        free = ~method._observed
+        assert q.sum() == pytest.approx(1.0) and np.all(q[~free] == 0.0)
+        assert np.all(q[free] >= 0.5 * 0.5 / free.sum())  # at least half the uniform share
+        item = method.select()
+        expected.append(None if n < method.warmup else float(q[item]))  # the random start: uniform (1/U)
+        method.observe(item, float(truth[item]))
+    assert seen == expected
+    run_fixed(default, truth, method.warmup)
+    assert method.observed_items[:method.warmup] == default.observed_items  # the same random start
+    greedy = BayesAME(ref, seed=5, hyperparameters=FIT, calibration=None)
+    run_fixed(greedy, truth, 40)
+    assert method.observed_items != greedy.observed_items  # drawn, not Eq. 6's argmax
+    assert method._design.count == 40  # every item counts, switched or not
+    est = method.estimate()
+    replay = BayesAME(ref, seed=5, hyperparameters=FIT, calibration=None, selection="hybrid")
+    for item, score in zip(method.observed_items, method.observed_scores, strict=True):
+        replay.observe(item, score)  # a session rebuilt from its journal: the probabilities are recomputed
+    assert (replay.estimate().mean, replay.estimate().var) == (est.mean, est.var)
+    assert replay._design.estimate(1.0, "increments") == method._design.estimate(1.0, "increments")
+    with pytest.raises(ConfigurationError, match="selection='hybrid' draws one item at a time"):
+        method.select_batch(2)
+
+
+def test_while_model_based_the_estimate_is_the_model_s_and_after_a_switch_it_rests_on_every_item() -> None:
+    ref, truths = _reference()
+    inside = BayesAME(ref, seed=2, hyperparameters=FIT, calibration=None, selection="hybrid")
+    run_fixed(inside, truths[1], 30)
+    assert inside.mode == "model"
+    assert (inside.estimate().mean, inside.estimate().var) == inside._model_estimate()
+    above = BayesAME(ref, seed=2, hyperparameters=FIT, calibration=None, selection="hybrid")
+    run_fixed(above, truths[3], 30)
+    assert above.mode == "design" and above.switch_reason == "outside" and above.switched_at < 30
+    mean, var = above._design.estimate(above._worst_var, "increments")
+    assert above.estimate().mean == pytest.approx(mean) and above.estimate().var >= var
+    assert above._design.count == 30  # the items before the switch count as well as those after it
+    note = next(n for n in above.estimate().notes if n.startswith("design-based: the target is outside"))
+    assert "rests on all 30 item(s), each drawn at random with a known probability" in note
+
+
+def test_the_inverse_probability_estimate_is_unbiased_over_the_draws() -> None:
+    """Over every possible next item of a hybrid run (each with its probability), the design-based estimate's
+    next step averages to the benchmark score exactly, whatever the model."""
+    ref, truths = _reference()
+    truth = truths[2]
+    method = BayesAME(ref, seed=1, hyperparameters=FIT, calibration=None, selection="hybrid", controls="model+near")
+    run_fixed(method, truth, 12)
+    q = method._sampling_probabilities()
+    preds = method._control_predictions()
+    free = ~method._observed
+    n = method.n_observed
+    s_obs = float(truth[method._observed].sum())
+    total = 0.0
+    for i in np.flatnonzero(free):
+        p = Prequential(method.n_items, n_controls=2, b_prior=np.array([0.7, 0.4]))
+        p.add(float(truth[i]), s_obs, method.n_items - n, s_obs / n, np.array([pr[i] for pr in preds]),
+              np.array([float(pr[free].sum()) for pr in preds]), prob=float(q[i]))
+        total += q[i] * p.estimate(1.0)[0]
+    assert total == pytest.approx(truth.mean(), abs=1e-12)
+
+
+@pytest.mark.parametrize("by", ["sd", "gain"])
+def test_the_calibration_plays_the_hybrid_draws_as_single_runs_do(by: str) -> None:
+    """The calibration's shared pass draws the items a single hybrid run draws (the probabilities do not depend on
+    the scores), and drops a pseudo-target exactly when its single run switches."""
+    ref, truths = _reference()
+    grid = [8, 15, 30]
+    shared = _model_based_errors(ref, FIT, truths, 3, grid, sampled=(by, 0.3))
+    for n, values in zip(grid, shared, strict=True):
+        expected = []
+        for truth in truths:
+            method = BayesAME(ref, seed=3, hyperparameters=FIT, calibration=None, selection="hybrid",
+                              sample_by=by, sample_uniform=0.3)
+            run_fixed(method, truth, n)
+            if method.mode == "model":
+                est = method.estimate()
+                expected.append((est.mean - truth.mean()) / est.std)
+        np.testing.assert_allclose(values, expected, rtol=1e-9, atol=1e-12)
+    assert len(shared[-1]) < len(truths)  # the targets above every reference left the count
+
+
+def test_a_hybrid_method_is_calibrated_on_its_own_draws() -> None:
+    ref, _ = _reference()
+    default = BayesAME(ref, seed=0, hyperparameters=FIT)
+    hybrid = BayesAME(ref, seed=0, hyperparameters=FIT, selection="hybrid")
+    gain = BayesAME(ref, seed=0, hyperparameters=FIT, selection="hybrid", sample_by="gain")
+    assert default.calibration_ == calibrate(ref, FIT)
+    assert hybrid.calibration_ == calibrate(ref, FIT, sampled=("sd", 0.5))
+    assert gain.calibration_ == calibrate(ref, FIT, sampled=("gain", 0.5))
+    assert len({default.calibration_, hybrid.calibration_, gain.calibration_}) == 3
+
+
+def test_gain_sampling_follows_the_information_the_greedy_choice_maximises() -> None:
+    """``sample_by="gain"``: the item Eq. 6 would choose is the most probable draw."""
+    ref, truths = _reference()
+    method = BayesAME(ref, seed=4, hyperparameters=FIT, calibration=None, selection="hybrid", sample_by="gain",
+                      sample_uniform=0.1)
+    run_fixed(method, truths[0], 15)
+    q = method._sampling_probabilities()
+    ig = method.information_gains()[method.buckets.of_item]
+    ig[method._observed] = -np.inf
+    assert q[int(np.argmax(ig))] == pytest.approx(q.max())
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"sample_by": "ig"}, "sample_by must be 'sd' or 'gain'"),
+    ({"sample_uniform": 0.0}, r"sample_uniform must be a number in \(0, 1\], got 0.0"),
+    ({"sample_uniform": 1.5}, r"sample_uniform must be a number in \(0, 1\], got 1.5"),
+    ({"selection": "mixed"}, "selection must be 'auto', 'active', 'random', 'sampled' or 'hybrid'"),
+])
+def test_bad_sampling_options_say_what_is_allowed(kwargs: dict, message: str) -> None:
+    ref, _ = _reference()
+    with pytest.raises(ConfigurationError, match=message):
+        BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None, **kwargs)
