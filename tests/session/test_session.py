@@ -13,6 +13,7 @@ import pytest
 
 from activeeval.exceptions import (
     ConfigurationError,
+    CorruptedSessionError,
     DuplicateObservationError,
     InvalidScoresError,
     ScoreOutOfRangeError,
@@ -404,3 +405,40 @@ def test_resume_across_a_hyperparameter_refit(tmp_path, continuous_ref_file, con
     assert s.trajectory == live.trajectory
     s.close()
     live.close()
+
+
+def test_a_hybrid_session_replays_its_draws_exactly(tmp_path, math_ref_file, math_split) -> None:
+    """``selection="hybrid"``: each item's probability is recomputed from the journal on reopening (it depends on
+    the items scored, not on their scores), so the reopened session's estimate and next draw are the live one's;
+    a second item while one is pending is refused with the fix, and nothing recorded is lost."""
+    ref, target = math_split
+    live = Session.create(tmp_path / "h.aeval", math_ref_file, method="bayesame[selection=hybrid]", seed=4)
+    for _ in range(15):
+        (item,) = live.ask(1)
+        live.tell(item.item_id, target[item.item_id])
+    (pending,) = live.ask(1)
+    with pytest.raises(ConfigurationError, match="record the pending score first"):
+        live.ask(1)
+    live.tell(pending.item_id, target[pending.item_id])
+    observations, estimate, kwargs = live.observations, live.estimate(), live.settings["method_kwargs"]
+    live.close()
+    with Session.open(tmp_path / "h.aeval") as reopened:
+        assert reopened.observations == observations and len(observations) == 16
+        assert reopened.estimate() == estimate
+        method = make_method("bayesame", ref, **kwargs)
+        for iid, score in observations:
+            method.observe(iid, score)
+        assert method.estimate() == estimate
+        assert reopened.ask(1)[0].index == method.select()
+
+
+def test_a_closed_session_says_so_and_not_that_its_file_is_corrupted(tmp_path, math_ref_file, math_split) -> None:
+    s = Session.create(tmp_path / "c.aeval", math_ref_file, method="rs-mean", seed=1)
+    (item,) = s.ask(1)
+    s.tell(item.item_id, 1.0)
+    s.close()
+    with pytest.raises(StorageError, match="was closed by this program before it tried to .*open it again") as err:
+        s.status()
+    assert not isinstance(err.value, CorruptedSessionError)
+    with Session.open(tmp_path / "c.aeval") as again:
+        assert again.observations == ((item.item_id, 1.0),)

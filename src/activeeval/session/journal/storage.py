@@ -331,6 +331,9 @@ class Journal:
 
     def _locked_or(self, exc: sqlite3.Error, what: str) -> StorageError:
         text = str(exc)
+        if isinstance(exc, sqlite3.ProgrammingError) and "closed" in text:  # used after close(): the file is whole
+            return StorageError(f"session file {str(self.path)!r} was closed by this program before it tried to "
+                                f"{what}; open it again (Session.open) and retry: nothing recorded is lost")
         if "locked" in text or "busy" in text:
             return StorageError(
                 f"session file {str(self.path)!r} is locked by another process (waited {self.timeout:g} s to {what}); "
