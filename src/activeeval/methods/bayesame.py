@@ -139,7 +139,8 @@ class BayesAME(BaseMethod):
     design : DesignSettings
         The switch to the design-based estimate and that estimate (:class:`DesignSettings`):
         ``extrapolation``, ``switch_until``, ``warmup``, ``scale_prior``,
-        ``controls``, ``floor``, ``design_variance``, ``switch_z`` below.
+        ``controls``, ``floor``, ``design_variance``, ``switch_z``, ``sample_by``,
+        ``sample_uniform`` below.
     batch : BatchSettings
         Batch selection (:class:`~activeeval.gp.acquisition.BatchSettings`):
         ``batch_strategy``, ``batch_size``, ``myopic`` below.
@@ -150,7 +151,7 @@ class BayesAME(BaseMethod):
         (``bayesame[warmup=10]``).
     seed, missing
         See :class:`~activeeval.methods.base.BaseMethod`.
-    selection : {"auto", "active", "random", "sampled"}
+    selection : {"auto", "active", "random", "sampled", "hybrid"}
         "auto": information gain (Eq. 6) while the model describes the target,
         uniform random once the target is found outside the references' range
         (see ``extrapolation``). "active": information gain always (no
@@ -163,7 +164,20 @@ class BayesAME(BaseMethod):
         design-based one with inverse-probability weights around the controls'
         prediction — unbiased whatever the model, with the martingale CLT's
         interval; no calibration and no switch. One item at a time: it refuses
-        to hand out an item while another is pending.
+        to hand out an item while another is pending. "hybrid" (issue 25):
+        the items are drawn as "sampled" draws them, but the estimate is the
+        model's, calibrated on pseudo-targets drawn the same way, until the
+        switch of "auto"; after a switch it is the design-based estimate over
+        *every* item, those before the switch included (each was drawn with a
+        known probability). Once no switch can come (n > ``switch_until``),
+        Eq. 6 chooses. One item at a time, as "sampled".
+    sample_by : {"sd", "gain"}
+        How "sampled" and "hybrid" weight an item's probability: by the
+        model's predictive sd of its score, or by the variance of R one item of
+        its bucket would remove (c_b² / v_b; its largest is Eq. 6's choice).
+    sample_uniform : float
+        λ in (0, 1]: the uniform share of each draw's probabilities
+        (``SAMPLED_UNIFORM`` = 0.5: no item's weight exceeds 2U/N).
     extrapolation : {"auto", "off"}
         "auto": switch to random items and the design-based estimate when the
         references do not describe the target, at any n up to ``switch_until``:
@@ -459,7 +473,8 @@ class BayesAME(BaseMethod):
 
     def _sampling_probabilities(self) -> np.ndarray:
         """Each item's probability of being drawn next (N,): 0 if observed, else
-        λ/U + (1 − λ) sd_i / Σ_U sd, sd_i the model's predictive sd of item i's score, λ = ``SAMPLED_UNIFORM``.
+        λ/U + (1 − λ) w_i / Σ_U w, λ = ``sample_uniform`` (default ``SAMPLED_UNIFORM``) and w_i the model's
+        predictive sd of item i's score (``sample_by="sd"``) or c_b² / v_b of its bucket (``"gain"``).
 
         A function of the observed items alone (the posterior's covariance does
         not depend on the scores), so the probability of an item is known again
