@@ -121,6 +121,8 @@ class DesignSettings(Settings):
                               "switch when the estimate ± this many sd is beyond every reference (from n = 10)")
     sample_by: str = setting("sd", OneOf("sd", "gain"),
                              "sampled/hybrid selection: draw in proportion to the predictive sd, or to Eq. 6's gain")
+    switch_draw: str = setting("sampled", OneOf("sampled", "uniform"),
+                               "hybrid selection: after a switch, keep drawing by sample_by, or uniformly")
     sample_uniform: float = setting(SAMPLED_UNIFORM, Number(0, 1, low_open=True, phrase="a number in (0, 1]"),
                                     "sampled/hybrid selection: the uniform share of each draw's probabilities")
 
@@ -140,7 +142,7 @@ class BayesAME(BaseMethod):
         The switch to the design-based estimate and that estimate (:class:`DesignSettings`):
         ``extrapolation``, ``switch_until``, ``warmup``, ``scale_prior``,
         ``controls``, ``floor``, ``design_variance``, ``switch_z``, ``sample_by``,
-        ``sample_uniform`` below.
+        ``switch_draw``, ``sample_uniform`` below.
     batch : BatchSettings
         Batch selection (:class:`~activeeval.gp.acquisition.BatchSettings`):
         ``batch_strategy``, ``batch_size``, ``myopic`` below.
@@ -175,6 +177,9 @@ class BayesAME(BaseMethod):
         How "sampled" and "hybrid" weight an item's probability: by the
         model's predictive sd of its score, or by the variance of R one item of
         its bucket would remove (c_b² / v_b; its largest is Eq. 6's choice).
+    switch_draw : {"sampled", "uniform"}
+        How "hybrid" draws after a switch: as before it (``sample_by``), or
+        uniformly (equal weights from there on: the model no longer guides the draw).
     sample_uniform : float
         λ in (0, 1]: the uniform share of each draw's probabilities
         (``SAMPLED_UNIFORM`` = 0.5: no item's weight exceeds 2U/N).
@@ -468,8 +473,10 @@ class BayesAME(BaseMethod):
 
     @property
     def _uniform_draw(self) -> bool:
-        """Whether ``selection="hybrid"``'s next draw is uniform (its ``warmup`` first items), not by the sd."""
-        return self.selection == "hybrid" and self.n_observed < self.warmup
+        """Whether ``selection="hybrid"``'s next draw is uniform: its ``warmup`` first items, and with
+        ``switch_draw="uniform"`` every item after a switch."""
+        return self.selection == "hybrid" and (
+            self.n_observed < self.warmup or (self.mode == "design" and self.design.switch_draw == "uniform"))
 
     def _sampling_probabilities(self) -> np.ndarray:
         """Each item's probability of being drawn next (N,): 0 if observed, else
