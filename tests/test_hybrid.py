@@ -108,6 +108,24 @@ def test_the_inverse_probability_estimate_is_unbiased_over_the_draws() -> None:
     assert total == pytest.approx(truth.mean(), abs=1e-12)
 
 
+def test_after_a_switch_uniform_draws_enter_with_equal_weights(monkeypatch) -> None:
+    """``switch_draw="uniform"``: the items after a switch are the random order's (probability 1/U, entered
+    without a weight); those before it are the hybrid draws, as with the default ``switch_draw``."""
+    ref, truths = _reference()
+    seen = _spy(monkeypatch)
+    uniform = BayesAME(ref, seed=2, hyperparameters=FIT, calibration=None, selection="hybrid",
+                       switch_draw="uniform")
+    sampled = BayesAME(ref, seed=2, hyperparameters=FIT, calibration=None, selection="hybrid")
+    run_fixed(uniform, truths[3], 30)
+    k = uniform.switched_at
+    assert uniform.mode == "design" and k < 25
+    assert all(p is not None for p in seen[:k]) and all(p is None for p in seen[k:])
+    run_fixed(sampled, truths[3], 30)
+    assert sampled.observed_items[:k] == uniform.observed_items[:k]
+    assert sampled.observed_items[k:] != uniform.observed_items[k:]
+    assert uniform._design.count == 30
+
+
 @pytest.mark.parametrize("by", ["sd", "gain"])
 def test_the_calibration_plays_the_hybrid_draws_as_single_runs_do(by: str) -> None:
     """The calibration's shared pass draws the items a single hybrid run draws (the probabilities do not depend on
