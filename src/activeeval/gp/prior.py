@@ -450,8 +450,7 @@ def _cached_calibration(reference: ScoreMatrix, fit: ReferenceFit, warmup: int =
         (reference.fingerprint(), fit, int(warmup), *extra),
         lambda: _stored("bayesame_calibration", Calibration,
                         (reference.fingerprint(), fit.to_dict(), int(warmup), *extra),
-                        lambda: calibrate(reference, fit, warmup=warmup, switch_z=switch_z,
-                                                  sampled=sampled)))
+                        lambda: calibrate(reference, fit, warmup=warmup, switch_z=switch_z, sampled=sampled)))
 
 
 #: Layout of the fits and calibrations kept in the user cache; raise it when a field changes meaning.
