@@ -39,6 +39,20 @@ def _spy(monkeypatch) -> list[float | None]:
     return seen
 
 
+@pytest.mark.parametrize("selection", ["sampled", "hybrid"])
+def test_the_draw_probabilities_sum_to_one_over_the_unscored_items_with_half_the_uniform_share(selection) -> None:
+    """``_sampling_probabilities`` of both randomised selections: 0 on the items scored, at least λ/U elsewhere."""
+    ref, truths = _reference()
+    method = BayesAME(ref, seed=5, hyperparameters=FIT, calibration=None, selection=selection)
+    for _ in range(30):
+        q = method._sampling_probabilities()
+        free = ~method._observed
+        assert q.sum() == pytest.approx(1.0) and np.all(q[~free] == 0.0)
+        assert np.all(q[free] >= 0.5 * 0.5 / free.sum())  # at least half the uniform share
+        item = method.select()
+        method.observe(item, float(truths[0][item]))
+
+
 def test_every_item_is_drawn_with_the_probability_the_design_based_estimate_weights_it_by(monkeypatch) -> None:
     ref, truths = _reference()
     truth = truths[0]
@@ -48,9 +62,6 @@ def test_every_item_is_drawn_with_the_probability_the_design_based_estimate_weig
     expected: list[float | None] = []
     for n in range(40):
         q = method._sampling_probabilities()
-        free = ~method._observed
-        assert q.sum() == pytest.approx(1.0) and np.all(q[~free] == 0.0)
-        assert np.all(q[free] >= 0.5 * 0.5 / free.sum())  # at least half the uniform share
         item = method.select()
         expected.append(None if n < method.warmup else float(q[item]))  # the random start: uniform (1/U)
         method.observe(item, float(truth[item]))

@@ -458,7 +458,7 @@ class BayesAME(BaseMethod):
                     f"the score comes back; {pending} item(s) are pending and {k} were asked for: record the "
                     "pending score first and ask for one item, or use selection='auto'"
                 )
-            if self._uniform_draw:
+            if not self._weighted_draw:
                 return self._random_items(1, exclude)
             return [int(rng.choice(self.n_items, p=self._sampling_probabilities()))]
         if self.random_items:
@@ -477,6 +477,12 @@ class BayesAME(BaseMethod):
         ``switch_draw="uniform"`` every item after a switch."""
         return self.selection == "hybrid" and (
             self.n_observed < self.warmup or (self.mode == "design" and self.design.switch_draw == "uniform"))
+
+    @property
+    def _weighted_draw(self) -> bool:
+        """Whether the next item is drawn with :meth:`_sampling_probabilities` (and enters the design-based estimate
+        with that probability's weight), not uniformly or by Eq. 6."""
+        return self.selection == "sampled" or (self._hybrid_draw and not self._uniform_draw)
 
     def _sampling_probabilities(self) -> np.ndarray:
         """Each item's probability of being drawn next (N,): 0 if observed, else
@@ -515,8 +521,7 @@ class BayesAME(BaseMethod):
         b = int(self.buckets.of_item[item])
         post = self.posterior
         if self.random_items or self.selection == "sampled" or self._hybrid_draw:  # a random draw: design-based
-            known = self.selection == "sampled" or (self.selection == "hybrid" and not self._uniform_draw)
-            prob = float(self._sampling_probabilities()[item]) if known else None
+            prob = float(self._sampling_probabilities()[item]) if self._weighted_draw else None
             n = self.n_observed
             ybar = self._sum_obs / n if n else float(self._ref_full.mean())
             preds = self._control_predictions()
