@@ -250,6 +250,29 @@ class Prequential:
         self.low_seen = np.inf
         self.high_seen = -np.inf
         self._sum_scores = 0.0
+        self._swe = 0.0  # Σ w_t v_t, v_t = w_t (e_t / q_t)² the step's squared residual, weighted up by 1 / q_t
+        self._earlier: tuple[float, float, float, float, int, int, float] | None = None  # see :meth:`start_block`
+        self._later = [0.0, 0.0, 0.0, 0.0, 0, 0, 0.0]  # sw, swt, t_mean, t_ss, steps, count, swe since then
+
+    def start_block(self) -> None:
+        """Set the steps so far apart as an earlier block, which :meth:`estimate` can weight down.
+
+        A decision made on the items so far (a switch to this estimate, say)
+        makes their steps biased given that decision: a switch fires when
+        the early scores look extreme, so given that it fired, they were more
+        extreme than the truth. The steps after it are fresh draws, unbiased
+        given the past. Only the first call counts.
+        """
+        if self._earlier is None:
+            self._earlier = (self._sw, self._swt, self._t_mean, self._t_ss, self._steps, self.count, self._swe)
+
+
+    def effective_count(self, earlier_weight: float = 1.0) -> float:
+        """The number of steps, each of the earlier block (:meth:`start_block`) counted as ``earlier_weight``."""
+        if self._earlier is None:
+            return float(self.count)
+        later = self._later[5]
+        return earlier_weight * (self.count - later) + later
 
     def _candidates(self) -> list[np.ndarray | None]:
         """Plain, prior(s) and least-squares b for the next step (the fit is None during the warm-up)."""
@@ -324,9 +347,22 @@ class Prequential:
             delta = t - self._t_mean
             self._t_mean += (w / self._sw) * delta
             self._t_ss += w * delta * (t - self._t_mean)
+            swe = w * w * (inv * resid) ** 2
+            self._swe += swe
+            if self._earlier is not None:
+                later = self._later
+                later[6] += swe
+                later[0] += w
+                later[1] += w * t
+                later[4] += 1
+                delta = t - later[2]
+                later[2] += (w / later[0]) * delta
+                later[3] += w * delta * (t - later[2])
         else:
             self._exact = t
         self.count += 1
+        if self._earlier is not None:
+            self._later[5] += 1
         self.low_seen = min(self.low_seen, score)
         self.high_seen = max(self.high_seen, score)
         self._sum_scores += score
@@ -350,7 +386,8 @@ class Prequential:
         """Mean of the drawn items' scores."""
         return self._sum_scores / self.count if self.count else float("nan")
 
-    def estimate(self, fallback_var: float, variance: str = "residuals") -> tuple[float, float]:
+    def estimate(self, fallback_var: float, variance: str = "residuals",
+                 earlier_weight: float = 1.0) -> tuple[float, float]:
         """(R̂, Var R̂); σ_e² is ``fallback_var`` until 2 steps are known. Needs ≥ 1 step.
 
         ``variance`` says how σ_e² is estimated: "residuals", the mean squared
@@ -360,17 +397,46 @@ class Prequential:
         errors also hold the predictions' bias — (ȳ − the unobserved items'
         mean)², large while ȳ rests on a few items — which T cancels
         (a constant prediction drops out of T entirely); the increments' spread
-        does not count it.
+        does not count it. "weighted": the residuals' variance for unequal
+        probabilities q_t. Var(T_t | past) = (Σ_U e_j² / q_j − (Σ_U e_j)²) / N²
+        ≤ Σ_U e_j² / q_j / N², of which (e_t / q_t)² / N² is unbiased, so
+        Var R̂ = Σ_t w_t v_t / (N² (Σ w)²) with v_t = w_t (e_t / q_t)²: like
+        "residuals", it counts the predictions' bias too, and leans wide early.
+
+        ``earlier_weight`` γ ∈ (0, 1]: after :meth:`start_block`, each step of
+        the earlier block enters the average with its weight times γ, and the
+        variance is as if the earlier steps were 1/γ times as noisy: a possible
+        bias of the earlier block is counted as variance, and it fades as
+        later steps come. With "increments", σ_e² is then pooled from the
+        spread of each block around its own mean.
         """
         if self.count == 0:
             raise ValueError("no uniformly drawn item yet")
         if self._exact is not None:
             return float(self._exact), 0.0
+        n2 = self.n_items**2
+        blocked = self._earlier is not None and earlier_weight != 1.0
+        if blocked:
+            sw0, swt0, _, ss0, steps0, _, swe0 = self._earlier
+            sw1, swt1, _, ss1, steps1, _, swe1 = self._later
+            sw = earlier_weight * sw0 + sw1
+            mean = (earlier_weight * swt0 + swt1) / sw
+        else:
+            sw, mean = self._sw, self._swt / self._sw
+        if variance == "weighted":
+            if self._steps < 2:
+                return mean, fallback_var / (n2 * sw)
+            swe = earlier_weight * swe0 + swe1 if blocked else self._swe
+            return mean, swe / (n2 * sw * sw)
         if variance == "increments":
-            sig2 = self.n_items**2 * self._t_ss / (self._steps - 1) if self._steps >= 2 else fallback_var
+            if blocked:
+                dof = steps0 + steps1 - (steps0 > 0) - (steps1 > 0)
+                sig2 = n2 * (ss0 + ss1) / dof if dof >= 1 else fallback_var
+            else:
+                sig2 = n2 * self._t_ss / (self._steps - 1) if self._steps >= 2 else fallback_var
         else:
             sig2 = self._se2 / self.count if self.count >= 2 else fallback_var
-        return self._swt / self._sw, sig2 / (self.n_items**2 * self._sw)
+        return mean, sig2 / (n2 * sw)
 
 
 class RidgeControl:

@@ -78,6 +78,10 @@ SCALE_SWITCH = 4.0
 #: Share of the uniform draw in ``selection="sampled"``'s probabilities (the rest follows the predictive sd):
 #: no item's weight 1/(N q) exceeds U/(N λ), however confident the model.
 SAMPLED_UNIFORM = 0.5
+#: ``selection="hybrid"``: after a switch, the design-based estimate's weight of each item drawn before it
+#: (:meth:`activeeval.design.Prequential.estimate`'s ``earlier_weight``): the switch fired because those items
+#: looked extreme, so given that it fired they are biased outwards.
+SWITCH_WEIGHT = 0.5
 #: Largest variance reduction by which ``floor="effective"`` lowers the design-based interval's floor.
 FLOOR_GAIN_MAX = 4.0
 
@@ -125,6 +129,8 @@ class DesignSettings(Settings):
                                "hybrid selection: after a switch, keep drawing by sample_by, or uniformly")
     sample_uniform: float = setting(SAMPLED_UNIFORM, Number(0, 1, low_open=True, phrase="a number in (0, 1]"),
                                     "sampled/hybrid selection: the uniform share of each draw's probabilities")
+    switch_weight: float = setting(SWITCH_WEIGHT, Number(0, 1, low_open=True, phrase="a number in (0, 1]"),
+                                   "hybrid selection: after a switch, the weight of each item drawn before it")
 
 
 class BayesAME(BaseMethod):
@@ -268,7 +274,10 @@ class BayesAME(BaseMethod):
         (:meth:`~activeeval.design.Prequential.estimate`): "residuals"
         (default), the mean squared prediction error; "increments", the spread
         of the prequential steps (the martingale CLT's), which leaves out the
-        early predictions' bias that the estimate itself cancels.
+        early predictions' bias that the estimate itself cancels. With items
+        drawn with unequal probabilities (``selection="sampled"`` or
+        ``"hybrid"``), "residuals" weights each squared residual by its
+        inverse probability.
     tolerance : float, optional
         Rounding tolerance for bucketing continuous scores (default 1e-3 of the range).
     cache_mb : float
@@ -592,6 +601,8 @@ class BayesAME(BaseMethod):
             return
         self.mode = "design"
         self.switched_at = self.n_observed
+        if self.selection == "hybrid":
+            self._design.start_block()
 
     def _beyond_every_reference(self) -> bool:
         """Whether, on the items scored so far, the target is significantly above (or below) every reference.
@@ -627,16 +638,21 @@ class BayesAME(BaseMethod):
         notes: list[str] = []
         floored = False
         if self.mode == "design" and self._design.count > 0:
-            u_frac = (n_items - self.n_observed) / n_items
-            # unequal weights: only the increments' variance holds
-            variance = "increments" if self.selection in ("sampled", "hybrid") else self.design_variance
-            mean, var = self._design.estimate(fallback_var=self._worst_var, variance=variance)
+            variance = self.design_variance
+            if variance == "residuals" and self.selection in ("sampled", "hybrid"):
+                variance = "weighted"  # the residuals' variance for unequal probabilities
+            weight = self.design.switch_weight if self.selection == "hybrid" else 1.0
+            mean, var = self._design.estimate(fallback_var=self._worst_var, variance=variance, earlier_weight=weight)
+            # the random items were drawn from a pool of P items (those not yet observed when the first was drawn):
+            # R's error is P/N times the pool mean's, whose floor is that of `count` items drawn from P
+            pool = n_items - self.n_observed + self._design.count
             floor = float(
                 sampling_var_floor(
-                    self._design.mean_score, self._design.low_seen, self._design.high_seen, self._design.count,
-                    n_items, self.reference.score_range, self.reference.kind == "binary", split=self.floor == "split",
+                    self._design.mean_score, self._design.low_seen, self._design.high_seen,
+                    self._design.effective_count(weight), pool,
+                    self.reference.score_range, self.reference.kind == "binary", split=self.floor == "split",
                 )
-            ) * u_frac * u_frac
+            ) * (pool / n_items) ** 2
             if self.floor == "effective":
                 floor /= min(max(self._design.variance_reduction, 1.0), FLOOR_GAIN_MAX)
             floored = floor > var
