@@ -12,6 +12,12 @@ Usage (repository root, package installed)::
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/where_misses.py --dataset arc_challenge --regime extrapolation
     OPENBLAS_NUM_THREADS=1 python benchmarks/where_misses.py --dataset ifeval --method 'bayesame[warmup=10]'
+    OPENBLAS_NUM_THREADS=1 python benchmarks/where_misses.py --dataset math --method 'bayesame[selection=hybrid]' --bias
+
+``--bias`` (a method whose design-based estimate keeps every random item, ``selection=hybrid``) prints instead,
+per budget, the mean signed error × 100 (± its standard error over the runs) of the design-based estimate with every
+item at full weight, for the runs that have switched by then and for those that have not: a switch fires when the
+early scores look extreme, so given that it fired, the items before it are biased outwards.
     python benchmarks/where_misses.py --smoke
 """
 
@@ -31,7 +37,8 @@ BUDGETS = (0.025, 0.05, 0.10, 0.25)
 
 
 def replay(dataset: str, regime: str, spec: str, targets: int, seeds: int, budgets=BUDGETS) -> list[list[tuple]]:
-    """Per budget, one (regime, error, sd, ess) per run."""
+    """Per budget, one (regime, error, sd, ess, design error) per run; the design error is that of the design-based
+    estimate with every random item at full weight (nan without one)."""
     matrix = datasets.load(dataset)
     split = make_split(matrix, regime, n_targets=targets, split_seed=0)
     n_items = matrix.n_items
@@ -52,7 +59,11 @@ def replay(dataset: str, regime: str, spec: str, targets: int, seeds: int, budge
                     rs_var = truth.var(ddof=1) * (1 - n / n_items) / n
                     sd = float(np.sqrt(est.var))
                     ess = rs_var / est.var if est.var > 0 else np.inf
-                    out[checks.index(n)].append((getattr(method, "regime", "-"), est.mean - truth.mean(), sd, ess))
+                    design = getattr(method, "_design", None)
+                    raw = (design.estimate(method._worst_var)[0] - truth.mean()
+                           if design is not None and design.count else float("nan"))
+                    out[checks.index(n)].append((getattr(method, "regime", "-"), est.mean - truth.mean(), sd, ess,
+                                                 raw))
     return out
 
 
@@ -64,6 +75,22 @@ def _summary(runs: list[tuple]) -> tuple[float, float, int, float]:
             int(np.sum(np.abs(err) > 3 * sd)), 100 * float(np.mean(np.abs(err))))
 
 
+def _print_bias(budgets, runs: list[list[tuple]]) -> None:
+    print("the design-based estimate, every item at full weight: mean signed error x 100 (se), runs")
+    print(f"{'n/N':>6}  {'switched':>20}  {'not switched':>20}  {'all':>20}")
+    for b, cell in zip(budgets, runs, strict=True):
+        parts = []
+        for kind in ("design-based", "model-based", None):
+            err = np.array([r[4] for r in cell if kind is None or r[0] == kind])
+            err = err[np.isfinite(err)]
+            if err.size < 2:
+                parts.append(f"{'-':>20}")
+                continue
+            se = err.std(ddof=1) / np.sqrt(err.size)
+            parts.append(f"{100 * err.mean():+7.2f} ({100 * se:4.2f}) {err.size:>4}")
+        print(f"{b:>6}  {parts[0]:>20}  {parts[1]:>20}  {parts[2]:>20}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="arc_challenge")
@@ -71,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--method", default="bayesame")
     parser.add_argument("--targets", type=int, default=20)
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--bias", action="store_true",
+                        help="the design-based estimate's signed error, runs switched by then against the others")
     parser.add_argument("--smoke", action="store_true", help="mmlu, 2 targets x 1 seed, two budgets: seconds")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -79,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     runs = replay(args.dataset, args.regime, args.method, args.targets, args.seeds, budgets)
     print(f"{args.method} on {args.dataset} {args.regime}, {args.targets} targets x {args.seeds} seeds")
+    if args.bias:
+        _print_bias(budgets, runs)
+        print(f"wall {time.perf_counter() - start:.0f} s")
+        return 0
     print(f"{'n/N':>6} {'runs':>5}  {'model-based: runs cov ESS >3sd':>32}  {'design-based: runs cov ESS >3sd':>33}"
           f"  {'all: cov ESS MAE':>18}")
     for b, cell in zip(budgets, runs, strict=True):

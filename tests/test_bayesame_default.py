@@ -172,7 +172,7 @@ def test_the_estimate_stays_in_the_range_the_score_can_still_take() -> None:
 
 
 @pytest.mark.parametrize("kind", ["binary", "continuous"])
-@pytest.mark.parametrize("selection", ["auto", "random"])
+@pytest.mark.parametrize("selection", ["auto", "random", "sampled", "hybrid"])
 def test_everything_observed_gives_the_exact_score_and_zero_variance(kind: str, selection: str) -> None:
     ref = binary_reference(8, 25, 3) if kind == "binary" else continuous_reference(8, 25, 3)
     truth = binary_reference(1, 25, 9).scores[0] if kind == "binary" else continuous_reference(1, 25, 9).scores[0]
@@ -312,6 +312,26 @@ def test_a_target_above_every_reference_switches_to_the_design_based_estimate() 
     assert any(note.startswith("design-based: the target is outside") for note in est.notes)
     lo, hi = est.ci()
     assert lo <= truth.mean() <= hi
+
+
+def test_the_design_based_floor_is_that_of_the_pool_the_random_items_came_from() -> None:
+    """After a switch at n0, the c random items were drawn from the P = N − n0 items then unscored: R's error is
+    P/N times the mean error over that pool, whose floor is Wilson's for c items of P. A target that scores 1
+    everywhere has no variance but the floor's."""
+    from activeeval.design import sampling_var_floor
+
+    rng = np.random.default_rng(0)
+    ref = ScoreMatrix((rng.random((10, 400)) < 0.3).astype(float), kind="binary")
+    method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None)
+    run_fixed(method, np.ones(400), 200)
+    assert method.mode == "design"
+    pool, count = 400 - method.switched_at, method._design.count
+    assert count == 200 - method.switched_at
+    floor = float(sampling_var_floor(1.0, 1.0, 1.0, count, pool, (0.0, 1.0), True)) * (pool / 400) ** 2
+    assert method.estimate().var == pytest.approx(floor)
+    # the floor shrunk by (U/N)² on top of the finite-population correction, as before, was half as wide here
+    before = float(sampling_var_floor(1.0, 1.0, 1.0, count, 400, (0.0, 1.0), True)) * (200 / 400) ** 2
+    assert before < 0.6 * floor
 
 
 def test_items_scored_before_the_switch_keep_counting_in_the_ridge_control() -> None:

@@ -91,9 +91,15 @@ def test_while_model_based_the_estimate_is_the_model_s_and_after_a_switch_it_res
     above = BayesAME(ref, seed=2, hyperparameters=FIT, calibration=None, selection="hybrid")
     run_fixed(above, truths[3], 30)
     assert above.mode == "design" and above.switch_reason == "outside" and above.switched_at < 30
-    mean, var = above._design.estimate(above._worst_var, "increments")
+    mean, var = above._design.estimate(above._worst_var, "weighted", earlier_weight=0.5)
     assert above.estimate().mean == pytest.approx(mean) and above.estimate().var >= var
     assert above._design.count == 30  # the items before the switch count as well as those after it
+    # each item before the switch at half weight: between the estimate of every item at full weight and that of
+    # the items after the switch alone
+    full = above._design.estimate(above._worst_var, "weighted")[0]
+    later = above._design.estimate(above._worst_var, "weighted", earlier_weight=1e-12)[0]
+    assert min(full, later) <= mean <= max(full, later)
+    assert above._design.effective_count(0.5) == pytest.approx(0.5 * above.switched_at + 30 - above.switched_at)
     note = next(n for n in above.estimate().notes if n.startswith("design-based: the target is outside"))
     assert "rests on all 30 item(s), each drawn at random with a known probability" in note
 
@@ -184,9 +190,27 @@ def test_gain_sampling_follows_the_information_the_greedy_choice_maximises() -> 
     ({"sample_by": "ig"}, "sample_by must be 'sd' or 'gain'"),
     ({"sample_uniform": 0.0}, r"sample_uniform must be a number in \(0, 1\], got 0.0"),
     ({"sample_uniform": 1.5}, r"sample_uniform must be a number in \(0, 1\], got 1.5"),
+    ({"switch_weight": 0}, r"switch_weight must be a number in \(0, 1\], got 0"),
     ({"selection": "mixed"}, "selection must be 'auto', 'active', 'random', 'sampled' or 'hybrid'"),
 ])
 def test_bad_sampling_options_say_what_is_allowed(kwargs: dict, message: str) -> None:
     ref, _ = _reference()
     with pytest.raises(ConfigurationError, match=message):
         BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None, **kwargs)
+
+
+def test_the_floor_of_a_hybrid_run_is_that_of_plain_random_sampling_at_the_same_n() -> None:
+    """Every item of a hybrid run was drawn at random from all N, so its floor is RS-Mean's at the same n (with
+    no switch weighting: ``switch_weight=1``), not that shrunk by (1 − n/N)² a second time."""
+    from activeeval.design import sampling_var_floor
+
+    ref, truths = _reference()
+    truth = np.ones(150)  # every score 1: the variances are 0, the floor is all there is
+    method = BayesAME(ref, seed=2, hyperparameters=FIT, calibration=None, selection="hybrid", switch_weight=1.0)
+    run_fixed(method, truth, 60)
+    assert method.mode == "design"
+    floor = float(sampling_var_floor(1.0, 1.0, 1.0, 60, 150, (0.0, 1.0), True))
+    assert method.estimate().var == pytest.approx(floor)
+    weighted = BayesAME(ref, seed=2, hyperparameters=FIT, calibration=None, selection="hybrid")
+    run_fixed(weighted, truth, 150)  # everything scored, the items before the switch at half weight
+    assert weighted.mode == "design" and (weighted.estimate().mean, weighted.estimate().var) == (1.0, 0.0)

@@ -118,7 +118,7 @@ def _valid(cls: type[Settings]) -> st.SearchStrategy[Settings]:
         "design_variance": st.sampled_from(["residuals", "increments"]),
         "switch_z": st.floats(0, 10) | st.integers(0, 10),
         "sample_by": st.sampled_from(["sd", "gain"]), "sample_uniform": st.floats(1e-6, 1.0),
-        "switch_draw": st.sampled_from(["sampled", "uniform"]),
+        "switch_draw": st.sampled_from(["sampled", "uniform"]), "switch_weight": st.floats(1e-6, 1.0),
         "batch_strategy": st.sampled_from(["greedy", "pair", "lars", "dpp", "kmeans"]),
         "batch_size": st.integers(1, 10**6), "myopic": st.booleans(),
     }

@@ -652,7 +652,7 @@ class BayesAME(BaseMethod):
                     self._design.effective_count(weight), pool,
                     self.reference.score_range, self.reference.kind == "binary", split=self.floor == "split",
                 )
-            ) * (pool / n_items) ** 2
+            ) * (pool / n_items) ** 2 if self.n_observed < n_items else 0.0  # (γ-weighted counts stay below P)
             if self.floor == "effective":
                 floor /= min(max(self._design.variance_reduction, 1.0), FLOOR_GAIN_MAX)
             floored = floor > var
