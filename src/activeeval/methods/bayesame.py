@@ -189,6 +189,13 @@ class BayesAME(BaseMethod):
     sample_uniform : float
         λ in (0, 1]: the uniform share of each draw's probabilities
         (``SAMPLED_UNIFORM`` = 0.5: no item's weight exceeds 2U/N).
+    switch_weight : float
+        γ in (0, 1]: after a "hybrid" switch, each item drawn before it counts
+        γ times in the design-based estimate, and its variance as if those
+        items were 1/γ times as noisy (``SWITCH_WEIGHT`` = 0.5). The switch
+        fired because those items looked extreme, so given that it fired they
+        are biased outwards; the bias is counted as variance and fades as
+        fresh items come (docs/MATHS.md).
     extrapolation : {"auto", "off"}
         "auto": switch to random items and the design-based estimate when the
         references do not describe the target, at any n up to ``switch_until``:
