@@ -78,8 +78,6 @@ def test_every_item_is_drawn_with_the_probability_the_design_based_estimate_weig
         replay.observe(item, score)  # a session rebuilt from its journal: the probabilities are recomputed
     assert (replay.estimate().mean, replay.estimate().var) == (est.mean, est.var)
     assert replay._design.estimate(1.0, "increments") == method._design.estimate(1.0, "increments")
-    with pytest.raises(ConfigurationError, match="selection='hybrid' draws one item at a time"):
-        method.select_batch(2)
 
 
 def test_while_model_based_the_estimate_is_the_model_s_and_after_a_switch_it_rests_on_every_item() -> None:
@@ -204,7 +202,7 @@ def test_the_floor_of_a_hybrid_run_is_that_of_plain_random_sampling_at_the_same_
     no switch weighting: ``switch_weight=1``), not that shrunk by (1 − n/N)² a second time."""
     from activeeval.design import sampling_var_floor
 
-    ref, truths = _reference()
+    ref, _ = _reference()
     truth = np.ones(150)  # every score 1: the variances are 0, the floor is all there is
     method = BayesAME(ref, seed=2, hyperparameters=FIT, calibration=None, selection="hybrid", switch_weight=1.0)
     run_fixed(method, truth, 60)
@@ -214,3 +212,80 @@ def test_the_floor_of_a_hybrid_run_is_that_of_plain_random_sampling_at_the_same_
     weighted = BayesAME(ref, seed=2, hyperparameters=FIT, calibration=None, selection="hybrid")
     run_fixed(weighted, truth, 150)  # everything scored, the items before the switch at half weight
     assert weighted.mode == "design" and (weighted.estimate().mean, weighted.estimate().var) == (1.0, 0.0)
+
+
+def _small(seed: int = 0) -> tuple[ScoreMatrix, np.ndarray]:
+    """Ten references and a target of a 16-item logistic benchmark (small enough to enumerate every pair)."""
+    rng = np.random.default_rng(seed)
+    difficulty = rng.normal(size=(1, 16))
+    ability = np.concatenate([np.linspace(-1.0, 1.0, 10), [0.4]])[:, None]
+    scores = (rng.random((11, 16)) < 1 / (1 + np.exp(difficulty - ability))).astype(float)
+    return ScoreMatrix(scores[:10], kind="binary"), scores[10]
+
+
+@pytest.mark.parametrize("selection", ["sampled", "hybrid"])
+def test_a_batch_of_two_draws_is_unbiased_over_every_ordered_pair_whatever_order_the_scores_come_in(selection) -> None:
+    """Two items drawn at once (the second with the first pending), their scores recorded in either order: over
+    every ordered pair (i, j), weighted by q1(i) q2(j | i), each of the two new steps averages to R exactly, so
+    the design-based estimate (the weighted mean of the steps) averages to what R in their place gives."""
+    import copy
+
+    ref, truth = _small()
+    base = BayesAME(ref, seed=3, hyperparameters=FIT, calibration=None, selection=selection)
+    run_fixed(base, truth, 4)
+    q1 = base._sampling_probabilities()
+    for order in ("drawn", "reversed"):
+        total = 0.0
+        for i in np.flatnonzero(q1):
+            q2 = base._sampling_probabilities([int(i)])
+            for j in np.flatnonzero(q2):
+                m = copy.deepcopy(base)
+                m.note_drawn(int(i))
+                m.note_drawn(int(j), [int(i)])
+                pair = [int(i), int(j)] if order == "drawn" else [int(j), int(i)]
+                for item in pair:
+                    m.observe(item, float(truth[item]))
+                assert m._design.count == 6
+                total += q1[i] * q2[j] * m._design.estimate(1.0)[0]
+        w = 1.0 / (12 * 11) + 1.0 / (11 * 10)  # the two steps' weights, 1/(U(U − 1)) at U = 12 and 11
+        expected = (base._design._swt + w * truth.mean()) / (base._design._sw + w)
+        assert total == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_batch_is_drawn_as_one_draw_after_another_and_folded_in_the_order_drawn() -> None:
+    """``select_batch(3)``: each item drawn with the earlier ones pending; a score recorded before those of the
+    items drawn before it waits; the estimate is the same whatever order the scores come back in."""
+    ref, truths = _reference()
+    estimates = []
+    for order in ([0, 1, 2], [2, 0, 1], [1, 2, 0]):
+        method = BayesAME(ref, seed=5, hyperparameters=FIT, calibration=None, selection="hybrid")
+        run_fixed(method, truths[2], 10)
+        batch = method.select_batch(3)
+        assert len(set(batch)) == 3
+        probs = [method._draws[i][0] for i in batch]
+        assert probs == [float(method._sampling_probabilities(batch[:m])[batch[m]]) for m in range(3)]
+        for step, m in enumerate(order):
+            method.observe(batch[m], float(truths[2][batch[m]]))
+            # folded: every draw up to the first one not yet scored
+            done = {batch[k] for k in order[: step + 1]}
+            first_missing = next((k for k in range(3) if batch[k] not in done), 3)
+            assert method._design.count == 10 + first_missing
+        estimates.append((method.estimate().mean, method.estimate().var, method._design.estimate(1.0)))
+    assert estimates[0] == estimates[1] == estimates[2]
+
+
+def test_a_draw_handed_out_and_never_kept_is_forgotten_and_items_scored_unasked_keep_their_place() -> None:
+    ref, truths = _reference()
+    truth = truths[1]
+    method = BayesAME(ref, seed=5, hyperparameters=FIT, calibration=None, selection="hybrid")
+    run_fixed(method, truth, 8)
+    peek = method.select()
+    assert method.select() == peek and method._queue == [peek]  # asked twice: one draw
+    first, second = method.select_batch(2)
+    assert method._queue == [first, second]  # the peek was not kept pending: forgotten
+    other = int(next(i for i in range(150) if not method._observed[i] and i not in (first, second)))
+    method.observe(other, float(truth[other]))  # scored unasked while two draws are pending: in S, not a draw
+    assert method._queue == [first, second, other] and method._design.count == 8
+    for item in (second, first):
+        method.observe(item, float(truth[item]))
+    assert method._design.count == 10 and not method._queue and method._folded == 11

@@ -365,7 +365,8 @@ def _play(method: Any, ref: Any, truths: np.ndarray, epsilon1: float, epsilon2: 
     for n in range(1, end + 1):
         if not work.spend(float(m.n_buckets) * n):  # the rank-one update and the selection, O(B·n)
             return None
-        (item,) = m._select(np.random.default_rng([m.seed_, n - 1]), 1, ())
+        rng = np.random.default_rng([m.seed_, n - 1])
+        (item,) = m._draw(rng, 1, ())[0] if m._randomised_draw else m._select(rng, 1, ())  # no draw registered
         b = int(m.buckets.of_item[item])
         innovation, d = post.observe(b, truths[:, item])
         if n - 1 >= SCALE_SKIP:

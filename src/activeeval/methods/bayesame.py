@@ -171,14 +171,17 @@ class BayesAME(BaseMethod):
         uniform, ``SAMPLED_UNIFORM``), and the estimate is always the
         design-based one with inverse-probability weights around the controls'
         prediction — unbiased whatever the model, with the martingale CLT's
-        interval; no calibration and no switch. One item at a time: it refuses
-        to hand out an item while another is pending. "hybrid" (issue 25):
+        interval; no calibration and no switch. A batch, or an item asked while
+        others are pending, is drawn one item after another, each with the
+        earlier ones pending (:meth:`note_drawn`), and the estimate takes the
+        draws in the order drawn, whatever order their scores come back in.
+        "hybrid" (issue 25):
         the items are drawn as "sampled" draws them, but the estimate is the
         model's, calibrated on pseudo-targets drawn the same way, until the
         switch of "auto"; after a switch it is the design-based estimate over
         *every* item, those before the switch included (each was drawn with a
         known probability). Once no switch can come (n > ``switch_until``),
-        Eq. 6 chooses. One item at a time, as "sampled".
+        Eq. 6 chooses. Batches as "sampled".
     sample_by : {"sd", "gain"}
         How "sampled" and "hybrid" weight an item's probability: by the
         model's predictive sd of its score, or by the variance of R one item of
@@ -377,6 +380,17 @@ class BayesAME(BaseMethod):
         self._design = Prequential(self.n_items, n_controls=len(self.controls_), b_prior=b_prior)
         self._ridge: RidgeControl | None = None
         self._order: np.ndarray | None = None
+        # selection="sampled"/"hybrid" (drawn items enter the design-based estimate in the order they were drawn,
+        # each with what was known when it was drawn: see note_drawn): the draws not yet folded in, oldest first;
+        # each one's (probability or None for a uniform draw, predictions of the drawn item, their sums over the
+        # items then free); the scores recorded for them; the sum and number of items folded in so far; and the
+        # number of folded items at which a switch set the earlier block apart
+        self._queue: list[int] = []
+        self._draws: dict[int, tuple[float | None, np.ndarray, np.ndarray] | None] = {}
+        self._known: dict[int, float] = {}
+        self._folded_sum = 0.0
+        self._folded = 0
+        self._block_at: int | None = None
         self._ref_full = full
         self._n_near = max(3, int(round(0.1 * ref.n_models)))
         self._z2 = 0.0
@@ -466,26 +480,85 @@ class BayesAME(BaseMethod):
         return [int(i) for i in free[:k]]
 
     def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
-        if self.selection == "sampled" or self._hybrid_draw:
-            pending = sum(1 for i in exclude if not self._observed[i])
-            if k > 1 or pending:
-                raise ConfigurationError(
-                    f"selection='{self.selection}' draws one item at a time with a probability it must know when "
-                    f"the score comes back; {pending} item(s) are pending and {k} were asked for: record the "
-                    "pending score first and ask for one item, or use selection='auto'"
-                )
-            if not self._weighted_draw:
-                return self._random_items(1, exclude)
-            return [int(rng.choice(self.n_items, p=self._sampling_probabilities()))]
+        if self._randomised_draw:
+            pending = [int(i) for i in exclude if not self._observed[i]]
+            held = set(pending)
+            # a draw handed out and then neither recorded nor kept pending was never used: forget it
+            kept = [i for i in self._queue if i in self._known or i in held]
+            if len(kept) < len(self._queue):
+                if self._block_at is not None and self._block_at > self._folded:
+                    gone = [i for i in self._queue[: self._block_at - self._folded] if i not in kept]
+                    self._block_at -= len(gone)
+                for i in set(self._queue) - set(kept):
+                    self._draws.pop(i, None)
+                self._queue = kept
+            chosen, probabilities = self._draw(rng, k, pending)
+            for m, item in enumerate(chosen):
+                self.note_drawn(item, pending + chosen[:m], probabilities[m])
+            return chosen
         if self.random_items:
             return self._random_items(k, exclude)
         return self._model_based_items(rng, k, exclude)
+
+    def _draw(self, rng: np.random.Generator, k: int, pending: Sequence[int]
+              ) -> tuple[list[int], list[np.ndarray | None]]:
+        """``selection="sampled"``/``"hybrid"``'s draw of ``k`` items, one after another, each with ``pending``
+        and the earlier ones excluded: the items, and the probabilities each was drawn with (None: uniformly,
+        the random order's next item). Registers nothing (:meth:`_select` does; the cost forecast does not)."""
+        if not self._weighted_draw:
+            return self._random_items(k, pending), [None] * k
+        chosen: list[int] = []
+        probabilities: list[np.ndarray | None] = []
+        for _ in range(k):
+            q = self._sampling_probabilities([*pending, *chosen])
+            chosen.append(int(rng.choice(self.n_items, p=q)))
+            probabilities.append(q)
+        return chosen, probabilities
+
+    def note_drawn(self, item: int | str, pending: Sequence[int | str] = (), probabilities: np.ndarray | None = None
+                   ) -> None:
+        """Register ``item`` as drawn now, with ``pending`` (other items handed out and not yet scored) already
+        drawn before it: what it will enter the design-based estimate with, fixed now.
+
+        For ``selection="sampled"`` and ``"hybrid"`` (no-op otherwise, and for an item Eq. 6 chose). The
+        selection calls it for each item it draws; a session replaying its journal calls it for each item
+        handed out, in the same order and with the same items pending, so the draws are registered again
+        exactly as they were made. The item's probability and the control variates' predictions depend on
+        the items scored before the draw and on those pending only, so a draw handed out in a batch, or
+        while others are pending, keeps a known probability whatever order the scores come back in: the
+        estimate takes the draws in the order they were made, each once every draw before it is scored
+        (Prequential's E[T | past] = R holds with "past" = the draws before it and their scores).
+        """
+        if not self._randomised_draw:
+            return
+        idx = self.reference.item_index(item)
+        if self._observed[idx]:
+            return
+        held = [self.reference.item_index(i) for i in pending]
+        free = ~self._observed
+        free[held] = False
+        free[idx] = True
+        if self._weighted_draw:
+            q = self._sampling_probabilities(held) if probabilities is None else probabilities
+            prob: float | None = float(q[idx])
+        else:
+            prob = None  # uniform over the U items free: 1/U
+        preds = self._control_predictions()
+        self._draws[idx] = (prob, np.array([p[idx] for p in preds]), np.array([float(p[free].sum()) for p in preds]))
+        if idx not in self._queue:
+            self._queue.append(idx)
 
     @property
     def _hybrid_draw(self) -> bool:
         """Whether ``selection="hybrid"`` draws the next item at random: while a switch may still come (n up to
         ``switch_until``) and after one; once the estimate can only stay the model's, Eq. 6 chooses."""
         return self.selection == "hybrid" and (self.mode == "design" or self.n_observed < self.switch_until_)
+
+    @property
+    def _randomised_draw(self) -> bool:
+        """Whether the next item is drawn at random by ``selection="sampled"`` or ``"hybrid"`` (with
+        :meth:`_sampling_probabilities`, or uniformly), and so enters the design-based estimate as a draw."""
+        return self.selection == "sampled" or self._hybrid_draw
 
     @property
     def _uniform_draw(self) -> bool:
@@ -500,8 +573,8 @@ class BayesAME(BaseMethod):
         with that probability's weight), not uniformly or by Eq. 6."""
         return self.selection == "sampled" or (self._hybrid_draw and not self._uniform_draw)
 
-    def _sampling_probabilities(self) -> np.ndarray:
-        """Each item's probability of being drawn next (N,): 0 if observed, else
+    def _sampling_probabilities(self, pending: Sequence[int] = ()) -> np.ndarray:
+        """Each item's probability of being drawn next (N,): 0 if observed or ``pending``, else
         λ/U + (1 − λ) w_i / Σ_U w, λ = ``sample_uniform`` (default ``SAMPLED_UNIFORM``) and w_i the model's
         predictive sd of item i's score (``sample_by="sd"``) or c_b² / v_b of its bucket (``"gain"``).
 
@@ -517,6 +590,7 @@ class BayesAME(BaseMethod):
         else:
             weight = np.sqrt(np.maximum(post.diag, 0.0) + post.noise)[self.buckets.of_item]
         free = ~self._observed
+        free[list(pending)] = False
         weight[~free] = 0.0
         n_free = int(free.sum())
         total = float(weight.sum())
@@ -536,15 +610,23 @@ class BayesAME(BaseMethod):
     def _update(self, item: int, score: float) -> None:
         b = int(self.buckets.of_item[item])
         post = self.posterior
-        if self.random_items or self.selection == "sampled" or self._hybrid_draw:  # a random draw: design-based
-            prob = float(self._sampling_probabilities()[item]) if self._weighted_draw else None
+        if self.selection in ("sampled", "hybrid"):
+            if item not in self._queue:  # scored without being drawn here (a replay of an older journal, say)
+                if not self._queue:
+                    self.note_drawn(item)  # as drawn now, with nothing pending: what it would have been
+                if item not in self._queue:  # an item Eq. 6 chose, or one scored while draws are pending
+                    self._queue.append(item)
+                    self._draws[item] = None  # in S from here on, not a draw
+            self._known[item] = score
+            self._fold()
+        elif self.random_items:  # a random draw: design-based
             n = self.n_observed
             ybar = self._sum_obs / n if n else float(self._ref_full.mean())
             preds = self._control_predictions()
             unobserved = ~self._observed
             self._design.add(
                 score, self._sum_obs, self.n_items - n, ybar,
-                np.array([p[item] for p in preds]), np.array([float(p[unobserved].sum()) for p in preds]), prob,
+                np.array([p[item] for p in preds]), np.array([float(p[unobserved].sum()) for p in preds]),
             )
         if self._ridge is not None:
             self._ridge.add(item, score)
@@ -557,6 +639,22 @@ class BayesAME(BaseMethod):
         if self.n_observed >= SCALE_SKIP:  # n_observed still counts the items before this one
             self._z2 += innovation * innovation / d
         self._sum_obs += score
+
+    def _fold(self) -> None:
+        """Fold the oldest draws whose scores are known into the design-based estimate, in the order drawn."""
+        while self._queue and self._queue[0] in self._known:
+            item = self._queue.pop(0)
+            score = self._known.pop(item)
+            draw = self._draws.pop(item, None)
+            if self._folded == self._block_at:
+                self._design.start_block()
+            if draw is not None:
+                prob, pred_item, pred_sum = draw
+                n = self._folded
+                ybar = self._folded_sum / n if n else float(self._ref_full.mean())
+                self._design.add(score, self._folded_sum, self.n_items - n, ybar, pred_item, pred_sum, prob)
+            self._folded_sum += score
+            self._folded += 1
 
     def _control_predictions(self) -> list[np.ndarray]:
         """Each control variate's prediction for every item (N,), fixed before the next draw."""
@@ -609,7 +707,7 @@ class BayesAME(BaseMethod):
         self.mode = "design"
         self.switched_at = self.n_observed
         if self.selection == "hybrid":
-            self._design.start_block()
+            self._block_at = self._folded + len(self._queue)  # every draw made so far is the earlier block
 
     def _beyond_every_reference(self) -> bool:
         """Whether, on the items scored so far, the target is significantly above (or below) every reference.
@@ -652,7 +750,8 @@ class BayesAME(BaseMethod):
             mean, var = self._design.estimate(fallback_var=self._worst_var, variance=variance, earlier_weight=weight)
             # the random items were drawn from a pool of P items (those not yet observed when the first was drawn):
             # R's error is P/N times the pool mean's, whose floor is that of `count` items drawn from P
-            pool = n_items - self.n_observed + self._design.count
+            folded = self._folded if self.selection in ("sampled", "hybrid") else self.n_observed
+            pool = n_items - folded + self._design.count
             floor = float(
                 sampling_var_floor(
                     self._design.mean_score, self._design.low_seen, self._design.high_seen,

@@ -441,8 +441,14 @@ class JournalSession(ABC):
                 self._digest.add(ev.seq, ev.target, ev.item_id, float(ev.score))  # type: ignore[arg-type]
                 self._pending.pop(key, None)
             elif key not in self._told:
+                if ev.seq > replay_after and key not in self._pending:
+                    self._asked(self._state, ev)
                 self._pending.setdefault(key, ev.batch)
             self._seq = ev.seq
+
+    def _asked(self, state: Any, ev: Event) -> None:
+        """An item handed out, replayed from the journal, before it joins the pending items (the state may
+        register the draw again: :meth:`activeeval.methods.bayesame.BayesAME.note_drawn`). Nothing by default."""
 
     def _apply_changes(self, changes: Iterable[Any]) -> None:
         for ch in changes:

@@ -236,6 +236,11 @@ class Session(StoppingChanges, JournalSession):
     def _observe(self, state: BaseMethod, ev: Event) -> None:
         state.observe(ev.item_id, float(ev.score))  # type: ignore[arg-type]
 
+    def _asked(self, state: BaseMethod, ev: Event) -> None:
+        note = getattr(state, "note_drawn", None)
+        if note is not None:  # the draw again, with the items pending when it was made
+            note(ev.item_id, [iid for _, iid in self._pending])
+
     def _method(self, tx: Transaction | None = None) -> BaseMethod:
         return self._sync(tx)
 
