@@ -17,7 +17,8 @@ Usage (repository root, package installed)::
 ``--bias`` (a method whose design-based estimate keeps every random item, ``selection=hybrid``) prints instead,
 per budget, the mean signed error × 100 (± its standard error over the runs) of the design-based estimate with every
 item at full weight, for the runs that have switched by then and for those that have not: a switch fires when the
-early scores look extreme, so given that it fired, the items before it are biased outwards.
+early scores look extreme, so given that it fired, the items before it are biased outwards. The standard error
+treats the runs as independent; the targets of one seed often draw the same first items, so it understates.
     python benchmarks/where_misses.py --smoke
 """
 

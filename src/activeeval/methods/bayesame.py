@@ -708,6 +708,8 @@ class BayesAME(BaseMethod):
         self.switched_at = self.n_observed
         if self.selection == "hybrid":
             self._block_at = self._folded + len(self._queue)  # every draw made so far is the earlier block
+            if not self._queue:
+                self._design.start_block()
 
     def _beyond_every_reference(self) -> bool:
         """Whether, on the items scored so far, the target is significantly above (or below) every reference.
