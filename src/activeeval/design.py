@@ -70,7 +70,7 @@ def sampling_var_floor(
     mean: np.ndarray | float,
     low_seen: np.ndarray | float,
     high_seen: np.ndarray | float,
-    n: np.ndarray | int,
+    n: np.ndarray | float,
     n_items: int,
     score_range: tuple[float, float] | None,
     binary: bool,
@@ -415,25 +415,22 @@ class Prequential:
         if self._exact is not None:
             return float(self._exact), 0.0
         n2 = self.n_items**2
-        blocked = self._earlier is not None and earlier_weight != 1.0
-        if blocked:
-            sw0, swt0, _, ss0, steps0, _, swe0 = self._earlier
-            sw1, swt1, _, ss1, steps1, _, swe1 = self._later
-            sw = earlier_weight * sw0 + sw1
-            mean = (earlier_weight * swt0 + swt1) / sw
+        earlier = self._earlier if earlier_weight != 1.0 else None
+        spread: float
+        dof: float
+        if earlier is None:  # one block: the steps at their own weights
+            sw, swt, swe = self._sw, self._swt, self._swe
+            spread, dof = self._t_ss, self._steps - 1
         else:
-            sw, mean = self._sw, self._swt / self._sw
+            sw0, swt0, _, ss0, steps0, _, swe0 = earlier
+            sw1, swt1, _, ss1, steps1, _, swe1 = self._later
+            sw, swt, swe = earlier_weight * sw0 + sw1, earlier_weight * swt0 + swt1, earlier_weight * swe0 + swe1
+            spread, dof = ss0 + ss1, steps0 + steps1 - (steps0 > 0) - (steps1 > 0)  # within each block
+        mean = swt / sw
         if variance == "weighted":
-            if self._steps < 2:
-                return mean, fallback_var / (n2 * sw)
-            swe = earlier_weight * swe0 + swe1 if blocked else self._swe
-            return mean, swe / (n2 * sw * sw)
+            return mean, (swe / (n2 * sw * sw) if self._steps >= 2 else fallback_var / (n2 * sw))
         if variance == "increments":
-            if blocked:
-                dof = steps0 + steps1 - (steps0 > 0) - (steps1 > 0)
-                sig2 = n2 * (ss0 + ss1) / dof if dof >= 1 else fallback_var
-            else:
-                sig2 = n2 * self._t_ss / (self._steps - 1) if self._steps >= 2 else fallback_var
+            sig2 = n2 * spread / dof if dof >= 1 else fallback_var
         else:
             sig2 = self._se2 / self.count if self.count >= 2 else fallback_var
         return mean, sig2 / (n2 * sw)
