@@ -292,3 +292,20 @@ def test_a_draw_handed_out_and_never_kept_is_forgotten_and_items_scored_unasked_
     for item in (second, first):
         method.observe(item, float(truth[item]))
     assert method._design.count == 10 and not method._queue and method._folded == 11
+
+
+def test_an_item_pending_without_a_draw_here_comes_before_the_draws_made_while_it_is_pending() -> None:
+    """An item handed out otherwise (pending, never drawn by this method) is not free for the draws made while
+    it is pending, so it is none of their U: it enters their S once scored, before them."""
+    ref, truths = _reference()
+    truth = truths[1]
+    method = BayesAME(ref, seed=5, hyperparameters=FIT, calibration=None, selection="hybrid")
+    run_fixed(method, truth, 8)
+    outside = int(np.flatnonzero(~method._observed)[0])
+    drawn = method.select_batch(2, exclude=[outside])
+    assert method._queue == [outside, *drawn] and method._draws[outside] is None
+    for item in drawn:
+        method.observe(item, float(truth[item]))
+    assert method._design.count == 8  # waiting for the item before them
+    method.observe(outside, float(truth[outside]))
+    assert method._design.count == 10 and method._folded == 11 and not method._queue

@@ -535,6 +535,10 @@ class BayesAME(BaseMethod):
         if self._observed[idx]:
             return
         held = [self.reference.item_index(i) for i in pending]
+        for i in held:  # pending without a draw of its own here (handed out otherwise): it comes first, as a score
+            if i != idx and i not in self._queue and not self._observed[i]:
+                self._queue.append(i)
+                self._draws[i] = None
         free = ~self._observed
         free[held] = False
         free[idx] = True
