@@ -587,11 +587,16 @@ def test_a_session_stored_before_issue_25_replays_with_the_defaults_it_was_made_
     old = {"method": "bayesame", "method_kwargs": {"seed": 1, "hyperparameters": FIT.to_dict(),
                                                    "calibration": {"factor": 1.2}}}
     assert method_options_of(old)["calibrate_by"] == "pooled" and method_options_of(old)["warmup"] == 0
+    assert method_options_of(old)["floor"] == "wilson"  # and the floor of before stop 39
     new = {"method": "bayesame", "method_kwargs": {**old["method_kwargs"], "calibrate_by": "budget", "warmup": 10}}
     assert method_options_of(new)["calibrate_by"] == "budget" and method_options_of(new)["warmup"] == 10
+    assert method_options_of(new)["floor"] == "wilson"  # stored between issue 25 and stop 39: no floor stored
+    newest = {"method": "bayesame", "method_kwargs": {**new["method_kwargs"], "floor": "effective"}}
+    assert method_options_of(newest)["floor"] == "effective"
     ref = binary_reference(12, 40, 4)
     method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=Calibration(factor=1.0))
-    assert {"calibrate_by", "warmup"} <= set(method.frozen_options())  # new sessions store both
+    assert method.floor == "effective"
+    assert {"calibrate_by", "warmup", "floor"} <= set(method.frozen_options())  # new sessions store them all
 
 
 def test_the_split_floor_narrows_only_the_design_based_interval() -> None:

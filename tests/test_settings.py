@@ -227,8 +227,8 @@ def test_a_bad_option_names_itself_whichever_form(small_reference: ScoreMatrix) 
 
 def test_groups_given_as_objects_are_stored_flat() -> None:
     """A session stores its method options as JSON: a group object becomes the fields it changes."""
-    assert flatten_options("bayesame", {"seed": 1, "design": DesignSettings(warmup=10, floor="effective")}) == {
-        "seed": 1, "warmup": 10, "floor": "effective"}
+    assert flatten_options("bayesame", {"seed": 1, "design": DesignSettings(warmup=10, floor="split")}) == {
+        "seed": 1, "warmup": 10, "floor": "split"}
     name, options = check_method_spec("bayesame[fit_items=200]", {}, {"design": DesignSettings(warmup=10)})
     assert (name, options) == ("bayesame", {"fit_items": 200, "warmup": 10})
     with pytest.raises(ConfigurationError, match="given twice"):

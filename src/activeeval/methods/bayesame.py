@@ -118,7 +118,7 @@ class DesignSettings(Settings):
     scale_prior: float = setting(SCALE_PRIOR, Number(0, low_open=True, phrase="a positive number"),
                                  "ν0, the pseudo-count shrinking the interval scale towards 1")
     controls: str | None = setting("model+near", _controls, "the design-based estimate's control variates")
-    floor: str = setting("wilson", OneOf("wilson", "effective", "split"), "the design-based interval's floor")
+    floor: str = setting("effective", OneOf("wilson", "effective", "split"), "the design-based interval's floor")
     design_variance: str = setting("residuals", OneOf("residuals", "increments"),
                                    "how the design-based estimate's residual variance is estimated")
     switch_z: float = setting(Z95, Number(0, phrase="a non-negative number"),
@@ -455,7 +455,7 @@ class BayesAME(BaseMethod):
         """The reference fit and the calibration, to rebuild this method without computing them again; and the
         options whose defaults have changed (a stored session replays with the ones it was made with)."""
         return {"hyperparameters": self.fit_.to_dict(), "calibration": self.calibration_.to_dict(),
-                "calibrate_by": self.calibrate_by, "warmup": self.warmup}
+                "calibrate_by": self.calibrate_by, "warmup": self.warmup, "floor": self.floor}
 
     def information_gains(self) -> np.ndarray:
         """Eq. 6 for one unobserved item of each bucket, shape (B,) (0 where none is left)."""

@@ -90,14 +90,18 @@ def stopping_of(settings: Mapping[str, Any]) -> dict[str, Any]:
 # the two options that issue added; a file written before has neither: it replays with the values it was made with
 # (today's defaults too, but a default may change; a stored session must not).
 _BAYESAME_BEFORE_25 = {"calibrate_by": "pooled", "warmup": 0}
+# and the design-based floor they were made with, before stop 39 made "effective" the default
+_BAYESAME_BEFORE_39 = {"floor": "wilson"}
 
 
 def method_options_of(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The method's constructor options: the stored ones without the stopping settings older files kept there."""
     options = {k: v for k, v in settings["method_kwargs"].items() if k not in _LEGACY_KEYS}
-    if settings.get("method") in ("bayesame", "bayesame-rs") and "hyperparameters" in options \
-            and "calibrate_by" not in options:
-        options = {**_BAYESAME_BEFORE_25, **options}
+    if settings.get("method") in ("bayesame", "bayesame-rs") and "hyperparameters" in options:
+        if "calibrate_by" not in options:
+            options = {**_BAYESAME_BEFORE_25, **options}
+        if "floor" not in options:
+            options = {**_BAYESAME_BEFORE_39, **options}
     return options
 
 # The module of each session kind, imported when a file of that kind is opened.
