@@ -268,17 +268,19 @@ class BayesAME(BaseMethod):
         (most such targets are found within 10 items, and their first items
         then count instead of being set aside); docs/MATHS.md.
     floor : {"wilson", "effective", "split"}
-        The design-based interval's floor: "wilson" (default) that of the plain
-        mean of the random items (:func:`~activeeval.design.sampling_var_floor`):
-        the symmetric interval as wide as the longer side of Wilson's;
-        "split" the same floor with α split between the two sides where it is
-        narrowest (``split=True`` of that function: near 0 or 1 the misses are
-        on the long side, and its variance is up to about a third smaller at
-        the nominal coverage; not the default: docs/MATHS.md); "effective" the "wilson" floor divided by the variance
-        reduction the control variates achieved on the random items, out of
-        sample (:attr:`~activeeval.design.Prequential.variance_reduction`, at
-        most ``FLOOR_GAIN_MAX``): a floor a plain mean needs does not cap what
-        the controls buy.
+        The design-based interval's floor: "wilson" that of the plain mean of
+        the random items (:func:`~activeeval.design.sampling_var_floor`, for
+        the pool they were drawn from): the symmetric interval as wide as the
+        longer side of Wilson's; "effective" (default since stop 39) the
+        "wilson" floor divided by the variance reduction the control variates
+        achieved on the random items, out of sample
+        (:attr:`~activeeval.design.Prequential.variance_reduction`, at most
+        ``FLOOR_GAIN_MAX``): a floor a plain mean needs does not cap what the
+        controls buy, and a run of equal scores (no reduction) keeps Wilson's;
+        "split" the "wilson" floor with α split between the two sides where it
+        is narrowest (``split=True`` of that function: near 0 or 1 the misses
+        are on the long side; docs/MATHS.md). A session stores its floor; one
+        stored before stop 39 replays with "wilson".
     design_variance : {"residuals", "increments"}
         How the design-based estimate's residual variance is estimated
         (:meth:`~activeeval.design.Prequential.estimate`): "residuals"
