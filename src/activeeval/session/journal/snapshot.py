@@ -204,7 +204,12 @@ class _Encoder:
                 return {"$": "scalar", "a": len(self.arrays) - 1}
             n = self._remember(o)
             self.arrays.append(o)
-            return {"$": "array", "id": n, "a": len(self.arrays) - 1, "write": bool(o.flags.writeable)}
+            out = {"$": "array", "id": n, "a": len(self.arrays) - 1, "write": bool(o.flags.writeable)}
+            if o.ndim > 1 and o.flags.f_contiguous and not o.flags.c_contiguous:
+                # the store writes C order; BLAS rounds a product of a Fortran-ordered array differently, so the
+                # state read back would drift from the replayed one in the last bits: restore the order
+                out["fortran"] = True
+            return out
         if t is np.random.Generator:
             bits = o.bit_generator
             if type(bits).__name__ not in _BIT_GENERATORS or type(bits) is not getattr(np.random, type(bits).__name__):
@@ -308,6 +313,8 @@ class _Decoder:
             return a.reshape(())[()] if a.size == 1 else _bad(x)
         if tag == "array":
             a = self.arrays[x["a"]]
+            if x.get("fortran") is True:
+                a = np.asfortranarray(a)
             if not x["write"]:
                 a.setflags(write=False)
             return self._remember(x["id"], a)
