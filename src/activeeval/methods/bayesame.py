@@ -484,19 +484,11 @@ class BayesAME(BaseMethod):
     def _select(self, rng: np.random.Generator, k: int, exclude: Sequence[int]) -> Sequence[int]:
         if self._randomised_draw:
             pending = [int(i) for i in exclude if not self._observed[i]]
-            held = set(pending)
-            # a draw handed out and then neither recorded nor kept pending was never used: forget it
-            kept = [i for i in self._queue if i in self._known or i in held]
-            if len(kept) < len(self._queue):
-                if self._block_at is not None and self._block_at > self._folded:
-                    gone = [i for i in self._queue[: self._block_at - self._folded] if i not in kept]
-                    self._block_at -= len(gone)
-                for i in set(self._queue) - set(kept):
-                    self._draws.pop(i, None)
-                self._queue = kept
+            self._forget_unkept(set(pending))
             chosen, probabilities = self._draw(rng, k, pending)
+            predictions = self._control_predictions()  # the same for every item of the batch
             for m, item in enumerate(chosen):
-                self.note_drawn(item, pending + chosen[:m], probabilities[m])
+                self._register_draw(item, pending + chosen[:m], probabilities[m], predictions)
             return chosen
         if self.random_items:
             return self._random_items(k, exclude)
@@ -534,9 +526,25 @@ class BayesAME(BaseMethod):
         if not self._randomised_draw:
             return
         idx = self.reference.item_index(item)
-        if self._observed[idx]:
+        if not self._observed[idx]:
+            self._register_draw(idx, [self.reference.item_index(i) for i in pending], probabilities)
+
+    def _forget_unkept(self, held: set[int]) -> None:
+        """Forget the draws handed out and then neither recorded nor kept pending (``held``): never used."""
+        kept = [i for i in self._queue if i in self._known or i in held]
+        if len(kept) == len(self._queue):
             return
-        held = [self.reference.item_index(i) for i in pending]
+        if self._block_at is not None and self._block_at > self._folded:
+            gone = [i for i in self._queue[: self._block_at - self._folded] if i not in kept]
+            self._block_at -= len(gone)
+        for i in set(self._queue) - set(kept):
+            self._draws.pop(i, None)
+        self._queue = kept
+
+    def _register_draw(self, idx: int, held: Sequence[int], probabilities: np.ndarray | None = None,
+                       predictions: list[np.ndarray] | None = None) -> None:
+        """:meth:`note_drawn` for an unscored item index ``idx``, ``held`` the pending indices; ``probabilities``
+        and ``predictions`` (the controls', fixed before the draw) when the caller has them already."""
         for i in held:  # pending without a draw of its own here (handed out otherwise): it comes first, as a score
             if i != idx and i not in self._queue and not self._observed[i]:
                 self._queue.append(i)
@@ -549,7 +557,7 @@ class BayesAME(BaseMethod):
             prob: float | None = float(q[idx])
         else:
             prob = None  # uniform over the U items free: 1/U
-        preds = self._control_predictions()
+        preds = self._control_predictions() if predictions is None else predictions
         self._draws[idx] = (prob, np.array([p[idx] for p in preds]), np.array([float(p[free].sum()) for p in preds]))
         if idx not in self._queue:
             self._queue.append(idx)
