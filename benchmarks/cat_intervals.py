@@ -22,10 +22,18 @@ in the coverage. Per dataset × regime × variant the table gives coverage
 (covered / shown), the share shown and the median width at each number of
 items and at the stop (with its median items per model).
 
-Each (dataset, regime, seed) is cached as JSON under ``--out`` and reused.
+The ``--targets`` interpolation targets of one split are few, and a run's
+error is mostly the target's own (a model the response model fits badly is
+off by the same amount whichever references are drawn), so the seeds of one
+split are far from independent: judge an interval over several *draws* of
+the targets (``--draws``, e.g. ``0-9``: split_seed = the draw), pooled in
+the table (``draws``: how many). Extrapolation's targets are the best models
+whatever the draw, so its draws differ in their references only.
+
+Each (dataset, regime, draw, seed) is cached as JSON under ``--out`` and reused.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/cat_intervals.py --smoke
-    OPENBLAS_NUM_THREADS=1 python benchmarks/cat_intervals.py --datasets mmlu,gsm --seeds 10
+    OPENBLAS_NUM_THREADS=1 python benchmarks/cat_intervals.py --datasets mmlu,gsm --draws 0-4 --seeds 2
 """
 
 from __future__ import annotations
@@ -108,6 +116,15 @@ def run_seed(matrix, split, seed: int, items: list[int], group: int, budget: flo
     return out
 
 
+def parse_draws(text: str) -> list[int]:
+    """"0-4" or "0,3,7" (or both, "0-2,5") as a list of draw ids."""
+    draws: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        draws.extend(range(int(lo), int(hi or lo) + 1))
+    return draws
+
+
 def load_or_run(path: Path, fn) -> dict:
     if path.exists():
         return json.loads(path.read_text())
@@ -147,6 +164,8 @@ def main() -> None:
     ap.add_argument("--targets", type=int, default=20)
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--first-seed", type=int, default=0)
+    ap.add_argument("--draws", default="0", help="split draws (which models are targets), e.g. 0-9 or 0,3,7")
+    ap.add_argument("--draw", type=int, default=None, help="one draw (the same as --draws N)")
     ap.add_argument("--items", default="10,20,40,80")
     ap.add_argument("--group", type=int, default=4, help="models per ranking run")
     ap.add_argument("--budget-per-model", type=float, default=20.0)
@@ -157,11 +176,12 @@ def main() -> None:
     if args.smoke:
         args.datasets, args.regimes, args.seeds, args.targets, args.items = "mmlu", "interpolation", 1, 4, "10,20"
     items = [int(x) for x in args.items.split(",")]
+    draws = [args.draw] if args.draw is not None else parse_draws(args.draws)
     intervals = tuple(i for i in INTERVALS if i in args.intervals.split(","))
     out = Path(args.out)
     warnings.simplefilter("ignore")
     lines = []
-    header = (f"{'dataset':<17} {'regime':<6} {'interval':<7} {'refs':>4} {'runs':>5} | "
+    header = (f"{'dataset':<17} {'regime':<6} {'interval':<7} {'refs':>4} {'draws':>5} {'runs':>5} | "
               + " | ".join(f"n={n:<3} cov  shown width" for n in items) + " | stop: items cov  shown width")
     print(header)
     print("-" * len(header))
@@ -169,15 +189,16 @@ def main() -> None:
         matrix = datasets.load(name)
         n_t = n_targets_for(int((~np.isnan(matrix.scores).any(axis=1)).sum()), args.targets)
         for regime in args.regimes.split(","):
-            split = make_split(matrix, regime, n_targets=n_t)
-            tag = (f"{name}_{regime}_t{n_t}_i{'-'.join(map(str, items))}_g{args.group}_b{args.budget_per_model:g}"
-                   f"_{'-'.join(intervals)}")
             runs = []
             t0 = time.perf_counter()
-            for s in range(args.first_seed, args.first_seed + args.seeds):
-                runs.append(load_or_run(out / f"{tag}_s{s}.json",
-                                        lambda s=s: run_seed(matrix, split, s, items, args.group,  # noqa: B023 - called within this iteration
-                                                             args.budget_per_model, intervals)))
+            for draw in draws:
+                split = make_split(matrix, regime, n_targets=n_t, split_seed=draw)
+                tag = (f"{name}_{regime}_t{n_t}{f'_d{draw}' if draw else ''}_i{'-'.join(map(str, items))}"
+                       f"_g{args.group}_b{args.budget_per_model:g}_{'-'.join(intervals)}")
+                for s in range(args.first_seed, args.first_seed + args.seeds):
+                    runs.append(load_or_run(out / f"{tag}_s{s}.json",
+                                            lambda s=s, split=split, matrix=matrix: run_seed(
+                                                matrix, split, s, items, args.group, args.budget_per_model, intervals)))
             for interval in intervals:
                 cells = summarise(runs, items, interval)
                 parts = []
@@ -186,7 +207,7 @@ def main() -> None:
                     cov = c["covered"] / c["shown"] if c["shown"] else float("nan")
                     pre = f"{c['items']:5.0f} " if label == "stop" else ""
                     parts.append(f"{pre}{cov:5.2f} {c['shown'] / c['runs']:5.2f} {c['width']:6.3f}")
-                line = (f"{name:<17} {regime[:6]:<6} {interval:<7} {runs[0]['n_refs']:>4} "
+                line = (f"{name:<17} {regime[:6]:<6} {interval:<7} {runs[0]['n_refs']:>4} {len(draws):>5} "
                         f"{cells['stop']['runs']:>5} | " + " | ".join(parts))
                 print(line, flush=True)
                 lines.append(line)
