@@ -194,8 +194,32 @@ def report(records: list[dict], methods: list[str]) -> str:
         if ratios and name != "rs-mean":
             lines.append(f"# {name}: items at the eps2 = 0.03 stop / RS-Mean's, median over {len(ratios)} "
                          f"dataset x regime cells: {np.median(ratios):.3f}")
+    for name in methods:
+        if name != "rs-mean":
+            lines += _mae_against_random(by_cell, name)
     lines += ["", targets_table(by_cell, methods)]
     return "\n".join(lines)
+
+
+def _mae_against_random(by_cell: dict[tuple[str, str], dict[str, dict]], name: str) -> list[str]:
+    """Per regime, in how many (dataset, n) cells of the MAE table ``name``'s MAE is below RS-Mean's (the README's
+    headline)."""
+    out = []
+    for regime in ("interpolation", "extrapolation"):
+        below = cells = 0
+        for (_, reg), recs in by_cell.items():
+            if reg != regime or name not in recs or "rs-mean" not in recs:
+                continue
+            for n in AT_N:
+                mine, rs = recs[name]["cells"].get(f"n{n}"), recs["rs-mean"]["cells"].get(f"n{n}")
+                if mine is None or rs is None:
+                    continue
+                cells += 1
+                below += float(np.mean(mine["abs_err"])) < float(np.mean(rs["abs_err"]))
+        if cells:
+            out.append(f"# {name}: MAE below RS-Mean's in {below} of {cells} {regime} cells (n = "
+                       f"{', '.join(map(str, AT_N))})")
+    return out
 
 
 #: Issue 25's coverage band: below it the interval is a risk, above it a waste of items.
