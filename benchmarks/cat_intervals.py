@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 
 from activeeval import datasets
-from activeeval.experiments.protocol import REGIMES, make_split, sample_references
+from activeeval.experiments.protocol import REGIMES, make_split, parse_draws, sample_references
 from activeeval.methods.cat import ContinuousCAT, fit_calibration
 from activeeval.ranking import AdaptiveRanker
 
@@ -115,15 +115,6 @@ def run_seed(matrix, split, seed: int, items: list[int], group: int, budget: flo
         out["fixed"][interval] = {t: {n: record(runs[t][interval][n - 1]) for n in items} for t in split.targets}
         out["stop"][interval] = {t: record(runs[t][interval][at_stop[t] - 1]) + [at_stop[t]] for t in at_stop}
     return out
-
-
-def parse_draws(text: str) -> list[int]:
-    """"0-4" or "0,3,7" (or both, "0-2,5") as a list of draw ids."""
-    draws: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.strip().partition("-")
-        draws.extend(range(int(lo), int(hi or lo) + 1))
-    return draws
 
 
 def load_or_run(path: Path, fn) -> dict:

@@ -46,7 +46,7 @@ import numpy as np
 
 from activeeval import datasets
 from activeeval.experiments.metrics import covered, ew_irmse, rmse_curve, stop_indices
-from activeeval.experiments.protocol import BacktestConfig
+from activeeval.experiments.protocol import BacktestConfig, parse_draws
 from activeeval.experiments.runner import run_backtest
 from activeeval.methods.registry import split_method_list
 
@@ -173,10 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     methods = list(check_methods(split_method_list(args.methods)))  # canonical labels, as the results hold them
     if "rs-mean" not in methods:
         methods.insert(0, "rs-mean")  # every ratio is to RS-Mean on the same draw
-    draws: list[int] = []
-    for part in args.draws.split(","):
-        lo, _, hi = part.partition("-")
-        draws.extend(range(int(lo), int(hi or lo) + 1))
+    draws = parse_draws(args.draws)
     out = Path(args.out)
     names = [d for d in args.datasets.split(",") if d]
     regimes = [r for r in args.regimes.split(",") if r]

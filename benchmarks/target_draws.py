@@ -38,19 +38,11 @@ import numpy as np
 from activeeval import ScoreMatrix, datasets
 from activeeval.experiments import runner
 from activeeval.experiments.metrics import ew_irmse, rmse_curve
-from activeeval.experiments.protocol import BacktestConfig, make_split
+from activeeval.experiments.protocol import BacktestConfig, make_split, parse_draws
 from activeeval.experiments.tables import PAPER_TABLE1
 
 # Paper's Table 1 (SPEC §5), interpolation, 50 % references: EW-IRMSE per method.
 PAPER = {d: {m: v[0] for m, v in rows.items() if v[0] is not None} for d, rows in PAPER_TABLE1.items()}
-
-
-def parse_range(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
 
 
 def with_duplicates(name: str) -> ScoreMatrix:
@@ -112,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     ratios: dict[str, list[float]] = {m: [] for m in others}
     ews: dict[str, list[float]] = {m: [] for m in methods}
     start = time.perf_counter()
-    for draw in parse_range(args.split_seeds):
+    for draw in parse_draws(args.split_seeds):
         config = BacktestConfig(methods=methods, regime="interpolation", n_seeds=args.seeds, split_seed=draw)
         split = split_fn(matrix, "interpolation", config.n_targets, draw, config.gap)
         result = runner.run_backtest(matrix, config, workers=args.workers)

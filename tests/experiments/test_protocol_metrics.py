@@ -134,3 +134,15 @@ def test_stop_from_trajectory_equals_running_the_rule(epsilon2: float) -> None:
     live = RSMean(ref, seed=5)
     run_until_stop(live, truth, WindowCIRule(epsilon1=0.02, epsilon2=epsilon2, window=30))
     assert live.n_observed == expected_stop
+
+
+def test_parse_draws_reads_ids_and_ranges_and_names_what_it_cannot_read() -> None:
+    from activeeval.exceptions import ConfigurationError
+    from activeeval.experiments.protocol import parse_draws
+
+    assert parse_draws("0-4") == [0, 1, 2, 3, 4]
+    assert parse_draws("0,3,7") == [0, 3, 7]
+    assert parse_draws("0-2, 5") == [0, 1, 2, 5]
+    assert parse_draws("7") == [7]
+    with pytest.raises(ConfigurationError, match="cannot read the draws 'a-b'"):
+        parse_draws("a-b")

@@ -40,6 +40,7 @@ __all__ = [
     "drop_twins",
     "make_split",
     "method_seed",
+    "parse_draws",
     "sample_references",
 ]
 
@@ -229,3 +230,16 @@ def method_seed(root_seed: int, seed_index: int, target_index: int) -> int:
     """The ``seed`` given to every method for (seed, target): common random numbers across methods."""
     seq = np.random.SeedSequence([root_seed, seed_index, target_index, 0x7A6])
     return int(seq.generate_state(1, np.uint64)[0] >> 1)  # a non-negative int64
+
+
+def parse_draws(text: str) -> list[int]:
+    """Draw (or seed) ids written as the benchmarks take them: ``"0-4"``, ``"0,3,7"`` or both, ``"0-2,5"``."""
+    draws: list[int] = []
+    for part in text.split(","):
+        lo, _, hi = part.strip().partition("-")
+        try:
+            draws.extend(range(int(lo), int(hi or lo) + 1))
+        except ValueError:
+            raise ConfigurationError(
+                f"cannot read the draws {text!r}: write ids and ranges, e.g. 0-4 or 0,3,7") from None
+    return draws
