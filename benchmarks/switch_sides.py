@@ -23,13 +23,13 @@ import time
 import numpy as np
 
 from activeeval import datasets
+from activeeval.data.matrix import ScoreMatrix
 from activeeval.experiments.protocol import make_split, method_seed, sample_references
 from activeeval.methods.registry import make_method, parse_method_spec, split_method_list
 
 
-def count(dataset: str, regime: str, spec: str, targets: int, seeds: int, items: int) -> collections.Counter:
+def count(matrix: ScoreMatrix, regime: str, spec: str, targets: int, seeds: int, items: int) -> collections.Counter:
     """{(side, "switched" or "model", reason): targets} over ``seeds`` × ``targets`` runs."""
-    matrix = datasets.load(dataset)
     split = make_split(matrix, regime, n_targets=targets, split_seed=0)
     name, options = parse_method_spec(spec)
     out: collections.Counter = collections.Counter()
@@ -68,16 +68,17 @@ def main() -> None:
         args.dataset, args.targets, args.seeds, args.items, args.methods = "mmlu", 2, 1, 15, "bayesame"
     print(f"{args.dataset} {args.regime}, {args.targets} targets x {args.seeds} seeds, up to {args.items} items")
     print(f"{'method':<44} {'side':<7} {'targets':>7} {'switched':>8}  reasons")
-    for spec in split_method_list(args.methods):
+    matrix = datasets.load(args.dataset)  # once: every method plays the same splits
+    for spec in split_method_list(args.methods):  # stripped, empty entries dropped
         t0 = time.perf_counter()
-        got = count(args.dataset, args.regime, spec.strip(), args.targets, args.seeds, args.items)
+        got = count(matrix, args.regime, spec, args.targets, args.seeds, args.items)
         for side in ("above", "inside", "below"):
             total = sum(v for k, v in got.items() if k[0] == side)
             if not total:
                 continue
             switched = {k[2]: v for k, v in got.items() if k[0] == side and k[1] == "switched"}
             reasons = ", ".join(f"{r} {v}" for r, v in sorted(switched.items())) or "-"
-            print(f"{spec.strip():<44} {side:<7} {total:>7} {sum(switched.values()):>8}  {reasons}")
+            print(f"{spec:<44} {side:<7} {total:>7} {sum(switched.values()):>8}  {reasons}")
         print(f"  ({time.perf_counter() - t0:.0f} s)")
 
 
