@@ -530,7 +530,9 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
                  ) -> dict[int, dict[str, list]]:
     """CAT runs of held-out references: per checkpoint n, their θ errors and posterior variances and (``score``)
     their full-benchmark score errors R̂ − R* with the parts of the model's score variance (:func:`score_moments`)
-    and (``local_error``) the (θ̂, θ̂_j(S), θ*_j) their :class:`LocalError` check needs (:func:`local_variance`).
+    and (``local_error``) the (θ̂, θ̂_j(S), θ*_j) their :class:`LocalError` check needs (:func:`local_variance`);
+    with ``score`` also how far beyond the fold's references each lay (``margin``: :func:`outside_margin`, as
+    :class:`ContinuousCAT` measures a target against all of them).
     """
     checks = sorted({int(c) for c in checkpoints if 1 <= c < y_raw.shape[1]})
     scored = ("score_error", "var_r", "slope2", "noise", "margin")
@@ -1073,7 +1075,7 @@ class ContinuousCAT(BaseMethod):
                 # Further out than any reference lay when it played the target: its factor was never measured
                 # there. On IFEval extrapolation the best models lie about twice as far beyond the references as
                 # the edge runs reach, and their errors at 40-80 items were 1.5 times what the edge factor allows
-                # (coverage 0.79-0.81); the error is taken to grow in proportion to the distance beyond the reach.
+                # (coverage 0.79-0.81); the error is taken to grow in proportion to the distance: f · margin / reach.
                 where = "best" if case == "above" else "worst"
                 lead = (f"the target lies {margin:.3g} beyond the {where} reference's score (its estimate, or its mean "
                         f"score on the items it took), further than any reference lay beyond the others when it "
