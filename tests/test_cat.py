@@ -564,11 +564,38 @@ def test_a_target_above_every_reference_gets_the_edge_factor_or_no_interval(ref)
     f = max(cal.factor(20, "within"), cal.factor(20, "above"))
     assert np.isfinite(est.var) and any("above every reference" in note for note in est.notes)
     assert f"x{f:.2f}" in est.notes[0]
-    # the larger of the factors measured inside the references and for models above the rest, on the model's sd
+    # the larger of the factors measured inside the references and for models above the rest, on the model's sd,
+    # raised in proportion to how far beyond the references the target lies over how far the edge runs reached
+    items = list(cat.observed_items)
+    margin = max(est.mean - r.scores.mean(axis=1).max(), (top[items].sum() - r.scores[:, items].sum(axis=1).max()) / 20)
+    reach = cal.reach(20, "above")
+    assert reach is not None and margin > reach > 0  # this target lies further out than any edge run
+    assert len(est.notes) == 2 and f"widened in proportion, x{margin / reach:.2f}" in est.notes[1]
     model = ContinuousCAT(r, seed=0, interval="model", **{k: v for k, v in cat.frozen_options().items()
                                                             if k != "interval_calibration"})
     model.observe_many(cat.observed_items, cat.observed_scores)
-    assert est.var == pytest.approx(f * f * model.estimate().var, rel=1e-9)
+    assert est.var == pytest.approx((f * margin / reach) ** 2 * model.estimate().var, rel=1e-9)
+    # a calibration stored before the reach (an older session's): the factor as measured, no widening
+    old = {k: v for k, v in cal.to_dict().items() if not k.endswith("_reach")}
+    cat_old = ContinuousCAT(r, seed=0, interval_calibration=old,
+                            **{k: v for k, v in cat.frozen_options().items() if k != "interval_calibration"})
+    cat_old.observe_many(cat.observed_items, cat.observed_scores)
+    assert cat_old.calibration_.interval.above_reach is None
+    assert cat_old.estimate().var == pytest.approx(f * f * model.estimate().var, rel=1e-9)
+    assert len(cat_old.estimate().notes) == 1
+    # no edge run lay beyond the others at all: how far off such an estimate is was never measured -> no interval
+    never = dataclasses.replace(cal, above_reach=(0.0,) * len(cal.checkpoints))
+    cat0 = ContinuousCAT(r, seed=0, interval_calibration=never.to_dict(),
+                         **{k: v for k, v in cat.frozen_options().items() if k != "interval_calibration"})
+    cat0.observe_many(cat.observed_items, cat.observed_scores)
+    est0 = cat0.estimate()
+    assert est0.var == float("inf") and est0.notes[0].startswith("no interval: the target lies")
+    # within the edge runs' reach: the measured factor alone
+    far = dataclasses.replace(cal, above_reach=(2 * margin,) * len(cal.checkpoints))
+    cat_far = ContinuousCAT(r, seed=0, interval_calibration=far.to_dict(),
+                            **{k: v for k, v in cat.frozen_options().items() if k != "interval_calibration"})
+    cat_far.observe_many(cat.observed_items, cat.observed_scores)
+    assert cat_far.estimate().var == pytest.approx(f * f * model.estimate().var, rel=1e-9)
     # unmeasured: too few references above the others -> no interval, and a note saying why
     blind = dataclasses.replace(cal, above=(None,) * len(cal.checkpoints))
     cat2 = ContinuousCAT(r, seed=0, interval_calibration=blind.to_dict(),
@@ -636,6 +663,39 @@ def test_a_target_beating_every_reference_on_its_items_is_outside_whatever_its_e
         assert cat._outside(inside) == expected == case
 
 
+def test_outside_margin_is_the_lead_over_the_best_or_worst_reference():
+    from activeeval.methods.cat import outside_margin
+
+    seen = np.array([3.0, 5.0, 4.0])  # the references' score sums on the 10 items taken
+    # the lead on the items taken (7 − 5)/10 beats the estimate's 0.62 − 0.6
+    assert outside_margin(0.62, 7.0, seen, 10, 0.2, 0.6) == pytest.approx((0.2, 0.0))
+    assert outside_margin(0.9, 5.5, seen, 10, 0.2, 0.6) == pytest.approx((0.3, 0.0))  # the estimate's lead
+    assert outside_margin(0.1, 1.0, seen, 10, 0.2, 0.6) == pytest.approx((0.0, 0.2))  # below: (3 − 1)/10
+    assert outside_margin(0.4, 4.0, seen, 10, 0.2, 0.6) == (0.0, 0.0)  # inside
+    assert outside_margin(0.4, 0.0, np.zeros(3), 0, 0.2, 0.6) == (0.0, 0.0)  # nothing taken yet
+
+
+def test_edge_reach_is_the_furthest_any_edge_run_lay_beyond_its_references(ref):
+    from activeeval.methods import cat as cat_module
+
+    y = ref.scores
+    c, tau2, runs = cat_module._reference_runs(y, error=None, method="consistent", irt=cat_module.IRTSettings(),
+                                               local_error=True, folds=5)
+    _, _, cal = cat_module.learn_reference_errors(y)
+    for case, side in (("above", 0), ("below", 1)):
+        reach = getattr(cal, f"{case}_reach")
+        for n, value, factor in zip(cal.checkpoints, reach, getattr(cal, case), strict=True):
+            assert (value is None) == (factor is None)
+            if value is not None:
+                assert value == max(m[side] for m in runs[case][n]["margin"]) >= 0
+    # the edge runs' margins against their own references, by brute force for one run
+    held, train = cat_module._edge_groups(y.mean(axis=1))["above"]
+    cat = ContinuousCAT(ref.select_models([ref.model_ids[i] for i in train]), seed=0, interval="model",
+                        error_scale=c, error_floor=tau2)
+    play(cat, y[held[0]], 20)
+    assert runs["above"][20]["margin"][0] == pytest.approx(cat._margin(cat.estimate().mean), abs=1e-12)
+
+
 def test_fewer_than_ten_references_show_no_interval():
     small = synthetic(n_models=10, n_items=80, seed=4)
     cat = ContinuousCAT(small.drop_models(["m0"]), seed=0)  # 9 references: 9 pseudo-targets inside them
@@ -654,13 +714,33 @@ def test_score_interval_calibration_survives_a_json_round_trip_exactly():
 
     factor = st.one_of(st.none(), st.floats(min_value=1e-6, max_value=1e6, allow_nan=False))
 
+    reach = st.one_of(st.none(), st.floats(min_value=0, max_value=1e6, allow_nan=False))
+
     @settings(max_examples=60, deadline=None)
     @given(st.lists(st.integers(1, 10_000), min_size=1, max_size=8, unique=True).flatmap(
         lambda cps: st.tuples(st.just(sorted(cps)), *(st.lists(factor, min_size=len(cps), max_size=len(cps))
-                                                      for _ in range(3)), st.booleans())))
+                                                      for _ in range(3)), st.booleans(),
+                              *(st.one_of(st.none(), st.lists(reach, min_size=len(cps), max_size=len(cps)))
+                                for _ in range(2)))))
     def check(args):
-        cps, within, above, below, local = args
-        cal = irt.ScoreIntervalCalibration(tuple(cps), tuple(within), tuple(above), tuple(below), (3, 2, 1), local)
+        cps, within, above, below, local, above_reach, below_reach = args
+        cal = irt.ScoreIntervalCalibration(tuple(cps), tuple(within), tuple(above), tuple(below), (3, 2, 1), local,
+                                           None if above_reach is None else tuple(above_reach),
+                                           None if below_reach is None else tuple(below_reach))
         assert irt.ScoreIntervalCalibration.from_dict(json.loads(json.dumps(cal.to_dict()))) == cal
 
     check()
+
+
+def test_a_score_interval_calibration_stored_before_the_reach_loads_without_it():
+    old = {"checkpoints": [10, 40], "within": [1.2, 1.4], "above": [1.6, None], "below": [None, 2.0],
+           "runs": [20, 5, 5], "local_error": True}
+    cal = irt.ScoreIntervalCalibration.from_dict(old)
+    assert cal.above_reach is None and cal.below_reach is None and cal.reach(20, "above") is None
+    assert cal.to_dict() == old  # written back unchanged: no new keys
+    new = irt.ScoreIntervalCalibration.from_dict({**old, "above_reach": [0.1, 0.3], "below_reach": [None, 0.0]})
+    assert new.reach(10, "above") == 0.1 and new.reach(80, "above") == 0.3 and new.reach(10, "below") is None
+    assert new.reach(20, "above") == pytest.approx(0.1 + 0.2 * np.log(2) / np.log(4))
+    for bad in ([0.1], [-0.1, 0.2], [0.1, float("nan")]):
+        with pytest.raises(ConfigurationError, match="above_reach"):
+            irt.ScoreIntervalCalibration.from_dict({**old, "above_reach": bad})

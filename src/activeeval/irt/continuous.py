@@ -612,6 +612,14 @@ class ScoreIntervalCalibration:
     references played that case to measure it. ``runs`` counts them;
     ``local_error``: whether the runs' variances had the local error check
     (a CAT must use the calibration learned for its own setting).
+
+    ``above_reach`` (``below_reach``): at each checkpoint, the furthest any
+    ``above`` (``below``) run lay beyond the references it was calibrated on
+    (:func:`activeeval.methods.cat.outside_margin`, raw score units): how far
+    out the ``above`` (``below``) factor was measured. A target further out
+    has its factor raised in proportion to its distance over the reach
+    (:meth:`activeeval.methods.cat.ContinuousCAT.estimate`). None (a
+    calibration stored before them): no such check.
     """
 
     checkpoints: tuple[int, ...]
@@ -620,15 +628,26 @@ class ScoreIntervalCalibration:
     below: tuple[float | None, ...]
     runs: tuple[int, ...] = (0, 0, 0)  # one count per case (within, above, below)
     local_error: bool = False
+    above_reach: tuple[float | None, ...] | None = None
+    below_reach: tuple[float | None, ...] | None = None
 
     CASES = ("within", "above", "below")
+    REACHES = ("above_reach", "below_reach")
 
     def factor(self, n: int, case: str = "within") -> float | None:
         """f after ``n`` items, for ``case``: linear in log n between checkpoints, the end values outside.
 
         None when the case was not measured at the checkpoints around ``n``.
         """
-        values = getattr(self, case)
+        return self._at(n, getattr(self, case))
+
+    def reach(self, n: int, case: str) -> float | None:
+        """How far beyond the references the ``case`` ("above" or "below") runs reached after ``n`` items
+        (interpolated as :meth:`factor`); None when not measured or not stored."""
+        values = getattr(self, f"{case}_reach")
+        return None if values is None else self._at(n, values)
+
+    def _at(self, n: int, values: tuple[float | None, ...]) -> float | None:
         cps = self.checkpoints
         if not cps:
             return None
@@ -645,8 +664,14 @@ class ScoreIntervalCalibration:
 
     def to_dict(self) -> dict:
         """Plain JSON values (a session stores them): lists, None for what was not measured."""
-        return {"checkpoints": list(self.checkpoints), "within": list(self.within), "above": list(self.above),
-                "below": list(self.below), "runs": list(self.runs), "local_error": self.local_error}
+        out: dict[str, object] = {
+            "checkpoints": list(self.checkpoints), "within": list(self.within), "above": list(self.above),
+            "below": list(self.below), "runs": list(self.runs), "local_error": self.local_error}
+        for key in self.REACHES:
+            values = getattr(self, key)
+            if values is not None:  # absent (not None) when not learned: an older session's dict, unchanged
+                out[key] = list(values)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict | ScoreIntervalCalibration) -> ScoreIntervalCalibration:
@@ -660,6 +685,8 @@ class ScoreIntervalCalibration:
             local_error = d.get("local_error", False)
             if not isinstance(local_error, (bool, np.bool_)):
                 raise TypeError(local_error)
+            reaches = {key: None if d.get(key) is None else tuple(None if v is None else float(v) for v in d[key])
+                       for key in cls.REACHES}
         except (KeyError, TypeError, ValueError) as exc:
             raise ConfigurationError(
                 f"interval_calibration must be a dict with checkpoints, within, above and below lists, got {d!r}; "
@@ -667,14 +694,17 @@ class ScoreIntervalCalibration:
             ) from exc
         ok = (len(cps) > 0 and all(b > a for a, b in itertools.pairwise(cps)) and cps[0] >= 1 and len(runs) == 3
               and all(len(v) == len(cps) for v in cases.values())
-              and all(v is None or (np.isfinite(v) and v > 0) for vs in cases.values() for v in vs))
+              and all(v is None or (np.isfinite(v) and v > 0) for vs in cases.values() for v in vs)
+              and all(vs is None or (len(vs) == len(cps) and all(v is None or (np.isfinite(v) and v >= 0) for v in vs))
+                      for vs in reaches.values()))
         if not ok:
             raise ConfigurationError(
                 f"interval_calibration needs increasing positive checkpoints and one positive factor (or None) per "
-                f"checkpoint in within, above and below, got {d!r}; drop it to learn it from the reference"
+                f"checkpoint in within, above and below (and a non-negative reach or None per checkpoint in "
+                f"above_reach and below_reach, if given), got {d!r}; drop it to learn it from the reference"
             )
         return cls(cps, cases["within"], cases["above"], cases["below"], runs,
-                   bool(local_error))
+                   bool(local_error), reaches["above_reach"], reaches["below_reach"])
 
 
 # ---------------------------------------------------------------- bundle

@@ -505,6 +505,19 @@ def _edge_groups(means: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     return out
 
 
+def outside_margin(mean: float, obs_sum: float, seen: np.ndarray, n: int, low: float, high: float
+                   ) -> tuple[float, float]:
+    """(above, below): how far the target lies beyond the best (worst) reference, from what has been observed.
+
+    above = max((obs_sum − max_j seen_j)/n, mean − high), the larger of its mean score's lead over the best
+    reference on the items it took and its score estimate's over the best reference's full-benchmark score
+    (``below`` the same towards the worst); 0 when not beyond. On the raw score scale.
+    """
+    above = max(mean - high, (obs_sum - float(seen.max())) / n if seen.size and n else 0.0, 0.0)
+    below = max(low - mean, (float(seen.min()) - obs_sum) / n if seen.size and n else 0.0, 0.0)
+    return float(above), float(below)
+
+
 def _calibrate(scores: np.ndarray, method: str, irt: IRTSettings) -> Calibration:
     """:func:`irt.calibrate` of ``scores`` by ``method`` with the response model and fit of ``irt`` (the response
     model resolved: :func:`default_response`)."""
@@ -517,11 +530,13 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
                  ) -> dict[int, dict[str, list]]:
     """CAT runs of held-out references: per checkpoint n, their θ errors and posterior variances and (``score``)
     their full-benchmark score errors R̂ − R* with the parts of the model's score variance (:func:`score_moments`)
-    and (``local_error``) the (θ̂, θ̂_j(S), θ*_j) their :class:`LocalError` check needs (:func:`local_variance`).
+    and (``local_error``) the (θ̂, θ̂_j(S), θ*_j) their :class:`LocalError` check needs (:func:`local_variance`);
+    with ``score`` also how far beyond the fold's references each lay (``margin``: :func:`outside_margin`, as
+    :class:`ContinuousCAT` measures a target against all of them).
     """
     checks = sorted({int(c) for c in checkpoints if 1 <= c < y_raw.shape[1]})
-    keys = ("theta_error", "se2") + (("score_error", "var_r", "slope2", "noise") if score else ()) + (
-        ("local",) if local_error else ())
+    scored = ("score_error", "var_r", "slope2", "noise", "margin")
+    keys = ("theta_error", "se2") + (scored if score else ()) + (("local",) if local_error else ())
     out: dict[int, dict[str, list[Any]]] = {n: {key: [] for key in keys} for n in checks}
     if not checks:
         return out
@@ -537,12 +552,15 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
             grid = default_grid()
             t1_all, t2_all = _score_sums(cal, grid)
             sum_low = float(cal.low.sum())
+            train_means = y_raw[train].mean(axis=1)
+            ref_range = (float(train_means.min()), float(train_means.max()))
         for j, (row, true_theta) in enumerate(zip(y_held, truth, strict=True)):
             post = AbilityPosterior(cal, mean0, sd0, information=irt.information, likelihood=irt.likelihood)
             local = (LocalError(cal, y_raw[train], post.grid, mean0, sd0, irt.likelihood) if local_error else None)
             raw = y_raw[held[j]]
             if score:
                 t1, t2, obs = t1_all.copy(), t2_all.copy(), 0.0
+                seen, obs_raw = np.zeros(train.size), 0.0
             used: set[int] = set()
             for n in range(1, checks[-1] + 1):
                 nxt = post.nearest(1, used)
@@ -559,6 +577,8 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
                     t1 -= w * mu
                     t2 -= w * w * cal.item_var(mu, item)
                     obs += float(raw[item]) - float(cal.low[item])
+                    obs_raw += float(raw[item])
+                    seen += y_raw[train, item]
                 if n in out:
                     rec = out[n]
                     rec["theta_error"].append(post.mean - float(true_theta))
@@ -570,6 +590,7 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
                         rec["var_r"].append(var_r)
                         rec["slope2"].append(slope2)
                         rec["noise"].append(noise)
+                        rec["margin"].append(outside_margin(mean, obs_raw, seen, n, *ref_range))
                     if local is not None:
                         rec["local"].append((post.mean, local.estimates(), local.truth))
     return out
@@ -649,6 +670,38 @@ def learn_error_model(scores: np.ndarray, **options) -> tuple[float, float, dict
     return c, tau2, diag
 
 
+def _reference_runs(y_raw: np.ndarray, *, error: tuple[float, float] | None, method: str, irt: IRTSettings,
+                    local_error: bool, folds: int) -> tuple[float, float, dict[str, dict[int, dict[str, list]]]]:
+    """(c, τ², {"within": fold runs, "above": ..., "below": edge runs}) of :func:`learn_reference_errors`."""
+    n_models = y_raw.shape[0]
+    options: dict[str, Any] = dict(method=method, irt=irt, local_error=local_error)
+    every = np.arange(n_models)
+    folds_ = [(held, np.setdiff1d(every, held)) for held in _fold_groups(n_models, folds)]
+    within = _pseudo_runs(y_raw, folds_, sorted(set(ERROR_CHECKPOINTS) | set(INTERVAL_CHECKPOINTS)), score=True,
+                          **options)
+    if error is None:
+        c, tau2 = fit_error_model({n: (np.asarray(within[n]["theta_error"]), np.asarray(within[n]["se2"]))
+                                   for n in ERROR_CHECKPOINTS if n in within and within[n]["theta_error"]})
+    else:
+        c, tau2 = float(error[0]), float(error[1])
+    edges = _edge_groups(y_raw.mean(axis=1))
+    runs = {"within": within, **{case: _pseudo_runs(y_raw, [g], INTERVAL_CHECKPOINTS, score=True, **options)
+                                 for case, g in edges.items()}}
+    return c, tau2, runs
+
+
+def _standardised(rec: dict[str, list], n: int, n_items: int, c: float, tau2: float, local_error: bool
+                  ) -> np.ndarray:
+    """The runs' score errors after ``n`` items over the model's score sd (the sd :meth:`ContinuousCAT.estimate`
+    scales): z of :func:`interval_factor`."""
+    ability = c * np.asarray(rec["se2"]) + tau2 * (n_items - n) / n_items
+    if local_error:
+        ability = np.array([local_variance(est, truth, theta, v) if v > 0 else v
+                            for v, (theta, est, truth) in zip(ability, rec["local"], strict=True)])
+    var = ability * np.asarray(rec["slope2"]) + np.asarray(rec["noise"])
+    return np.asarray(rec["score_error"]) / np.sqrt(np.maximum(var, 1e-300))
+
+
 @takes_settings
 def learn_reference_errors(
     scores: np.ndarray,
@@ -677,23 +730,12 @@ def learn_reference_errors(
     No target's scores are involved.
     """
     y_raw = np.asarray(scores, dtype=float)
-    n_models, n_items = y_raw.shape
+    n_items = y_raw.shape[1]
     local_error = method == "consistent" if local_error is None else bool(local_error)
-    options: dict[str, Any] = dict(method=method, irt=irt, local_error=local_error)
-    every = np.arange(n_models)
-    folds_ = [(held, np.setdiff1d(every, held)) for held in _fold_groups(n_models, folds)]
-    within = _pseudo_runs(y_raw, folds_, sorted(set(ERROR_CHECKPOINTS) | set(INTERVAL_CHECKPOINTS)), score=True,
-                          **options)
-    if error is None:
-        c, tau2 = fit_error_model({n: (np.asarray(within[n]["theta_error"]), np.asarray(within[n]["se2"]))
-                                   for n in ERROR_CHECKPOINTS if n in within and within[n]["theta_error"]})
-    else:
-        c, tau2 = float(error[0]), float(error[1])
-    edges = _edge_groups(y_raw.mean(axis=1))
-    runs = {"within": within, **{case: _pseudo_runs(y_raw, [g], INTERVAL_CHECKPOINTS, score=True, **options)
-                                 for case, g in edges.items()}}
+    c, tau2, runs = _reference_runs(y_raw, error=error, method=method, irt=irt, local_error=local_error, folds=folds)
     checks = tuple(n for n in INTERVAL_CHECKPOINTS if n < n_items)
     factors: dict[str, list[float | None]] = {}
+    reaches: dict[str, list[float | None]] = {"above": [], "below": []}
     counts = []
     for case in ScoreIntervalCalibration.CASES:
         got = runs.get(case, {})
@@ -702,18 +744,20 @@ def learn_reference_errors(
             rec = got.get(n)
             if rec is None or len(rec["score_error"]) < (INTERVAL_MIN_RUNS if case == "within" else EDGE_MIN_RUNS):
                 factors[case].append(None)
+                if case in reaches:
+                    reaches[case].append(None)
                 continue
-            ability = c * np.asarray(rec["se2"]) + tau2 * (n_items - n) / n_items
-            if local_error:
-                ability = np.array([local_variance(est, truth, theta, v) if v > 0 else v
-                                    for v, (theta, est, truth) in zip(ability, rec["local"], strict=True)])
-            var = ability * np.asarray(rec["slope2"]) + np.asarray(rec["noise"])
-            z = np.asarray(rec["score_error"]) / np.sqrt(np.maximum(var, 1e-300))
+            z = _standardised(rec, n, n_items, c, tau2, local_error)
             f = interval_factor(z)
             factors[case].append(f if np.isfinite(f) and f > 0 else None)
+            if case in reaches:
+                # the furthest any run of this case lay beyond its references: how far out its factor was measured
+                side = 0 if case == "above" else 1
+                reaches[case].append(float(max(m[side] for m in rec["margin"])))
         counts.append(len(got[checks[0]]["score_error"]) if checks and checks[0] in got else 0)
     interval = ScoreIntervalCalibration(checks, tuple(factors["within"]), tuple(factors["above"]),
-                                        tuple(factors["below"]), tuple(counts), local_error)
+                                        tuple(factors["below"]), tuple(counts), local_error,
+                                        tuple(reaches["above"]), tuple(reaches["below"]))
     return c, tau2, interval
 
 
@@ -844,8 +888,11 @@ class ContinuousCAT(BaseMethod):
         by :func:`learn_reference_errors`), with the factor of the
         best (worst) references when the estimate is above (below) every
         reference, and shows no interval (infinite variance and a note)
-        where that could not be measured; ``"model"`` is the response
-        model's own interval (before issue 25; it missed the truth).
+        where that could not be measured; an estimate further beyond the
+        references than any of them lay when it played the target has that
+        factor raised in proportion to its distance over theirs (no interval
+        when none of them lay beyond the others at all); ``"model"`` is the
+        response model's own interval (before issue 25; it missed the truth).
     interval_calibration : dict, optional
         The learned score interval calibration
         (:meth:`ScoreIntervalCalibration.to_dict`; a session stores it).
@@ -1006,6 +1053,10 @@ class ContinuousCAT(BaseMethod):
             return "below"
         return "within"
 
+    def _margin(self, mean: float) -> tuple[float, float]:
+        """(above, below): how far the target lies beyond the best (worst) reference (:func:`outside_margin`)."""
+        return outside_margin(mean, self._obs_sum_raw, self._reference_seen, self.n_observed, *self._reference_range)
+
     def _interval_factor(self, mean: float) -> tuple[float | None, tuple[str, ...]]:
         """The score sd's factor for an estimate ``mean`` after the items so far (None: no interval), and notes."""
         cal = self.calibration_.interval
@@ -1015,6 +1066,27 @@ class ContinuousCAT(BaseMethod):
             # never narrower than inside the references: the edge runs are few and nearer than a real outlier
             edge = cal.factor(self.n_observed, case)
             factor = None if edge is None else max(factor, edge)
+        further: tuple[str, ...] = ()
+        measured = factor
+        if factor is not None and cal is not None and case != "within":
+            reach = cal.reach(self.n_observed, case)
+            margin = self._margin(mean)[0 if case == "above" else 1]
+            if reach is not None and margin > reach:
+                # Further out than any reference lay when it played the target: its factor was never measured
+                # there. On IFEval extrapolation the best models lie about twice as far beyond the references as
+                # the edge runs reach, and their errors at 40-80 items were 1.5 times what the edge factor allows
+                # (coverage 0.79-0.81); the error is taken to grow in proportion to the distance: f · margin / reach.
+                where = "best" if case == "above" else "worst"
+                lead = (f"the target lies {margin:.3g} beyond the {where} reference's score (its estimate, or its mean "
+                        f"score on the items it took), further than any reference lay beyond the others when it "
+                        f"played the target ({reach:.3g} after as many items)")
+                if reach > 0:
+                    factor *= margin / reach
+                    further = (f"{lead}: the interval is widened in proportion, x{margin / reach:.2f}, to "
+                               f"x{factor:.2f} the model's sd",)
+                else:
+                    return None, (f"no interval: {lead}, so how far off such an estimate can be was never measured; "
+                                  "the estimate rests on the response model alone",)
         if factor is None:
             if case == "within":
                 why = "too few references to measure how far off CAT's estimates are"
@@ -1027,7 +1099,7 @@ class ContinuousCAT(BaseMethod):
         return factor, (
             f"the target is {case} every reference (its estimate, or its score on the items it took): the interval "
             f"is as wide as the {'best' if case == 'above' else 'worst'} references' own errors were when they played "
-            f"a model {case} the rest, never narrower than inside them (x{factor:.2f} the model's sd)",)
+            f"a model {case} the rest, never narrower than inside them (x{measured:.2f} the model's sd)", *further)
 
     def frozen_options(self) -> dict:
         """The learned error model and interval calibration, so that a session reopens without the pseudo-target
