@@ -89,10 +89,15 @@ def summarise(cell: dict, n_items: int) -> dict:
     }
 
 
+def cell_path(out: Path, dataset: str, regime: str, draw: int, method: str, targets: int, seeds: int) -> Path:
+    """Where a (dataset, regime, draw, method) cell is kept: the method spec made a file name."""
+    safe = "".join(c if c.isalnum() or c in "-_=" else "_" for c in method)
+    return out / f"{dataset}_{regime}_d{draw}_{targets}x{seeds}_{safe}.json"
+
+
 def run_cell(dataset: str, regime: str, draw: int, method: str, targets: int, seeds: int, workers: int,
              out: Path) -> dict:
-    safe = "".join(c if c.isalnum() or c in "-_=" else "_" for c in method)
-    path = out / f"{dataset}_{regime}_d{draw}_{targets}x{seeds}_{safe}.json"
+    path = cell_path(out, dataset, regime, draw, method, targets, seeds)
     if path.exists():
         return json.loads(path.read_text())
     matrix = datasets.load(dataset)
@@ -155,7 +160,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--report-only", action="store_true", help="print the table of what --out holds")
     parser.add_argument("--smoke", action="store_true", help="a few seconds: mmlu, 2 targets, 1 seed, a temp --out")
     args = parser.parse_args(argv)
-    shape = dict(FEW_MODELS)
     if args.smoke:
         args.datasets, args.regimes, args.methods, args.workers = "mmlu", "interpolation", "rs-mean", 1
         args.out = tempfile.mkdtemp(prefix="stop-rules-smoke-")
@@ -164,12 +168,11 @@ def main(argv: list[str] | None = None) -> int:
     records = []
     start = time.perf_counter()
     for dataset in [d for d in args.datasets.split(",") if d]:
-        targets, seeds = (2, 1) if args.smoke else shape.get(dataset, (20, 10))
+        targets, seeds = (2, 1) if args.smoke else FEW_MODELS.get(dataset, (20, 10))
         for regime in [r for r in args.regimes.split(",") if r]:
             for method in methods:
                 if args.report_only:
-                    safe = "".join(c if c.isalnum() or c in "-_=" else "_" for c in method)
-                    path = out / f"{dataset}_{regime}_d{args.draw}_{targets}x{seeds}_{safe}.json"
+                    path = cell_path(out, dataset, regime, args.draw, method, targets, seeds)
                     if path.exists():
                         records.append(json.loads(path.read_text()))
                     continue
