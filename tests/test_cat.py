@@ -403,6 +403,29 @@ def test_local_error_runs_every_reference_through_the_targets_posterior(ref):
 
 
 @pytest.mark.parametrize("response", ["2pl", "rasch"])
+def test_local_error_adds_the_items_taken_since_the_last_read_in_one_product(ref, response):
+    # the items' rank-one terms wait until the estimates are read, then enter in one matrix product: the same
+    # log posteriors as adding each item's outer product at once, read after any number of items
+    r = ref.drop_models(["m0"])
+    cat = ContinuousCAT(r, seed=0, response=response, error_model=False)
+    local, cal, grid = cat._local, cat.calibration_, cat.grid
+    own = np.zeros_like(local.own)
+    for n, item in enumerate(np.random.default_rng(3).permutation(r.n_items)[:23], start=1):
+        local.update(int(item))
+        y = np.asarray(cal.scale(r.scores[:, item], item), dtype=float)
+        if cal.slopes is not None:
+            own += np.outer(y / float(cal.noise[item]), cal.item_mean(grid, int(item)))
+        else:
+            own += np.outer(y / float(cal.k), grid - float(cal.b[item]))
+        if n in (1, 2, 7, 8, 23):  # reads after one item, after several, twice in a row
+            lp = own + local.common
+            w = np.exp(np.maximum(lp - lp.max(axis=1, keepdims=True), -60.0))
+            np.testing.assert_allclose(local.estimates(), (w @ grid) / w.sum(axis=1), rtol=0, atol=1e-10)
+            np.testing.assert_allclose(local.own, own, rtol=1e-12, atol=1e-9)
+    assert (cal.slopes is not None) == (response == "2pl")  # both forms of the rank-one term were checked
+
+
+@pytest.mark.parametrize("response", ["2pl", "rasch"])
 def test_local_error_is_the_shrunk_weighted_mse_and_never_lowers_the_variance(ref, response):
     from activeeval.methods.cat import LOCAL_ERROR_SHRINK
 

@@ -357,6 +357,11 @@ class LocalError:
         # every reference (the part that does not depend on the score) plus a rank-one term.
         self.common = -0.5 * ((grid - prior_mean) / prior_sd) ** 2
         self.own = np.zeros((self.scores.shape[0], grid.size))
+        # the rank-one terms (a column per reference, a row on the grid) of the items not yet added to `own`:
+        # added in one matrix product when the estimates are read (a run reads them far less often than it
+        # takes items: one np.outer per item was most of a ranking calibration's time)
+        self._cols: list[np.ndarray] = []
+        self._rows: list[np.ndarray] = []
 
     def update(self, item: int) -> None:
         """Condition every reference on its own score of ``item``."""
@@ -368,18 +373,28 @@ class LocalError:
             mu = cal.item_mean(self.grid, item)
             s2 = float(cal.noise[item])
             self.common -= 0.5 * mu * mu / s2
-            self.own += np.outer(y / s2, mu)
+            self._cols.append(y / s2)
+            self._rows.append(mu)
         elif self.likelihood == "quasi":
             # (log σ(z) − (1 − y)·z)/k = (log σ(z) − z)/k + y·z/k
             z = self.grid - float(cal.b[item])
             k = float(cal.k)
             self.common += (log_expit(z) - z) / k
-            self.own += np.outer(y / k, z)
+            self._cols.append(y / k)
+            self._rows.append(z)
         else:
             self.own += log_likelihood(self.grid, float(cal.b[item]), y[:, None], float(cal.k), self.likelihood)
 
+    def _flush(self) -> None:
+        """Add the pending rank-one terms to ``own`` (Σ_i col_i row_iᵀ as one product)."""
+        if self._cols:
+            self.own += np.column_stack(self._cols) @ np.vstack(self._rows)
+            self._cols.clear()
+            self._rows.clear()
+
     def estimates(self) -> np.ndarray:
         """θ̂_j(S), every reference's posterior mean on the items seen so far."""
+        self._flush()
         lp = self.own + self.common
         lp -= lp.max(axis=1, keepdims=True)
         # weights below e⁻⁶⁰ of the mode change nothing; clipping them keeps exp off the slow subnormal path
