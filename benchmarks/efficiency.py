@@ -120,6 +120,19 @@ def code_fingerprint() -> str:
     return package_hash()[:12]
 
 
+def run_protocol(dataset: str, regime: str, draw: int, method: str, targets: int, seeds: int, workers: int):
+    """The backtest of one (dataset, regime, draw, method) on this table's protocol (50 % references; split_seed
+    = root_seed = the draw), with the targets' item scores (``target_scores``, targets × N) attached."""
+    matrix = datasets.load(dataset)
+    config = BacktestConfig(methods=(method,), regime=regime, n_targets=targets, n_seeds=seeds, split_seed=draw,
+                            root_seed=draw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the missing-score notes: the documented default policy
+        result = run_backtest(matrix, config, workers=workers)
+    result.target_scores = np.stack([matrix.model_scores(t) for t in result.split.targets]).astype(float)
+    return result
+
+
 def run_cell(dataset: str, regime: str, draw: int, method: str, targets: int, seeds: int, workers: int,
              out: Path, recompute: bool = False) -> dict:
     path = out / f"{dataset}_{regime}_d{draw}_{targets}x{seeds}_{key_of(method)}.json"
@@ -131,14 +144,8 @@ def run_cell(dataset: str, regime: str, draw: int, method: str, targets: int, se
                   f"{record.get('code', 'not recorded')}); shown as cached — pass --recompute to run it again",
                   file=sys.stderr)
         return record
-    matrix = datasets.load(dataset)
-    config = BacktestConfig(methods=(method,), regime=regime, n_targets=targets, n_seeds=seeds, split_seed=draw,
-                            root_seed=draw)
     start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the missing-score notes: the documented default policy
-        result = run_backtest(matrix, config, workers=workers)
-    result.target_scores = np.stack([matrix.model_scores(t) for t in result.split.targets]).astype(float)
+    result = run_protocol(dataset, regime, draw, method, targets, seeds, workers)
     record = {
         "dataset": dataset, "regime": regime, "draw": draw, "method": method, "targets": targets, "seeds": seeds,
         "n_items": result.n_items, "n_refs": int(np.median(result.reference_sizes)) if result.reference_sizes else 0,

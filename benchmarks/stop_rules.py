@@ -34,23 +34,15 @@ import json
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
+from efficiency import ALL_DATASETS, run_protocol, shape_of  # the same protocol, datasets and shapes (a sibling script)
 
-from activeeval import datasets
 from activeeval.experiments.metrics import covered, stop_indices
-from activeeval.experiments.protocol import BacktestConfig
-from activeeval.experiments.runner import check_methods, run_backtest
+from activeeval.experiments.runner import check_methods
 from activeeval.methods.registry import split_method_list
 
-ALL_DATASETS = (
-    "ifeval", "musr", "arc_challenge", "mmlu", "gsm", "math", "commonsense", "alpacaeval2", "mmlu_pro",
-    "wmt21_en-zh_chrf", "wmt21_zh-en_chrf",
-)
-#: Datasets with few models: fewer targets, more seeds (200 runs per cell), as in efficiency.py.
-FEW_MODELS = {"mmlu_pro": (10, 20), "wmt21_en-zh_chrf": (10, 20), "wmt21_zh-en_chrf": (8, 25)}
 STOPS = (0.01, 0.03)
 
 
@@ -100,13 +92,9 @@ def run_cell(dataset: str, regime: str, draw: int, method: str, targets: int, se
     path = cell_path(out, dataset, regime, draw, method, targets, seeds)
     if path.exists():
         return json.loads(path.read_text())
-    matrix = datasets.load(dataset)
-    config = BacktestConfig(methods=(method,), regime=regime, n_targets=targets, n_seeds=seeds, split_seed=draw,
-                            root_seed=draw)
     start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the missing-score notes: the documented default policy
-        result = run_backtest(matrix, config, workers=workers)
+    result = run_protocol(dataset, regime, draw, method, targets, seeds, workers)
+    config = result.config
     record = {
         "dataset": dataset, "regime": regime, "draw": draw, "method": method, "targets": targets, "seeds": seeds,
         "n_items": result.n_items, "epsilon1": config.epsilon1, "window": config.window,
@@ -168,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     records = []
     start = time.perf_counter()
     for dataset in [d for d in args.datasets.split(",") if d]:
-        targets, seeds = (2, 1) if args.smoke else FEW_MODELS.get(dataset, (20, 10))
+        targets, seeds = shape_of(dataset, 2, 1) if args.smoke else shape_of(dataset, None, None)
         for regime in [r for r in args.regimes.split(",") if r]:
             for method in methods:
                 if args.report_only:
