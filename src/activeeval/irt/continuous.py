@@ -813,6 +813,43 @@ class Calibration:
         :meth:`ScoreIntervalCalibration.to_dict`)."""
         return replace(self, interval=None if interval is None else ScoreIntervalCalibration.from_dict(interval))
 
+    # the arrays of :meth:`to_arrays`, in order (the optional ones last; absent ones are left out)
+    _ARRAYS = ("b", "theta_ref", "correlation", "pool", "low", "width")
+    _OPTIONAL = ("slopes", "noise", "b_scale")
+
+    def to_arrays(self) -> tuple[dict, list[np.ndarray]]:
+        """Plain data: a JSON object (the numbers, the method, the interval's calibration, which optional
+        arrays are present) and the arrays in a fixed order; :meth:`from_arrays` reads them back exactly.
+        (What the user cache stores: :mod:`activeeval.user_cache`.)"""
+        present = [name for name in self._OPTIONAL if getattr(self, name) is not None]
+        meta = {"k": float(self.k), "scaled": bool(self.scaled), "method": self.method,
+                "k_factor": float(self.k_factor), "error_scale": float(self.error_scale),
+                "error_floor": float(self.error_floor), "optional": present,
+                "interval": None if self.interval is None else self.interval.to_dict()}
+        return meta, [np.asarray(getattr(self, name)) for name in (*self._ARRAYS, *present)]
+
+    @classmethod
+    def from_arrays(cls, meta: dict, arrays: tuple[np.ndarray, ...] | list[np.ndarray]) -> Calibration:
+        """The inverse of :meth:`to_arrays`; ValueError when the data are not a calibration's (shapes, kinds,
+        numbers)."""
+        present = list(meta["optional"])
+        names = (*cls._ARRAYS, *present)
+        if not set(present) <= set(cls._OPTIONAL) or len(arrays) != len(names):
+            raise ValueError("stored CAT calibration: arrays")
+        got = dict(zip(names, arrays, strict=True))
+        n_items = got["b"].shape
+        ok = (all(got[name].shape == n_items and got[name].dtype == (np.bool_ if name == "pool" else np.float64)
+                  for name in names if name != "theta_ref")
+              and got["theta_ref"].ndim == 1 and got["theta_ref"].dtype == np.float64 and len(n_items) == 1
+              and meta["method"] in CALIBRATION_METHODS and isinstance(meta["scaled"], bool)
+              and all(isinstance(meta[k], float) and np.isfinite(meta[k])
+                      for k in ("k", "k_factor", "error_scale", "error_floor")))
+        if not ok:
+            raise ValueError("stored CAT calibration: shapes, kinds or numbers")
+        return cls(**got, k=meta["k"], scaled=meta["scaled"], method=meta["method"], k_factor=meta["k_factor"],
+                   error_scale=meta["error_scale"], error_floor=meta["error_floor"],
+                   interval=None if meta["interval"] is None else ScoreIntervalCalibration.from_dict(meta["interval"]))
+
     def ability_var(self, posterior_var: float) -> float:
         """The honest variance of θ̂ − θ* for a posterior variance SE² (the error model)."""
         return self.error_scale * float(posterior_var) + self.error_floor

@@ -30,6 +30,8 @@ drop incomplete items instead. Either way a MissingScoresWarning says what went.
 from __future__ import annotations
 
 import bisect
+import hashlib
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,6 +40,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.special import log_expit
 
+from activeeval._cache import ReferenceCache
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError
 from activeeval.irt.continuous import (
@@ -717,6 +720,63 @@ def _standardised(rec: dict[str, list], n: int, n_items: int, c: float, tau2: fl
     return np.asarray(rec["score_error"]) / np.sqrt(np.maximum(var, 1e-300))
 
 
+#: Layout of the CAT state kept in the user cache (:func:`_kept`); raise it when a field changes meaning.
+STORE_FORMAT = 1
+_FITS: ReferenceCache[Calibration] = ReferenceCache("CAT item calibrations", 8)
+_ERRORS: ReferenceCache[tuple[float, float, ScoreIntervalCalibration]] = ReferenceCache("CAT reference errors", 8)
+
+
+def _scores_digest(scores: np.ndarray) -> str:
+    """SHA-256 of a score array's shape and float64 values (what a CAT calibration is derived from)."""
+    x = np.ascontiguousarray(scores, dtype=np.float64)
+    h = hashlib.sha256(repr(x.shape).encode())
+    h.update(x.data)
+    return h.hexdigest()
+
+
+def _kept(memo: ReferenceCache, kind: str, parts: tuple, compute: Callable[[], Any],
+          encode: Callable[[Any], tuple[Mapping[str, Any], Sequence[np.ndarray]]],
+          decode: Callable[[Any], Any]) -> Any:
+    """``compute()``, derived once per process (``memo``) and kept in the user cache
+    (:func:`activeeval.user_cache.derived`, unless it is off) under the JSON ``parts`` (the scores' digest and
+    every setting the value depends on), :data:`STORE_FORMAT`, the activeeval code and NumPy's version. A
+    stored value reads back exactly (arrays by their bytes, numbers as JSON, which keeps every float's bits);
+    one that does not decode is derived again."""
+    from activeeval import user_cache
+
+    def stored() -> Any:
+        if user_cache.root() is None:
+            return compute()
+        key = user_cache.key(kind, STORE_FORMAT, user_cache.code_fingerprint(), np.__version__, *parts)
+        return user_cache.derived(kind, key, compute, encode, decode)
+
+    return memo.get_or_compute(json.dumps(parts, sort_keys=True), stored)
+
+
+def _read_only_calibration(cal: Calibration) -> Calibration:
+    for name in (*Calibration._ARRAYS, *Calibration._OPTIONAL):
+        a = getattr(cal, name)
+        if a is not None:
+            a.flags.writeable = False  # shared by every CAT built on the reference: a write would be a bug
+    return cal
+
+
+def _reference_calibration(scores: np.ndarray, method: str, irt: IRTSettings) -> Calibration:
+    """:func:`_calibrate` of a reference's complete scores, derived once (:func:`_kept`)."""
+    return _kept(_FITS, "cat_calibration", (_scores_digest(scores), method, irt.to_dict()),
+                 lambda: _read_only_calibration(_calibrate(scores, method, irt)),
+                 lambda cal: cal.to_arrays(),
+                 lambda entry: _read_only_calibration(Calibration.from_arrays(entry.meta, entry.arrays)))
+
+
+def _decode_errors(meta: Mapping[str, Any]) -> tuple[float, float, ScoreIntervalCalibration]:
+    c, tau2 = meta["c"], meta["tau2"]
+    if not (isinstance(c, float) and isinstance(tau2, float) and np.isfinite(c) and c > 0
+            and np.isfinite(tau2) and tau2 >= 0):
+        raise ValueError("stored CAT reference errors: numbers")
+    return c, tau2, ScoreIntervalCalibration.from_dict(meta["interval"])
+
+
 @takes_settings
 def learn_reference_errors(
     scores: np.ndarray,
@@ -742,11 +802,23 @@ def learn_reference_errors(
     with the consistent calibration, as in :class:`ContinuousCAT` — times
     slope², plus the unseen items' noise, as in :meth:`ContinuousCAT.estimate`).
     The runs use the response model of ``irt`` (or its fields as flat keywords).
-    No target's scores are involved.
+    No target's scores are involved. Derived once per process and kept in the user cache (the result is a
+    few numbers; the runs cost 30 s on IFEval's 426 references): a second ranking or session on the same
+    references reads it back.
     """
+    local_error = method == "consistent" if local_error is None else bool(local_error)
+    given = None if error is None else [float(error[0]), float(error[1])]
+    return _kept(_ERRORS, "cat_reference_errors",
+                 (_scores_digest(scores), given, method, irt.to_dict(), local_error, int(folds)),
+                 lambda: _learn_reference_errors(scores, error, method, irt, local_error, folds),
+                 lambda out: ({"c": float(out[0]), "tau2": float(out[1]), "interval": out[2].to_dict()}, ()),
+                 lambda entry: _decode_errors(entry.meta))
+
+
+def _learn_reference_errors(scores: np.ndarray, error: tuple[float, float] | None, method: str, irt: IRTSettings,
+                            local_error: bool, folds: int) -> tuple[float, float, ScoreIntervalCalibration]:
     y_raw = np.asarray(scores, dtype=float)
     n_items = y_raw.shape[1]
-    local_error = method == "consistent" if local_error is None else bool(local_error)
     c, tau2, runs = _reference_runs(y_raw, error=error, method=method, irt=irt, local_error=local_error, folds=folds)
     checks = tuple(n for n in INTERVAL_CHECKPOINTS if n < n_items)
     factors: dict[str, list[float | None]] = {}
@@ -811,7 +883,7 @@ def fit_calibration(
     """
     if method not in CALIBRATION_METHODS:
         raise ConfigurationError(f"calibration must be 'consistent', 'paper' or an irt.Calibration, got {method!r}")
-    cal = _calibrate(scores, method, irt)
+    cal = _reference_calibration(scores, method, irt)
     learn = bool(error_model or (error_model is None and method == "consistent"))
     if learn or interval:
         c, tau2, scores_ = learn_reference_errors(
