@@ -290,6 +290,22 @@ def test_fit_item_slopes_solves_the_penalised_estimating_equations():
     np.testing.assert_allclose(r.sum(axis=0), 0.0, atol=1e-6)
 
 
+def test_each_item_and_each_model_is_solved_on_its_own():
+    """The solvers iterate only on the items (models) not yet converged: an item's fit must not depend on which
+    other items are fitted with it, nor a model's ability on the other models."""
+    y, theta, _, _, _ = simulate_2pl(n_models=60, n_items=120, seed=7)
+    b0 = np.zeros(y.shape[1])
+    a, b = irt.fit_item_slopes(y, theta, b0, 0.05)
+    some = np.array([3, 17, 40, 41, 99])
+    a_some, b_some = irt.fit_item_slopes(y[:, some], theta, b0[some], 0.05)
+    np.testing.assert_allclose(a_some, a[some], rtol=1e-13, atol=0)
+    np.testing.assert_allclose(b_some, b[some], rtol=1e-13, atol=1e-15)
+    diff = irt.item_difficulty(y)
+    abilities = irt.fit_abilities(y, diff)
+    rows = np.array([0, 5, 59])
+    np.testing.assert_allclose(irt.fit_abilities(y[rows], diff), abilities[rows], rtol=1e-13, atol=1e-15)
+
+
 def test_two_parameter_items_are_recovered_on_a_fixed_ability_scale():
     y, theta, a, b, noise = simulate_2pl()
     a_hat, b_hat = irt.fit_item_slopes(y, theta, np.zeros(y.shape[1]), 0.02, slope_sd=2.0)

@@ -373,19 +373,24 @@ def _solve_logistic_sum(offsets: np.ndarray, targets: np.ndarray, start: np.ndar
     lo = o.min(axis=1) + base
     hi = o.max(axis=1) + base
     t = np.clip(np.asarray(start, dtype=float), lo, hi) if start is not None else (lo + hi) / 2.0
+    t = np.broadcast_to(t, t_target.shape).copy()
+    # each row is its own root: iterate on the rows not yet converged (a row stops once its own step is below tol)
+    active = np.arange(t.size)
+    shared = o.shape[0] == 1
     for _ in range(max_iter):
-        mu = expit(t[:, None] - o)
-        g = mu.sum(axis=1) - t_target
+        ta, oa = t[active], (o if shared else o[active])
+        mu = expit(ta[:, None] - oa)
+        g = mu.sum(axis=1) - t_target[active]
         d = (mu * (1.0 - mu)).sum(axis=1)
-        hi = np.where(g > 0, t, hi)
-        lo = np.where(g < 0, t, lo)
-        step = g / np.maximum(d, 1e-300)
-        new = t - step
-        outside = ~((new > lo) & (new < hi))
-        new = np.where(outside, (lo + hi) / 2.0, new)
-        if np.all(np.abs(new - t) <= tol * (1.0 + np.abs(t))):
-            return new
-        t = new
+        hi_a = np.where(g > 0, ta, hi[active])
+        lo_a = np.where(g < 0, ta, lo[active])
+        new = ta - g / np.maximum(d, 1e-300)
+        outside = ~((new > lo_a) & (new < hi_a))
+        new = np.where(outside, (lo_a + hi_a) / 2.0, new)
+        t[active], lo[active], hi[active] = new, lo_a, hi_a
+        active = active[np.abs(new - ta) > tol * (1.0 + np.abs(ta))]
+        if active.size == 0:
+            break
     return t
 
 
@@ -499,17 +504,21 @@ def fit_item_slopes(scores: np.ndarray, theta: np.ndarray, b: np.ndarray, k: flo
     lam = k / slope_sd**2  # the prior in the likelihood's units (the quasi-likelihood is divided by k)
     alpha = np.zeros(y.shape[1])
 
-    def objective(al: np.ndarray, bb: np.ndarray) -> np.ndarray:
+    def objective(yc: np.ndarray, al: np.ndarray, bb: np.ndarray) -> np.ndarray:
         eta = np.exp(al)[None, :] * (theta[:, None] - bb[None, :])
-        return (yy * log_expit(eta) + (1.0 - yy) * log_expit(-eta)).sum(axis=0) - 0.5 * lam * al**2
+        return (yc * log_expit(eta) + (1.0 - yc) * log_expit(-eta)).sum(axis=0) - 0.5 * lam * al**2
 
-    f = objective(alpha, b)
+    # each item's (a_i, b_i) is its own problem: iterate on those not yet converged (an item stops once its own
+    # step is below tol; the slowest items no longer keep every other item's columns in the products)
+    f = objective(yy, alpha, b)
+    active = np.arange(y.shape[1])
     for _ in range(max_iter):
-        a = np.exp(alpha)
-        eta = a[None, :] * (theta[:, None] - b[None, :])
+        yc, al, bb, fa = yy[:, active], alpha[active], b[active], f[active]
+        a = np.exp(al)
+        eta = a[None, :] * (theta[:, None] - bb[None, :])
         mu = expit(eta)
-        r, w = yy - mu, mu * (1.0 - mu)
-        g_al = (r * eta).sum(axis=0) - lam * alpha
+        r, w = yc - mu, mu * (1.0 - mu)
+        g_al = (r * eta).sum(axis=0) - lam * al
         g_b = -a * r.sum(axis=0)
         h_aa = (w * eta**2).sum(axis=0) + lam
         h_ab = -a * (w * eta).sum(axis=0)
@@ -517,20 +526,21 @@ def fit_item_slopes(scores: np.ndarray, theta: np.ndarray, b: np.ndarray, k: flo
         det = np.maximum(h_aa * h_bb - h_ab**2, 1e-300)
         d_al = (h_bb * g_al - h_ab * g_b) / det
         d_b = (-h_ab * g_al + h_aa * g_b) / det
-        step = np.ones_like(alpha)
+        step = np.ones_like(al)
         for _half in range(40):
-            new_al, new_b = alpha + step * d_al, b + step * d_b
-            f_new = objective(new_al, new_b)
-            worse = f_new < f - 1e-12 * (1.0 + np.abs(f))
+            new_al, new_b = al + step * d_al, bb + step * d_b
+            f_new = objective(yc, new_al, new_b)
+            worse = f_new < fa - 1e-12 * (1.0 + np.abs(fa))
             if not worse.any():
                 break
             step = np.where(worse, step / 2.0, step)
         keep = ~worse
-        moved = np.max(np.abs(np.where(keep, step * d_al, 0.0))) + np.max(np.abs(np.where(keep, step * d_b, 0.0)))
-        alpha = np.where(keep, new_al, alpha)
-        b = np.where(keep, new_b, b)
-        f = np.where(keep, f_new, f)
-        if moved <= tol:
+        moved = np.where(keep, np.abs(step * d_al) + np.abs(step * d_b), 0.0)
+        alpha[active] = np.where(keep, new_al, al)
+        b[active] = np.where(keep, new_b, bb)
+        f[active] = np.where(keep, f_new, fa)
+        active = active[moved > tol]
+        if active.size == 0:
             break
     return np.exp(alpha), b
 
