@@ -803,7 +803,7 @@ def learn_reference_errors(
     slope², plus the unseen items' noise, as in :meth:`ContinuousCAT.estimate`).
     The runs use the response model of ``irt`` (or its fields as flat keywords).
     No target's scores are involved. Derived once per process and kept in the user cache (the result is a
-    few numbers; the runs cost 30 s on IFEval's 426 references): a second ranking or session on the same
+    few numbers; the runs cost about 15 s on IFEval's 426 references): a second ranking or session on the same
     references reads it back.
     """
     local_error = method == "consistent" if local_error is None else bool(local_error)
