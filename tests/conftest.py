@@ -82,3 +82,17 @@ def ifeval_3_targets():
     ref = m.select_models(ids[10:50]).select_items(items)
     truth = np.stack([np.asarray(m.select_items(items).model_scores(t), float) for t in targets])
     return ref, targets, truth
+
+
+@pytest.fixture()
+def user_cache_folder(tmp_path, monkeypatch):
+    """A fresh user cache folder for one test (``ACTIVEEVAL_CACHE``), with the process's memos of what is derived
+    from a reference emptied before and after (they would answer before the disk)."""
+    from activeeval import user_cache
+    from activeeval._cache import clear_caches
+
+    folder = tmp_path / "cache"
+    monkeypatch.setenv(user_cache.CACHE_ENV, str(folder))
+    clear_caches()
+    yield folder
+    clear_caches()

@@ -23,12 +23,8 @@ KINDS = ("cat_calibration", "cat_reference_errors")
 
 
 @pytest.fixture()
-def cache(tmp_path, monkeypatch) -> Path:
-    folder = tmp_path / "cache"
-    monkeypatch.setenv(user_cache.CACHE_ENV, str(folder))
-    clear_caches()  # the process's memo would answer before the disk
-    yield folder
-    clear_caches()
+def cache(user_cache_folder) -> Path:
+    return user_cache_folder  # (conftest.py: a fresh folder, the process's memos emptied)
 
 
 class _Calls(list):
