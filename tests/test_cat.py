@@ -720,23 +720,30 @@ def test_edge_reach_is_the_furthest_any_edge_run_lay_beyond_its_references(ref):
     assert runs["above"][20]["case"][0] == cat._outside(cat.estimate().mean)  # classed as the CAT classes itself
 
 
-def test_each_interval_factor_is_measured_on_the_runs_it_is_applied_to(ref):
+@pytest.mark.parametrize("classed_min", [None, 5])
+def test_each_interval_factor_is_measured_on_the_runs_it_is_applied_to(ref, monkeypatch, classed_min):
     # A CAT classed within gets the within factor, one classed above (below) max(within, that edge factor): the
-    # within factor comes from every run (fold or edge) classed within, the above (below) factor from that case's
-    # edge runs plus the fold runs classed above (below); the runs counts still count fold and edge runs.
+    # within factor comes from every run (fold or edge) classed within -- or, with fewer than WITHIN_CLASSED_MIN
+    # of them, from every fold run --, the above (below) factor from that case's edge runs plus the fold runs
+    # classed above (below); the runs counts still count fold and edge runs.
     from activeeval.methods import cat as cat_module
 
+    if classed_min is not None:
+        monkeypatch.setattr(cat_module, "WITHIN_CLASSED_MIN", classed_min)
     y = ref.scores
     c, tau2, runs = cat_module._reference_runs(y, error=None, method="consistent", irt=cat_module.IRTSettings(),
                                                local_error=True, folds=5)
-    _, _, cal = cat_module.learn_reference_errors(y)
+    _, _, cal = cat_module._learn_reference_errors(y, None, "consistent", cat_module.IRTSettings(), True, 5)
     assert cal.runs == tuple(len(runs[case][cal.checkpoints[0]]["score_error"]) for case in cal.CASES)
     classed = set()
     for j, n in enumerate(cal.checkpoints):
         z = {src: cat_module._standardised(runs[src][n], n, y.shape[1], c, tau2, True) for src in runs}
         case = {src: np.asarray(runs[src][n]["case"]) for src in runs}
         classed |= set(case["within"])
-        pools = {"within": np.concatenate([z[src][case[src] == "within"] for src in runs]),
+        within = np.concatenate([z[src][case[src] == "within"] for src in runs])
+        if within.size < cat_module.WITHIN_CLASSED_MIN:
+            within = z["within"]
+        pools = {"within": within,
                  **{edge: np.concatenate([z[edge], z["within"][case["within"] == edge]]) for edge in ("above", "below")}}
         for name, pool in pools.items():
             assert getattr(cal, name)[j] == pytest.approx(irt.interval_factor(pool), rel=1e-12)
