@@ -562,14 +562,16 @@ def _calibrate(scores: np.ndarray, method: str, irt: IRTSettings) -> Calibration
 
 
 def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarray]], checkpoints: Sequence[int],
-                 *, score: bool, method: str, irt: IRTSettings, local_error: bool = False
-                 ) -> dict[int, dict[str, list]]:
+                 *, score: bool, method: str, irt: IRTSettings, local_error: bool = False,
+                 class_against_all: bool = False) -> dict[int, dict[str, list]]:
     """CAT runs of held-out references: per checkpoint n, their θ errors and posterior variances and (``score``)
     their full-benchmark score errors R̂ − R* with the parts of the model's score variance (:func:`score_moments`)
     and (``local_error``) the (θ̂, θ̂_j(S), θ*_j) their :class:`LocalError` check needs (:func:`local_variance`);
     with ``score`` also how far beyond the fold's references each lay (``margin``: :func:`outside_margin`, as
     :class:`ContinuousCAT` measures a target against all of them) and how :meth:`ContinuousCAT._outside` classes
-    it against them (``case``: :func:`outside_case`, "within", "above" or "below").
+    it (``case``: :func:`outside_case`, "within", "above" or "below"): against the fold's references, or with
+    ``class_against_all`` against every reference but the run's own model, as a real target is classed among all
+    the references (the fold runs: a fold's narrower range would class more of them outside than real targets).
     """
     checks = sorted({int(c) for c in checkpoints if 1 <= c < y_raw.shape[1]})
     scored = ("score_error", "var_r", "slope2", "noise", "margin", "case")
@@ -591,6 +593,7 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
             sum_low = float(cal.low.sum())
             train_means = y_raw[train].mean(axis=1)
             ref_range = (float(train_means.min()), float(train_means.max()))
+            all_means = y_raw.mean(axis=1)
         for j, (row, true_theta) in enumerate(zip(y_held, truth, strict=True)):
             post = AbilityPosterior(cal, mean0, sd0, information=irt.information, likelihood=irt.likelihood)
             local = (LocalError(cal, y_raw[train], post.grid, mean0, sd0, irt.likelihood) if local_error else None)
@@ -598,6 +601,10 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
             if score:
                 t1, t2, obs = t1_all.copy(), t2_all.copy(), 0.0
                 seen, obs_raw = np.zeros(train.size), 0.0
+                seen_all = np.zeros(y_raw.shape[0])
+                if class_against_all:  # classed as a real target among every other reference would be
+                    others = np.delete(np.arange(y_raw.shape[0]), held[j])
+                    class_range = (float(all_means[others].min()), float(all_means[others].max()))
             used: set[int] = set()
             for n in range(1, checks[-1] + 1):
                 nxt = post.nearest(1, used)
@@ -616,6 +623,8 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
                     obs += float(raw[item]) - float(cal.low[item])
                     obs_raw += float(raw[item])
                     seen += y_raw[train, item]
+                    if class_against_all:
+                        seen_all += y_raw[:, item]
                 if n in out:
                     rec = out[n]
                     rec["theta_error"].append(post.mean - float(true_theta))
@@ -628,7 +637,8 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
                         rec["slope2"].append(slope2)
                         rec["noise"].append(noise)
                         rec["margin"].append(outside_margin(mean, obs_raw, seen, n, *ref_range))
-                        rec["case"].append(outside_case(mean, obs_raw, seen, n, *ref_range))
+                        rec["case"].append(outside_case(mean, obs_raw, seen_all[others], n, *class_range)
+                                           if class_against_all else outside_case(mean, obs_raw, seen, n, *ref_range))
                     if local is not None:
                         rec["local"].append((post.mean, local.estimates(), local.truth))
     return out
@@ -716,7 +726,7 @@ def _reference_runs(y_raw: np.ndarray, *, error: tuple[float, float] | None, met
     every = np.arange(n_models)
     folds_ = [(held, np.setdiff1d(every, held)) for held in _fold_groups(n_models, folds)]
     within = _pseudo_runs(y_raw, folds_, sorted(set(ERROR_CHECKPOINTS) | set(INTERVAL_CHECKPOINTS)), score=True,
-                          **options)
+                          class_against_all=True, **options)
     if error is None:
         c, tau2 = fit_error_model({n: (np.asarray(within[n]["theta_error"]), np.asarray(within[n]["se2"]))
                                    for n in ERROR_CHECKPOINTS if n in within and within[n]["theta_error"]})
@@ -815,10 +825,13 @@ def learn_reference_errors(
     worst :data:`EDGE_HELD` of the references, calibrated on the references
     beyond a gap of :data:`EDGE_GAP`, play models ``above`` and ``below``
     the rest. Each run is classed as :meth:`ContinuousCAT._outside` would
-    class it (:func:`outside_case`), and each factor is measured on the runs
-    it is applied to: ``within`` on the runs classed within (fold and edge
-    runs alike), ``above`` (``below``) on that case's edge runs plus the fold
-    runs classed above (below). At each checkpoint the factor is
+    class it (:func:`outside_case`; a fold run against every other reference,
+    as a real target is classed among all of them), and each factor is
+    measured on the runs it is applied to: ``within`` on the runs classed
+    within (fold and edge runs alike; with fewer than
+    :data:`WITHIN_CLASSED_MIN` of them, on every fold run), ``above``
+    (``below``) on that case's edge runs plus the fold runs classed above
+    (below). At each checkpoint the factor is
     :func:`~activeeval.irt.continuous.interval_factor` of the runs' score
     errors over the model's score sd (the error model's ability variance —
     raised by the :class:`LocalError` check when ``local_error``, by default
@@ -849,10 +862,13 @@ def _learn_reference_errors(scores: np.ndarray, error: tuple[float, float] | Non
     # factor comes from the runs the same test classes "within", fold and edge runs alike, and the above (below)
     # factor from the edge runs of that case plus the fold runs classed above (below). Pooling every fold run into
     # the within factor let the fold runs classed outside -- a quarter to a third of them on MuSR, with large errors
-    # -- widen every in-range interval (MuSR and ARC-Challenge interpolation covered 0.97-0.99).
+    # -- widen every in-range interval (MuSR and ARC-Challenge interpolation covered 0.97-0.99). A fold run is
+    # classed against every other reference (_pseudo_runs' class_against_all), as a real target is: against its
+    # fold's narrower range more of them were classed outside than real targets are, and the within factor
+    # measured on the rest was too small for the targets near the edge (IFEval interpolation at 80 items 0.92).
     # An edge case's factor (and its reach: the furthest its edge runs lay beyond their references) is measured
     # only when at least EDGE_MIN_RUNS edge runs played it, as before; the within factor needs INTERVAL_MIN_RUNS
-    # runs classed within.
+    # runs, and WITHIN_CLASSED_MIN runs classed within to be measured on them alone.
     factors: dict[str, list[float | None]] = {case: [] for case in ScoreIntervalCalibration.CASES}
     reaches: dict[str, list[float | None]] = {"above": [], "below": []}
     # runs: how many references played each case (the fold runs; the above and the below edge runs), as before
