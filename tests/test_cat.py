@@ -717,6 +717,62 @@ def test_edge_reach_is_the_furthest_any_edge_run_lay_beyond_its_references(ref):
                         error_scale=c, error_floor=tau2)
     play(cat, y[held[0]], 20)
     assert runs["above"][20]["margin"][0] == pytest.approx(cat._margin(cat.estimate().mean), abs=1e-12)
+    assert runs["above"][20]["case"][0] == cat._outside(cat.estimate().mean)  # classed as the CAT classes itself
+
+
+def test_a_fold_run_is_classed_as_a_real_target_among_every_other_reference_would_be(ref):
+    # A fold run's estimate comes from the fold's references (80 % of them), but a real target is classed against
+    # every reference: so is the fold run, against every reference but itself (else a narrower range classes more
+    # fold runs outside than real targets, and the within factor, measured on the rest, comes out too small).
+    from activeeval.methods import cat as cat_module
+
+    y = ref.scores
+    c, tau2, runs = cat_module._reference_runs(y, error=None, method="consistent", irt=cat_module.IRTSettings(),
+                                               local_error=True, folds=5)
+    held = cat_module._fold_groups(y.shape[0], 5)[0]
+    train = np.setdiff1d(np.arange(y.shape[0]), held)
+    others = np.setdiff1d(np.arange(y.shape[0]), held[:1])
+    for n in (5, 20):
+        cat = ContinuousCAT(ref.select_models([ref.model_ids[i] for i in train]), seed=0, interval="model",
+                            error_scale=c, error_floor=tau2)
+        play(cat, y[held[0]], n)
+        items = list(cat.observed_items)
+        means = y[others].mean(axis=1)
+        expected = cat_module.outside_case(cat.estimate().mean, float(y[held[0], items].sum()),
+                                           y[others][:, items].sum(axis=1), n, float(means.min()), float(means.max()))
+        assert runs["within"][n]["case"][0] == expected
+    classed = {case for n in runs["within"] for case in runs["within"][n]["case"]}
+    assert classed - {"within"}  # some fold runs are classed outside even so: the test is not vacuous
+
+
+@pytest.mark.parametrize("classed_min", [None, 5])
+def test_each_interval_factor_is_measured_on_the_runs_it_is_applied_to(ref, monkeypatch, classed_min):
+    # A CAT classed within gets the within factor, one classed above (below) max(within, that edge factor): the
+    # within factor comes from every run (fold or edge) classed within -- or, with fewer than WITHIN_CLASSED_MIN
+    # of them, from every fold run --, the above (below) factor from that case's edge runs plus the fold runs
+    # classed above (below); the runs counts still count fold and edge runs.
+    from activeeval.methods import cat as cat_module
+
+    if classed_min is not None:
+        monkeypatch.setattr(cat_module, "WITHIN_CLASSED_MIN", classed_min)
+    y = ref.scores
+    c, tau2, runs = cat_module._reference_runs(y, error=None, method="consistent", irt=cat_module.IRTSettings(),
+                                               local_error=True, folds=5)
+    _, _, cal = cat_module._learn_reference_errors(y, None, "consistent", cat_module.IRTSettings(), True, 5)
+    assert cal.runs == tuple(len(runs[case][cal.checkpoints[0]]["score_error"]) for case in cal.CASES)
+    classed = set()
+    for j, n in enumerate(cal.checkpoints):
+        z = {src: cat_module._standardised(runs[src][n], n, y.shape[1], c, tau2, True) for src in runs}
+        case = {src: np.asarray(runs[src][n]["case"]) for src in runs}
+        classed |= set(case["within"])
+        within = np.concatenate([z[src][case[src] == "within"] for src in runs])
+        if within.size < cat_module.WITHIN_CLASSED_MIN:
+            within = z["within"]
+        pools = {"within": within,
+                 **{edge: np.concatenate([z[edge], z["within"][case["within"] == edge]]) for edge in ("above", "below")}}
+        for name, pool in pools.items():
+            assert getattr(cal, name)[j] == pytest.approx(irt.interval_factor(pool), rel=1e-12)
+    assert classed - {"within"}  # some fold runs are classed outside: the split is not vacuous here
 
 
 def test_fewer_than_ten_references_show_no_interval():

@@ -616,10 +616,13 @@ class ScoreIntervalCalibration:
     At each of ``checkpoints`` (items taken), the factor f by which the
     model's score sd must be multiplied so that the 95 % interval covers the
     references' own full-benchmark scores (:func:`interval_factor` of their
-    standardised errors), for three cases: ``within`` (references held out at
-    random, 5 folds), ``above`` (the best references held out, calibrated on
-    those below them) and ``below`` (the worst held out). None where too few
-    references played that case to measure it. ``runs`` counts them;
+    standardised errors), for three cases: ``within`` (the runs of references
+    held out — at random, 5 folds, or as the edge runs below — that CAT's
+    outside test classes within), ``above`` (the best references held out,
+    calibrated on those below them, plus the fold runs classed above) and
+    ``below`` (the worst held out, plus the fold runs classed below). None
+    where too few references played that case to measure it. ``runs`` counts
+    the fold runs and the above and below edge runs;
     ``local_error``: whether the runs' variances had the local error check
     (a CAT must use the calibration learned for its own setting).
 

@@ -464,6 +464,11 @@ EDGE_HELD, EDGE_GAP = 0.2, 0.1
 #: intervals of mmlu_pro and wmt21 below 80 %; docs/BENCHMARKS.md). Fewer: that case's interval is not shown.
 INTERVAL_MIN_RUNS = 10
 EDGE_MIN_RUNS = 5
+#: Runs classed within the references needed to measure the ``within`` factor on them alone; with fewer, every
+#: fold run measures it (as before the factors were class-conditioned). Below about 50 the 95 % quantile rests on
+#: the two or three largest errors of a few dozen runs: on the sets with 32 references (29-35 runs classed within)
+#: it fell to 0.45-0.85 and covered 0.91-0.94, where every fold run's factor covers 0.93-0.98.
+WITHIN_CLASSED_MIN = 50
 
 
 def _score_sums(cal: Calibration, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -536,6 +541,19 @@ def outside_margin(mean: float, obs_sum: float, seen: np.ndarray, n: int, low: f
     return float(above), float(below)
 
 
+def outside_case(mean: float, obs_sum: float, seen: np.ndarray, n: int, low: float, high: float) -> str:
+    """"above" ("below") when the score estimate ``mean`` is above (below) every reference's score [low, high],
+    or the score sum on the ``n`` items taken, ``obs_sum``, above (below) every reference's on them (``seen``);
+    else "within". :meth:`ContinuousCAT._outside`, which picks the interval factor a target gets; the reference
+    runs of :func:`_pseudo_runs` are classed by the same test, so each factor is measured on the runs it is
+    applied to (:func:`learn_reference_errors`)."""
+    if mean > high or (n and seen.size and obs_sum > seen.max()):
+        return "above"
+    if mean < low or (n and seen.size and obs_sum < seen.min()):
+        return "below"
+    return "within"
+
+
 def _calibrate(scores: np.ndarray, method: str, irt: IRTSettings) -> Calibration:
     """:func:`irt.calibrate` of ``scores`` by ``method`` with the response model and fit of ``irt`` (the response
     model resolved: :func:`default_response`)."""
@@ -544,16 +562,19 @@ def _calibrate(scores: np.ndarray, method: str, irt: IRTSettings) -> Calibration
 
 
 def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarray]], checkpoints: Sequence[int],
-                 *, score: bool, method: str, irt: IRTSettings, local_error: bool = False
-                 ) -> dict[int, dict[str, list]]:
+                 *, score: bool, method: str, irt: IRTSettings, local_error: bool = False,
+                 class_against_all: bool = False) -> dict[int, dict[str, list]]:
     """CAT runs of held-out references: per checkpoint n, their θ errors and posterior variances and (``score``)
     their full-benchmark score errors R̂ − R* with the parts of the model's score variance (:func:`score_moments`)
     and (``local_error``) the (θ̂, θ̂_j(S), θ*_j) their :class:`LocalError` check needs (:func:`local_variance`);
     with ``score`` also how far beyond the fold's references each lay (``margin``: :func:`outside_margin`, as
-    :class:`ContinuousCAT` measures a target against all of them).
+    :class:`ContinuousCAT` measures a target against all of them) and how :meth:`ContinuousCAT._outside` classes
+    it (``case``: :func:`outside_case`, "within", "above" or "below"): against the fold's references, or with
+    ``class_against_all`` against every reference but the run's own model, as a real target is classed among all
+    the references (the fold runs: a fold's narrower range would class more of them outside than real targets).
     """
     checks = sorted({int(c) for c in checkpoints if 1 <= c < y_raw.shape[1]})
-    scored = ("score_error", "var_r", "slope2", "noise", "margin")
+    scored = ("score_error", "var_r", "slope2", "noise", "margin", "case")
     keys = ("theta_error", "se2") + (scored if score else ()) + (("local",) if local_error else ())
     out: dict[int, dict[str, list[Any]]] = {n: {key: [] for key in keys} for n in checks}
     if not checks:
@@ -572,6 +593,7 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
             sum_low = float(cal.low.sum())
             train_means = y_raw[train].mean(axis=1)
             ref_range = (float(train_means.min()), float(train_means.max()))
+            all_means = y_raw.mean(axis=1)
         for j, (row, true_theta) in enumerate(zip(y_held, truth, strict=True)):
             post = AbilityPosterior(cal, mean0, sd0, information=irt.information, likelihood=irt.likelihood)
             local = (LocalError(cal, y_raw[train], post.grid, mean0, sd0, irt.likelihood) if local_error else None)
@@ -579,6 +601,10 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
             if score:
                 t1, t2, obs = t1_all.copy(), t2_all.copy(), 0.0
                 seen, obs_raw = np.zeros(train.size), 0.0
+                seen_all = np.zeros(y_raw.shape[0])
+                if class_against_all:  # classed as a real target among every other reference would be
+                    others = np.delete(np.arange(y_raw.shape[0]), held[j])
+                    class_range = (float(all_means[others].min()), float(all_means[others].max()))
             used: set[int] = set()
             for n in range(1, checks[-1] + 1):
                 nxt = post.nearest(1, used)
@@ -597,6 +623,8 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
                     obs += float(raw[item]) - float(cal.low[item])
                     obs_raw += float(raw[item])
                     seen += y_raw[train, item]
+                    if class_against_all:
+                        seen_all += y_raw[:, item]
                 if n in out:
                     rec = out[n]
                     rec["theta_error"].append(post.mean - float(true_theta))
@@ -609,6 +637,8 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
                         rec["slope2"].append(slope2)
                         rec["noise"].append(noise)
                         rec["margin"].append(outside_margin(mean, obs_raw, seen, n, *ref_range))
+                        rec["case"].append(outside_case(mean, obs_raw, seen_all[others], n, *class_range)
+                                           if class_against_all else outside_case(mean, obs_raw, seen, n, *ref_range))
                     if local is not None:
                         rec["local"].append((post.mean, local.estimates(), local.truth))
     return out
@@ -696,7 +726,7 @@ def _reference_runs(y_raw: np.ndarray, *, error: tuple[float, float] | None, met
     every = np.arange(n_models)
     folds_ = [(held, np.setdiff1d(every, held)) for held in _fold_groups(n_models, folds)]
     within = _pseudo_runs(y_raw, folds_, sorted(set(ERROR_CHECKPOINTS) | set(INTERVAL_CHECKPOINTS)), score=True,
-                          **options)
+                          class_against_all=True, **options)
     if error is None:
         c, tau2 = fit_error_model({n: (np.asarray(within[n]["theta_error"]), np.asarray(within[n]["se2"]))
                                    for n in ERROR_CHECKPOINTS if n in within and within[n]["theta_error"]})
@@ -791,11 +821,17 @@ def learn_reference_errors(
 
     The fold runs of :func:`pseudo_target_errors` (run on to the last of
     :data:`INTERVAL_CHECKPOINTS`) give the error model (c, τ²)
-    (:func:`fit_error_model`, unless ``error`` gives it) and the ``within``
-    factors; the best and the worst :data:`EDGE_HELD` of the references,
-    calibrated on the references beyond a gap of :data:`EDGE_GAP`, give
-    ``above`` and ``below`` — what an estimate for a model outside every
-    reference has been off by. At each checkpoint the factor is
+    (:func:`fit_error_model`, unless ``error`` gives it); the best and the
+    worst :data:`EDGE_HELD` of the references, calibrated on the references
+    beyond a gap of :data:`EDGE_GAP`, play models ``above`` and ``below``
+    the rest. Each run is classed as :meth:`ContinuousCAT._outside` would
+    class it (:func:`outside_case`; a fold run against every other reference,
+    as a real target is classed among all of them), and each factor is
+    measured on the runs it is applied to: ``within`` on the runs classed
+    within (fold and edge runs alike; with fewer than
+    :data:`WITHIN_CLASSED_MIN` of them, on every fold run), ``above``
+    (``below``) on that case's edge runs plus the fold runs classed above
+    (below). At each checkpoint the factor is
     :func:`~activeeval.irt.continuous.interval_factor` of the runs' score
     errors over the model's score sd (the error model's ability variance —
     raised by the :class:`LocalError` check when ``local_error``, by default
@@ -821,27 +857,53 @@ def _learn_reference_errors(scores: np.ndarray, error: tuple[float, float] | Non
     n_items = y_raw.shape[1]
     c, tau2, runs = _reference_runs(y_raw, error=error, method=method, irt=irt, local_error=local_error, folds=folds)
     checks = tuple(n for n in INTERVAL_CHECKPOINTS if n < n_items)
-    factors: dict[str, list[float | None]] = {}
+    # Each factor is measured on the runs it is applied to. A real CAT scales its sd by the within factor while
+    # ContinuousCAT._outside classes it "within", by max(within, edge factor) when "above" ("below"). So the within
+    # factor comes from the runs the same test classes "within", fold and edge runs alike, and the above (below)
+    # factor from the edge runs of that case plus the fold runs classed above (below). Pooling every fold run into
+    # the within factor let the fold runs classed outside -- a quarter to a third of them on MuSR, with large errors
+    # -- widen every in-range interval (MuSR and ARC-Challenge interpolation covered 0.97-0.99). A fold run is
+    # classed against every other reference (_pseudo_runs' class_against_all), as a real target is: against its
+    # fold's narrower range more of them were classed outside than real targets are, and the within factor
+    # measured on the rest was too small for the targets near the edge (IFEval interpolation at 80 items 0.92).
+    # An edge case's factor (and its reach: the furthest its edge runs lay beyond their references) is measured
+    # only when at least EDGE_MIN_RUNS edge runs played it, as before; the within factor needs INTERVAL_MIN_RUNS
+    # runs, and WITHIN_CLASSED_MIN runs classed within to be measured on them alone.
+    factors: dict[str, list[float | None]] = {case: [] for case in ScoreIntervalCalibration.CASES}
     reaches: dict[str, list[float | None]] = {"above": [], "below": []}
-    counts = []
-    for case in ScoreIntervalCalibration.CASES:
-        got = runs.get(case, {})
-        factors[case] = []
-        for n in checks:
+    # runs: how many references played each case (the fold runs; the above and the below edge runs), as before
+    counts = [len(runs[case][checks[0]]["score_error"]) if checks and checks[0] in runs.get(case, {}) else 0
+              for case in ScoreIntervalCalibration.CASES]
+    for n in checks:
+        pools: dict[str, list[np.ndarray]] = {case: [] for case in ScoreIntervalCalibration.CASES}
+        every_fold_run: list[np.ndarray] = []
+        for source, got in runs.items():
             rec = got.get(n)
-            if rec is None or len(rec["score_error"]) < (INTERVAL_MIN_RUNS if case == "within" else EDGE_MIN_RUNS):
-                factors[case].append(None)
-                if case in reaches:
-                    reaches[case].append(None)
+            if rec is None or not rec["score_error"]:
                 continue
             z = _standardised(rec, n, n_items, c, tau2, local_error)
-            f = interval_factor(z)
-            factors[case].append(f if np.isfinite(f) and f > 0 else None)
-            if case in reaches:
-                # the furthest any run of this case lay beyond its references: how far out its factor was measured
+            case_of = np.asarray(rec["case"])
+            pools["within"].append(z[case_of == "within"])
+            if source == "within":
+                every_fold_run.append(z)
+            for case in reaches:
+                pools[case].append(z if source == case else z[case_of == case] if source == "within" else z[:0])
+        for case in ScoreIntervalCalibration.CASES:
+            if case == "within":
+                if sum(p.size for p in pools[case]) < WITHIN_CLASSED_MIN:  # too few classed within: every fold run
+                    pools[case] = every_fold_run
+                enough = sum(p.size for p in pools[case]) >= INTERVAL_MIN_RUNS
+            else:
+                edge = runs.get(case, {}).get(n)
+                enough = edge is not None and len(edge["score_error"]) >= EDGE_MIN_RUNS
+                # the furthest any edge run of this case lay beyond its references: how far out its factor was measured
                 side = 0 if case == "above" else 1
-                reaches[case].append(float(max(m[side] for m in rec["margin"])))
-        counts.append(len(got[checks[0]]["score_error"]) if checks and checks[0] in got else 0)
+                reaches[case].append(float(max(m[side] for m in edge["margin"])) if enough else None)
+            if not enough:
+                factors[case].append(None)
+                continue
+            f = interval_factor(np.concatenate(pools[case]))
+            factors[case].append(f if np.isfinite(f) and f > 0 else None)
     interval = ScoreIntervalCalibration(checks, tuple(factors["within"]), tuple(factors["above"]),
                                         tuple(factors["below"]), tuple(counts), local_error,
                                         tuple(reaches["above"]), tuple(reaches["below"]))
@@ -1131,14 +1193,8 @@ class ContinuousCAT(BaseMethod):
         prior and the response model for a model far above them (mmlu_pro extrapolation, 6 references: the
         interval covered 36-57 % of the best models without it, docs/BENCHMARKS.md).
         """
-        low, high = self._reference_range
-        seen = self._reference_seen
-        n = self.n_observed
-        if mean > high or (n and self._obs_sum_raw > seen.max()):
-            return "above"
-        if mean < low or (n and self._obs_sum_raw < seen.min()):
-            return "below"
-        return "within"
+        return outside_case(mean, self._obs_sum_raw, self._reference_seen, self.n_observed,
+                            *self._reference_range)
 
     def _margin(self, mean: float) -> tuple[float, float]:
         """(above, below): how far the target lies beyond the best (worst) reference (:func:`outside_margin`)."""
