@@ -898,7 +898,8 @@ def _learn_reference_errors(scores: np.ndarray, error: tuple[float, float] | Non
                 enough = edge is not None and len(edge["score_error"]) >= EDGE_MIN_RUNS
                 # the furthest any edge run of this case lay beyond its references: how far out its factor was measured
                 side = 0 if case == "above" else 1
-                reaches[case].append(float(max(m[side] for m in edge["margin"])) if enough else None)
+                reaches[case].append(float(max(m[side] for m in edge["margin"])) if edge is not None and enough
+                                     else None)
             if not enough:
                 factors[case].append(None)
                 continue
