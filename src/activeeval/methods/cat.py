@@ -1035,8 +1035,9 @@ class ContinuousCAT(BaseMethod):
         ``"calibrated"`` (default) widens or narrows the model's score sd by
         what the references playing the target have been off by
         (:class:`~activeeval.irt.continuous.ScoreIntervalCalibration`, learned
-        by :func:`learn_reference_errors`), with the factor of the
-        best (worst) references when the estimate is above (below) every
+        by :func:`learn_reference_errors`: each factor on the reference runs
+        classed as the target is, :func:`outside_case`), with the factor of
+        the best (worst) references when the estimate is above (below) every
         reference, and shows no interval (infinite variance and a note)
         where that could not be measured; an estimate further beyond the
         references than any of them lay when it played the target has that
