@@ -601,8 +601,8 @@ def _pseudo_runs(y_raw: np.ndarray, groups: Sequence[tuple[np.ndarray, np.ndarra
             if score:
                 t1, t2, obs = t1_all.copy(), t2_all.copy(), 0.0
                 seen, obs_raw = np.zeros(train.size), 0.0
-                seen_all = np.zeros(y_raw.shape[0])
                 if class_against_all:  # classed as a real target among every other reference would be
+                    seen_all = np.zeros(y_raw.shape[0])
                     others = np.delete(np.arange(y_raw.shape[0]), held[j])
                     class_range = (float(all_means[others].min()), float(all_means[others].max()))
             used: set[int] = set()
@@ -784,10 +784,8 @@ def _kept(memo: ReferenceCache, kind: str, parts: tuple, compute: Callable[[], A
 
 
 def _read_only_calibration(cal: Calibration) -> Calibration:
-    for name in (*Calibration._ARRAYS, *Calibration._OPTIONAL):
-        a = getattr(cal, name)
-        if a is not None:
-            a.flags.writeable = False  # shared by every CAT built on the reference: a write would be a bug
+    for a in cal.to_arrays()[1]:  # (the arrays themselves, not copies)
+        a.flags.writeable = False  # shared by every CAT built on the reference: a write would be a bug
     return cal
 
 
@@ -887,7 +885,10 @@ def _learn_reference_errors(scores: np.ndarray, error: tuple[float, float] | Non
             if source == "within":
                 every_fold_run.append(z)
             for case in reaches:
-                pools[case].append(z if source == case else z[case_of == case] if source == "within" else z[:0])
+                if source == case:  # that case's edge runs
+                    pools[case].append(z)
+                elif source == "within":  # the fold runs classed so
+                    pools[case].append(z[case_of == case])
         for case in ScoreIntervalCalibration.CASES:
             if case == "within":
                 if sum(p.size for p in pools[case]) < WITHIN_CLASSED_MIN:  # too few classed within: every fold run
