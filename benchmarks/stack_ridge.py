@@ -23,6 +23,12 @@ estimate keep it. Variants (``--variants``):
 * ``both``: ``gated`` and ``disagree``;
 * ``est``: ``disagree``, applied only while the model's estimate lies between the q and 1 − q quantiles of the
   references' full scores (fold runs classed against their own references).
+* ``edge``: ``est``, with w and c also measured on *edge runs* — the top (bottom) tenth of the references, at
+  least 3, as pseudo-targets of a model built on the references below (above) a gap of another tenth, as the
+  extrapolation protocol sets a new best model against older ones — classed by the same gate: at each n the
+  smaller w and the larger c of the two pools (the edge pool where it has ``EDGE_MIN`` runs), so that the stack
+  is honest for the reference-like runs and for the beyond-the-references runs the gate lets through;
+  ``edge-ridge`` the same without the disagreement in the interval.
 
 The table compares each with the default on the same runs (the efficiency protocol: 50 % references, split draw
 0, the targets of ``benchmarks/efficiency.py``, ``--seeds`` seeds). Run without the user cache (the fits are
@@ -31,6 +37,7 @@ the default's either way; the cache only saves time)::
     OPENBLAS_NUM_THREADS=1 ACTIVEEVAL_CACHE=off python benchmarks/stack_ridge.py --seeds 4
     OPENBLAS_NUM_THREADS=1 ACTIVEEVAL_CACHE=off python benchmarks/stack_ridge.py --seeds 4 \
         --datasets musr,ifeval,arc_challenge,mmlu --variants default,ridge,mean,partial
+    OPENBLAS_NUM_THREADS=1 ACTIVEEVAL_CACHE=off python benchmarks/stack_ridge.py --seeds 4 --variants default,edge
     python benchmarks/stack_ridge.py --smoke                              # seconds: CI keeps it running
 """
 
@@ -57,10 +64,14 @@ DATASETS = ("ifeval", "musr", "arc_challenge", "mmlu", "gsm", "math", "commonsen
             "wmt21_en-zh_chrf", "wmt21_zh-en_chrf")
 FEW = {"mmlu_pro": 10, "wmt21_en-zh_chrf": 10, "wmt21_zh-en_chrf": 8}
 KINDS = ("ridge", "mean", "partial")
-#: variant -> (regression kind, gate, disagreement in the interval)
-VARIANTS = {"ridge": ("ridge", None, False), "mean": ("mean", None, False), "partial": ("partial", None, False),
-            "gated": ("ridge", "rank", False), "disagree": ("ridge", None, True),
-            "both": ("ridge", "rank", True), "est": ("ridge", "estimate", True)}
+#: variant -> (regression kind, gate, disagreement in the interval, edge runs)
+VARIANTS = {"ridge": ("ridge", None, False, False), "mean": ("mean", None, False, False),
+            "partial": ("partial", None, False, False), "gated": ("ridge", "rank", False, False),
+            "disagree": ("ridge", None, True, False), "both": ("ridge", "rank", True, False),
+            "est": ("ridge", "estimate", True, False), "edge": ("ridge", "estimate", True, True),
+            "edge-ridge": ("ridge", "estimate", False, True)}
+#: fewest edge runs at an n for their pool to count there
+EDGE_MIN = 5
 DEFAULT_VARIANTS = "default,ridge,disagree,both,est"
 # rows of a fold run's record: error of the model, its sd, the two gates, then each kind's error
 _GP, _SD, _RANK, _EST = 0, 1, 2, 3
@@ -182,30 +193,61 @@ def stack_weights(reference, fit, variants, q: float, folds: int = 5, max_items:
         for j, rec in enumerate(fold_runs(sub.select_models(ids), fit_g, np.asarray(sub.scores[group], float),
                                           seed + g, grid, q)):
             records[j].append(rec)
-    return {v: _weights(grid, records, n_sub, *VARIANTS[v]) for v in variants}
+    edge: list[list[np.ndarray]] = [[] for _ in grid]
+    if any(VARIANTS[v][3] for v in variants if v in VARIANTS):
+        # edge runs: the top (bottom) tenth of the references, at least 3, against the models below (above) a gap
+        # of another tenth — reference models beyond the models they are predicted from, as a new best model is
+        full = scores.mean(1)
+        order = np.argsort(-full, kind="stable")
+        k_edge, gap = max(3, int(round(0.1 * k_refs))), int(round(0.1 * k_refs))
+        for side, ranked in enumerate((order, order[::-1])):
+            group, rest = ranked[:k_edge], ranked[k_edge + gap:]
+            if rest.size < 10:
+                continue
+            ids = [reference.model_ids[i] for i in np.sort(rest)]
+            fit_e = fit_hyperparameters(reference.select_models(ids), n_pseudo=8, n_items=150, seed=seed,
+                                        level_prior=fit.tau0 > 0, linear=fit.gamma > 0, start=fit)
+            for j, rec in enumerate(fold_runs(sub.select_models(ids), fit_e, np.asarray(sub.scores[group], float),
+                                              seed + 100 + side, grid, q)):
+                edge[j].append(rec)
+    return {v: _weights(grid, records, n_sub, *VARIANTS[v], edge=edge) for v in variants}
 
 
-def _weights(grid, records, n_sub: int, kind: str, gate: str | None, disagree: bool):
-    from scipy.special import gammaincinv
-
+def _weights(grid, records, n_sub: int, kind: str, gate: str | None, disagree: bool, use_edge: bool = False,
+             edge=None):
     fracs, ws, cs = [], [], []
-    for n, parts in zip(grid, records, strict=True):
-        e = np.concatenate(parts, axis=1)
+    for j, (n, parts) in enumerate(zip(grid, records, strict=True)):
+        pools = [np.concatenate(parts, axis=1)]
+        if use_edge and edge is not None and edge[j]:
+            pools.append(np.concatenate(edge[j], axis=1))
         if gate is not None:
-            e = e[:, e[_RANK if gate == "rank" else _EST] > 0.5]
-        if e.shape[1] < 10:
+            pools = [e[:, e[_RANK if gate == "rank" else _EST] > 0.5] for e in pools]
+        if pools[0].shape[1] < 10:
             continue
-        err_gp, sd, delta = e[_GP], e[_SD], e[4 + KINDS.index(kind)] - e[_GP]
-        w = float(np.clip(-(err_gp @ delta) / max(float(delta @ delta), 1e-300), 0.0, 1.0))
-        z = (err_gp + w * delta) / (np.sqrt(sd**2 + delta**2) if disagree else sd)
-        m = z.size
-        rms = float(np.sqrt(np.mean(z**2)))
-        if rms < 1.0:
-            rms = min(1.0, rms * math.sqrt(m / (2.0 * gammaincinv(m / 2, 0.10))))
+        pools = [pools[0]] + [e for e in pools[1:] if e.shape[1] >= EDGE_MIN]
+        # the weight no pool would lower, and the factor every pool needs at it
+        w = min(_stack_weight(e, kind) for e in pools)
         fracs.append(n / n_sub)
         ws.append(w)
-        cs.append(min(max(rms, 0.5), 3.0))
+        cs.append(max(_stack_factor(e, kind, w, disagree) for e in pools))
     return np.array(fracs), np.array(ws), np.array(cs)
+
+
+def _stack_weight(e: np.ndarray, kind: str) -> float:
+    err_gp, delta = e[_GP], e[4 + KINDS.index(kind)] - e[_GP]
+    return float(np.clip(-(err_gp @ delta) / max(float(delta @ delta), 1e-300), 0.0, 1.0))
+
+
+def _stack_factor(e: np.ndarray, kind: str, w: float, disagree: bool) -> float:
+    from scipy.special import gammaincinv
+
+    err_gp, sd, delta = e[_GP], e[_SD], e[4 + KINDS.index(kind)] - e[_GP]
+    z = (err_gp + w * delta) / (np.sqrt(sd**2 + delta**2) if disagree else sd)
+    m = z.size
+    rms = float(np.sqrt(np.mean(z**2)))
+    if rms < 1.0:
+        rms = min(1.0, rms * math.sqrt(m / (2.0 * gammaincinv(m / 2, 0.10))))
+    return min(max(rms, 0.5), 3.0)
 
 
 def _at(fracs: np.ndarray, values: np.ndarray, f: float) -> float:
@@ -250,7 +292,7 @@ def play(ds: str, regime: str, seeds: int, targets: int | None, budgets, at_n, v
                         rows["default"].append((n, big_r, e.mean, e.var, rs_var))
                     y = truth[items][None, :]
                     for v in stacked:
-                        kind, gate, disagree = VARIANTS[v]
+                        kind, gate, disagree, _ = VARIANTS[v]
                         fracs, ws, cs = weights[v]
                         mean, var = e.mean, e.var
                         inside = (gate is None or (gate == "rank" and bool(inner_rank(ref, items, y, q)[0]))
@@ -276,13 +318,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gate-q", type=float, default=0.1, help="the gates' quantile q (default 0.1)")
     p.add_argument("--max-items", type=int, default=None, help="play on a random subset of this many items")
     p.add_argument("--smoke", action="store_true",
-                   help="seconds: one small dataset (400 of its items), one seed, two targets")
+                   help="seconds: AlpacaEval 2 (200 of its items), one seed, two targets, every variant")
     a = p.parse_args(argv)
     budgets: tuple[float, ...] = (0.025, 0.05, 0.10, 0.25)
     at_n: tuple[int, ...] = (25, 50, 100, 200)
     if a.smoke:
-        a.datasets, a.regimes, a.seeds, a.targets, budgets, at_n = "mmlu_pro", "interpolation", 1, 2, (0.05,), ()
-        a.max_items = 400
+        a.datasets, a.regimes, a.seeds, a.targets, budgets, at_n = "alpacaeval2", "interpolation", 1, 2, (0.1,), ()
+        a.variants = "default," + ",".join(VARIANTS)
+        a.max_items = 200
     variants = [v.strip() for v in a.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v != "default" and v not in VARIANTS]
     if unknown:
