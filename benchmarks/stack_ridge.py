@@ -308,6 +308,29 @@ def play(ds: str, regime: str, seeds: int, targets: int | None, budgets, at_n, v
     return {"ns": ns, "rows": {v: np.array(r, dtype=float) for v, r in rows.items()}}
 
 
+def check_fold_runs(ds: str = "alpacaeval2", max_items: int = 200) -> float:
+    """The largest difference between :func:`fold_runs`' standardised errors and the calibration's own
+    (``bayesame._model_based_errors``) on one fold of ``ds``: this benchmark replays the calibration's runs, and
+    must stay in step with them (the smoke run fails otherwise)."""
+    matrix = datasets.load(ds)
+    keep = np.sort(np.random.default_rng(0).choice(matrix.n_items, size=min(max_items, matrix.n_items),
+                                                   replace=False))
+    matrix = matrix.select_items(keep.tolist())
+    reference = matrix.select_models(list(matrix.model_ids[:-3]))
+    truths = np.stack([np.asarray(matrix.model_scores(t), dtype=float) for t in matrix.model_ids[-3:]])
+    fit = sharing_factory("bayesame", reference)(seed=0).fit_
+    grid = [5, 10, 20, 40]
+    ours = fold_runs(reference, fit, truths, 7, grid, 0.1)
+    theirs = bm._model_based_errors(reference, fit, truths, 7, grid, bm.WARMUP, None)
+    worst = 0.0
+    for rec, z in zip(ours, theirs, strict=True):
+        mine = rec[_GP] / rec[_SD]
+        if mine.shape != z.shape:
+            return math.inf
+        worst = max(worst, float(np.max(np.abs(mine - z), initial=0.0)))
+    return worst
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     p.add_argument("--datasets", default=",".join(DATASETS))
@@ -326,6 +349,11 @@ def main(argv: list[str] | None = None) -> int:
         a.datasets, a.regimes, a.seeds, a.targets, budgets, at_n = "alpacaeval2", "interpolation", 1, 2, (0.1,), ()
         a.variants = "default," + ",".join(VARIANTS)
         a.max_items = 200
+    if a.smoke:
+        gap = check_fold_runs()
+        print(f"# fold runs against the calibration's: largest difference in z {gap:.1e}")
+        if not gap <= 1e-9:
+            raise SystemExit("stack_ridge.py: fold_runs no longer replays bayesame._model_based_errors; update it")
     variants = [v.strip() for v in a.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v != "default" and v not in VARIANTS]
     if unknown:
