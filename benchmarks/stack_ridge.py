@@ -29,6 +29,9 @@ estimate keep it. Variants (``--variants``):
   smaller w and the larger c of the two pools (the edge pool where it has ``EDGE_MIN`` runs), so that the stack
   is honest for the reference-like runs and for the beyond-the-references runs the gate lets through;
   ``edge-ridge`` the same without the disagreement in the interval.
+* ``edge-t``: ``edge`` with the estimate gate replaced by bins of how far the model's estimate lies beyond the
+  references' q and 1 − q quantiles, in its own sd (``T_BINS``; none beyond the last): w and c measured and
+  applied per bin.
 
 The table compares each with the default on the same runs (the efficiency protocol: 50 % references, split draw
 0, the targets of ``benchmarks/efficiency.py``, ``--seeds`` seeds). Run without the user cache (the fits are
@@ -69,12 +72,16 @@ VARIANTS = {"ridge": ("ridge", None, False, False), "mean": ("mean", None, False
             "partial": ("partial", None, False, False), "gated": ("ridge", "rank", False, False),
             "disagree": ("ridge", None, True, False), "both": ("ridge", "rank", True, False),
             "est": ("ridge", "estimate", True, False), "edge": ("ridge", "estimate", True, True),
+            "edge-t": ("ridge", "bins", True, True),
             "edge-ridge": ("ridge", "estimate", False, True)}
 #: fewest edge runs at an n for their pool to count there
 EDGE_MIN = 5
 DEFAULT_VARIANTS = "default,ridge,disagree,both,est"
 # rows of a fold run's record: error of the model, its sd, the two gates, then each kind's error
 _GP, _SD, _RANK, _EST = 0, 1, 2, 3
+_T = 4 + 3  # after each kind's error: how far beyond the references' q / 1 − q quantiles the estimate is, in its sd
+#: ``edge-t``'s bins of that distance: the stack measured and applied separately in each, none beyond the last
+T_BINS = ((-math.inf, -1.0), (-1.0, 0.5))
 
 
 def regression_estimate(ref: np.ndarray, items, y: np.ndarray, n_items: int, kind: str = "ridge") -> np.ndarray:
@@ -111,6 +118,13 @@ def regression_estimate(ref: np.ndarray, items, y: np.ndarray, n_items: int, kin
             best = (mse, alpha)
     pred = base + (yc @ zc.T) @ (u @ (ur / (d + best[1])))
     return (y.sum(1) + (n_items - n) * pred) / n_items
+
+
+def beyond_in_sd(mean, sd, lo: float, hi: float):
+    """How far the model's estimate lies beyond [lo, hi], in its own sd (negative inside: the distance to the
+    nearer end)."""
+    mean, sd = np.asarray(mean, dtype=float), np.asarray(sd, dtype=float)
+    return np.maximum(mean - hi, lo - mean) / np.maximum(sd, 1e-300)
 
 
 def inner_rank(ref: np.ndarray, items, y: np.ndarray, q: float) -> np.ndarray:
@@ -168,6 +182,7 @@ def fold_runs(reference, fit_g, truths: np.ndarray, seed: int, grid, q: float) -
             y = truths[:, items]
             rows = [mean - truth_r, sd, inner_rank(ref, items, y, q), (mean >= full_lo) & (mean <= full_hi)]
             rows += [regression_estimate(ref, items, y, n_items, k) - truth_r for k in KINDS]
+            rows.append(beyond_in_sd(mean, sd, full_lo, full_hi))
             out.append(np.stack(rows)[:, ok])
     return out
 
@@ -210,17 +225,25 @@ def stack_weights(reference, fit, variants, q: float, folds: int = 5, max_items:
             for j, rec in enumerate(fold_runs(sub.select_models(ids), fit_e, np.asarray(sub.scores[group], float),
                                               seed + 100 + side, grid, q)):
                 edge[j].append(rec)
-    return {v: _weights(grid, records, n_sub, *VARIANTS[v], edge=edge) for v in variants}
+    out = {}
+    for v in variants:
+        kind, gate, disagree, use_edge = VARIANTS[v]
+        if gate == "bins":
+            out[v] = [_weights(grid, records, n_sub, kind, b, disagree, use_edge, edge=edge) for b in T_BINS]
+        else:
+            out[v] = _weights(grid, records, n_sub, kind, gate, disagree, use_edge, edge=edge)
+    return out
 
 
-def _weights(grid, records, n_sub: int, kind: str, gate: str | None, disagree: bool, use_edge: bool = False,
-             edge=None):
+def _weights(grid, records, n_sub: int, kind: str, gate, disagree: bool, use_edge: bool = False, edge=None):
     fracs, ws, cs = [], [], []
     for j, (n, parts) in enumerate(zip(grid, records, strict=True)):
         pools = [np.concatenate(parts, axis=1)]
         if use_edge and edge is not None and edge[j]:
             pools.append(np.concatenate(edge[j], axis=1))
-        if gate is not None:
+        if isinstance(gate, tuple):  # a bin of the distance beyond the references (edge-t)
+            pools = [e[:, (e[_T] >= gate[0]) & (e[_T] < gate[1])] for e in pools]
+        elif gate is not None:
             pools = [e[:, e[_RANK if gate == "rank" else _EST] > 0.5] for e in pools]
         if pools[0].shape[1] < 10:
             continue
@@ -293,13 +316,18 @@ def play(ds: str, regime: str, seeds: int, targets: int | None, budgets, at_n, v
                     y = truth[items][None, :]
                     for v in stacked:
                         kind, gate, disagree, _ = VARIANTS[v]
-                        fracs, ws, cs = weights[v]
                         mean, var = e.mean, e.var
-                        inside = (gate is None or (gate == "rank" and bool(inner_rank(ref, items, y, q)[0]))
+                        sd0 = math.sqrt(e.var) / method.calibration_factor
+                        if gate == "bins":
+                            t = float(beyond_in_sd(e.mean, sd0, full_lo, full_hi))
+                            hit = [w for b, w in zip(T_BINS, weights[v], strict=True) if b[0] <= t < b[1]]
+                            fracs, ws, cs = hit[0] if hit else (np.zeros(0),) * 3
+                        else:
+                            fracs, ws, cs = weights[v]
+                        inside = (gate in (None, "bins") or (gate == "rank" and bool(inner_rank(ref, items, y, q)[0]))
                                   or (gate == "estimate" and full_lo <= e.mean <= full_hi))
                         if method.mode == "model" and fracs.size and inside:
                             reg = float(regression_estimate(ref, items, y, n_items, kind)[0])
-                            sd0 = math.sqrt(e.var) / method.calibration_factor
                             mean = e.mean + _at(fracs, ws, f) * (reg - e.mean)
                             var = _at(fracs, cs, f) ** 2 * (sd0**2 + ((reg - e.mean) ** 2 if disagree else 0.0))
                             if e.bounds is not None:
