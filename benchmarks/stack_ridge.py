@@ -77,9 +77,9 @@ VARIANTS = {"ridge": ("ridge", None, False, False), "mean": ("mean", None, False
 #: fewest edge runs at an n for their pool to count there
 EDGE_MIN = 5
 DEFAULT_VARIANTS = "default,ridge,disagree,both,est"
-# rows of a fold run's record: error of the model, its sd, the two gates, then each kind's error
+# rows of a fold run's record: error of the model, its sd, the two gates, each kind's error, then (_T) the distance
 _GP, _SD, _RANK, _EST = 0, 1, 2, 3
-_T = 4 + 3  # after each kind's error: how far beyond the references' q / 1 − q quantiles the estimate is, in its sd
+_T = 4 + len(KINDS)  # after each kind's error: how far beyond the references' quantiles the estimate is, in its sd
 #: ``edge-t``'s bins of that distance: the stack measured and applied separately in each, none beyond the last
 T_BINS = ((-math.inf, -1.0), (-1.0, 0.5))
 
@@ -344,8 +344,9 @@ def check_fold_runs(ds: str = "alpacaeval2", max_items: int = 200) -> float:
     keep = np.sort(np.random.default_rng(0).choice(matrix.n_items, size=min(max_items, matrix.n_items),
                                                    replace=False))
     matrix = matrix.select_items(keep.tolist())
-    reference = matrix.select_models(list(matrix.model_ids[:-3]))
-    truths = np.stack([np.asarray(matrix.model_scores(t), dtype=float) for t in matrix.model_ids[-3:]])
+    complete = [m for m, row in zip(matrix.model_ids, matrix.scores, strict=True) if not np.isnan(row).any()]
+    reference = matrix.select_models(complete[:-3])
+    truths = np.stack([np.asarray(matrix.model_scores(t), dtype=float) for t in complete[-3:]])
     fit = sharing_factory("bayesame", reference)(seed=0).fit_
     grid = [5, 10, 20, 40]
     ours = fold_runs(reference, fit, truths, 7, grid, 0.1)
