@@ -56,7 +56,6 @@ import numpy as np
 
 from activeeval import datasets
 from activeeval.experiments.protocol import make_split, method_seed, sample_references
-from activeeval.gaussian import BucketPosterior
 from activeeval.gp.prior import fit_hyperparameters
 from activeeval.methods import bayesame as bm
 from activeeval.methods.baselines.peers import RS_LEARN_ALPHAS
@@ -136,54 +135,21 @@ def inner_rank(ref: np.ndarray, items, y: np.ndarray, q: float) -> np.ndarray:
 
 
 def fold_runs(reference, fit_g, truths: np.ndarray, seed: int, grid, q: float) -> list[np.ndarray]:
-    """The default's fold runs (as ``bayesame._model_based_errors`` plays them), with the regressions: at each
-    n of ``grid``, one record (rows: see ``_GP`` …, then each of ``KINDS``) per pseudo-target still model-based."""
-    method = bm.BayesAME(reference, hyperparameters=fit_g, calibration=None, seed=seed,
-                         design=bm.DesignSettings(warmup=bm.WARMUP, switch_z=bm.Z95))
-    one = method.posterior
-    n_t = truths.shape[0]
-    post = BucketPosterior(one.prior_mean, one.prior_col, one.prior_diag, one.prior_cov_counts, one.counts,
-                           one.noise, n_targets=n_t)
-    method.posterior = post
-    n_items, truth_r = method.n_items, truths.mean(1)
-    lo, hi = method.reference_range
+    """The calibration's fold runs (``bayesame._model_based_runs``, which ``calibrate`` plays), with the
+    regressions: at each n of ``grid``, one record (rows: see ``_GP`` …, then each of ``KINDS``, then ``_T``) per
+    pseudo-target still model-based."""
     ref = np.asarray(reference.scores, dtype=float)
     full_lo, full_hi = np.quantile(ref.mean(1), (q, 1.0 - q))
-    z2, total, total_sq = np.zeros(n_t), np.zeros(n_t), np.zeros(n_t)
-    ref_sum, ref_sq, cross = np.zeros(ref.shape[0]), np.zeros(ref.shape[0]), np.zeros((n_t, ref.shape[0]))
-    active = np.ones(n_t, dtype=bool)
-    items: list[int] = []
+    truth_r = truths.mean(1)
+    n_items = reference.n_items
     out = []
-    for n in range(1, max(grid) + 1):
-        rng = np.random.default_rng([method.seed_, n - 1])
-        (item,) = method._random_items(1, ()) if n <= method.warmup else method._model_based_items(rng, 1, ())
-        items.append(int(item))
-        innovation, dvar = post.observe(int(method.buckets.of_item[item]), truths[:, item])
-        if n - 1 >= bm.SCALE_SKIP:
-            z2 += innovation**2 / dvar
-        total += truths[:, item]
-        total_sq += truths[:, item] ** 2
-        col = ref[:, item]
-        ref_sum += col
-        ref_sq += col * col
-        cross += np.outer(truths[:, item], col)
-        method._observed[item] = True
-        scale = (method.scale_prior + z2) / (method.scale_prior + max(n - bm.SCALE_SKIP, 0))
-        mean = (total + post.remaining @ post.mean) / n_items
-        sd = np.sqrt(scale * post.var_r_scaled() / n_items**2)
-        if n < n_items and n <= method.switch_until_:
-            outside = (mean - bm.Z95 * sd > hi) | (mean + bm.Z95 * sd < lo)
-            misfit = (n >= 2 * bm.SCALE_SKIP) & (scale > bm.SCALE_SWITCH)
-            if n >= 2 * bm.SCALE_SKIP:
-                outside |= bm.beyond_every_reference(n, total[:, None], total_sq[:, None], ref_sum, ref_sq, cross)
-            active &= ~(outside | misfit)
-        if n in grid:
-            ok = active & (sd > 0)
-            y = truths[:, items]
-            rows = [mean - truth_r, sd, inner_rank(ref, items, y, q), (mean >= full_lo) & (mean <= full_hi)]
-            rows += [regression_estimate(ref, items, y, n_items, k) - truth_r for k in KINDS]
-            rows.append(beyond_in_sd(mean, sd, full_lo, full_hi))
-            out.append(np.stack(rows)[:, ok])
+    for items, mean, sd, active in bm._model_based_runs(reference, fit_g, truths, seed, grid, bm.WARMUP, None):
+        ok = active & (sd > 0)
+        y = truths[:, items]
+        rows = [mean - truth_r, sd, inner_rank(ref, items, y, q), (mean >= full_lo) & (mean <= full_hi)]
+        rows += [regression_estimate(ref, items, y, n_items, k) - truth_r for k in KINDS]
+        rows.append(beyond_in_sd(mean, sd, full_lo, full_hi))
+        out.append(np.stack(rows)[:, ok])
     return out
 
 
@@ -336,30 +302,6 @@ def play(ds: str, regime: str, seeds: int, targets: int | None, budgets, at_n, v
     return {"ns": ns, "rows": {v: np.array(r, dtype=float) for v, r in rows.items()}}
 
 
-def check_fold_runs(ds: str = "alpacaeval2", max_items: int = 200) -> float:
-    """The largest difference between :func:`fold_runs`' standardised errors and the calibration's own
-    (``bayesame._model_based_errors``) on one fold of ``ds``: this benchmark replays the calibration's runs, and
-    must stay in step with them (the smoke run fails otherwise)."""
-    matrix = datasets.load(ds)
-    keep = np.sort(np.random.default_rng(0).choice(matrix.n_items, size=min(max_items, matrix.n_items),
-                                                   replace=False))
-    matrix = matrix.select_items(keep.tolist())
-    complete = [m for m, row in zip(matrix.model_ids, matrix.scores, strict=True) if not np.isnan(row).any()]
-    reference = matrix.select_models(complete[:-3])
-    truths = np.stack([np.asarray(matrix.model_scores(t), dtype=float) for t in complete[-3:]])
-    fit = sharing_factory("bayesame", reference)(seed=0).fit_
-    grid = [5, 10, 20, 40]
-    ours = fold_runs(reference, fit, truths, 7, grid, 0.1)
-    theirs = bm._model_based_errors(reference, fit, truths, 7, grid, bm.WARMUP, None)
-    worst = 0.0
-    for rec, z in zip(ours, theirs, strict=True):
-        mine = rec[_GP] / rec[_SD]
-        if mine.shape != z.shape:
-            return math.inf
-        worst = max(worst, float(np.max(np.abs(mine - z), initial=0.0)))
-    return worst
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     p.add_argument("--datasets", default=",".join(DATASETS))
@@ -378,11 +320,6 @@ def main(argv: list[str] | None = None) -> int:
         a.datasets, a.regimes, a.seeds, a.targets, budgets, at_n = "alpacaeval2", "interpolation", 1, 2, (0.1,), ()
         a.variants = "default," + ",".join(VARIANTS)
         a.max_items = 200
-    if a.smoke:
-        gap = check_fold_runs()
-        print(f"# fold runs against the calibration's: largest difference in z {gap:.1e}")
-        if not gap <= 1e-9:
-            raise SystemExit("stack_ridge.py: fold_runs no longer replays bayesame._model_based_errors; update it")
     variants = [v.strip() for v in a.variants.split(",") if v.strip()]
     unknown = [v for v in variants if v != "default" and v not in VARIANTS]
     if unknown:

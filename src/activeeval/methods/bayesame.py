@@ -31,7 +31,7 @@ what made it fragile:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -887,12 +887,32 @@ def _model_based_errors(
     """Standardised errors (R̂ − R) / sd of the model-based estimate of several targets at n in ``grid``.
 
     Exactly what :class:`BayesAME` (``calibration=None``) reports for each
-    target played alone with ``seed``, computed for all targets at once: while
-    the estimate is model-based, selection does not depend on the scores, so
-    the targets share the items and the posterior covariance
-    (tests/test_bayesame_default.py checks the equality). A target stops
-    contributing once it would switch to the design-based estimate (``switch_z``: the method's option of that
-    name, None for its default). ``sampled``: (``sample_by``, ``sample_uniform``) to draw the items as
+    target played alone with ``seed``, computed for all targets at once
+    (:func:`_model_based_runs`; tests/test_bayesame_default.py checks the
+    equality). A target stops contributing once it would switch to the
+    design-based estimate.
+    """
+    true_scores = truths.mean(1)
+    out: list[np.ndarray] = []
+    for _, mean, sd, active in _model_based_runs(reference, fit, truths, seed, grid, warmup, switch_z, sampled):
+        ok = active & (sd > 0)
+        out.append((mean[ok] - true_scores[ok]) / sd[ok])
+    return out
+
+
+def _model_based_runs(
+    reference: ScoreMatrix, fit: ReferenceFit, truths: np.ndarray, seed: int, grid: Sequence[int],
+    warmup: int = WARMUP, switch_z: float | None = None, sampled: tuple[str, float] | None = None,
+) -> Iterator[tuple[list[int], np.ndarray, np.ndarray, np.ndarray]]:
+    """The default BayesAME (``calibration=None``) played on several targets at once, up to max(``grid``) items.
+
+    While the estimate is model-based, selection does not depend on the
+    scores, so the targets share the items and the posterior covariance. At
+    each n in ``grid``: (the items so far, in order; each target's estimate;
+    its model-based sd, scale included; whether it is still model-based — a
+    target that would switch to the design-based estimate is no longer, by
+    the method's tests with ``switch_z``, None for its default). ``sampled``:
+    (``sample_by``, ``sample_uniform``) to draw the items as
     ``selection="hybrid"`` draws them (None: by Eq. 6).
     """
     switch_z = Z95 if switch_z is None else float(switch_z)
@@ -905,7 +925,6 @@ def _model_based_errors(
                            one.noise, n_targets=n_targets)
     method.posterior = post  # the shared covariance drives the information-gain selection
     n_items = method.n_items
-    true_scores = truths.mean(1)
     lo, hi = method.reference_range
     z2 = np.zeros(n_targets)
     total = np.zeros(n_targets)
@@ -915,7 +934,7 @@ def _model_based_errors(
     ref_sq = np.zeros(ref_scores.shape[0])
     cross = np.zeros((n_targets, ref_scores.shape[0]))
     active = np.ones(n_targets, dtype=bool)
-    out: list[np.ndarray] = []
+    items: list[int] = []
     for n in range(1, max(grid) + 1):
         # as a single run selects: its random start, then Eq. 6 (the shared pass observes nothing through the
         # method, whose own count, and so its `random_items`, stays at 0)
@@ -927,6 +946,7 @@ def _model_based_errors(
             item = int(rng.choice(n_items, p=method._sampling_probabilities()))
         else:
             (item,) = method._model_based_items(rng, 1, ())
+        items.append(int(item))
         b = int(method.buckets.of_item[item])
         innovation, d = post.observe(b, truths[:, item])
         if n - 1 >= SCALE_SKIP:
@@ -949,9 +969,7 @@ def _model_based_errors(
             outside |= estimate_beyond(n, mean, sd, lo, hi, switch_z)
             active &= ~(outside | misfit)
         if n in grid:
-            ok = active & (sd > 0)
-            out.append((mean[ok] - true_scores[ok]) / sd[ok])
-    return out
+            yield list(items), mean, sd, active.copy()
 
 
 def estimate_beyond(n: int, mean, sd, lo: float, hi: float, switch_z: float):
