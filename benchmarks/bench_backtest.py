@@ -94,6 +94,11 @@ def main() -> None:
             line += f" {slow:22.2f}" if slow is not None else f" {'':>22}"
         print(line)
     print(f"\nsum over rows, 200 seeds: {total / 60:.1f} CPU min; on 2 workers: {total / 120:.1f} min")
+    by_method: dict[str, float] = {}
+    for _, _, method, _, _, _, per200, _ in rows:
+        by_method[method] = by_method.get(method, 0.0) + per200
+    for method, minutes in by_method.items():
+        print(f"  {method:<18} {minutes:7.1f} CPU min ({minutes / max(total / 60, 1e-12):.0%})")
 
 
 if __name__ == "__main__":
