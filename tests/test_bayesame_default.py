@@ -687,3 +687,24 @@ def test_a_calibration_under_switch_z_is_its_own() -> None:
     point = BayesAME(ref, seed=0, hyperparameters=FIT, switch_z=0.0)
     assert default.calibration_ == calibrate(ref, FIT)
     assert point.calibration_ == calibrate(ref, FIT, switch_z=0.0)
+
+
+def test_shared_fold_fits_calibrate_with_the_main_kernel_and_key_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fold_fit="shared": the folds play with the main fit itself (no fold fit is made), and the calibration is
+    keyed apart from the default's (refitted folds), in memory and as an option of the method."""
+    import activeeval.gp.prior as prior_module
+
+    ref = binary_reference(12, 60, 6)
+    refit = calibrate(ref, FIT)
+
+    def no_fit(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a fold fit was made")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(prior_module, "fit_hyperparameters", no_fit)
+        shared = calibrate(ref, FIT, fold_fit="shared")
+    assert shared != refit
+    assert BayesAME(ref, seed=0, hyperparameters=FIT, fold_fit="shared").calibration_ == shared
+    assert BayesAME(ref, seed=0, hyperparameters=FIT).calibration_ == refit
+    with pytest.raises(ConfigurationError, match="fold_fit"):
+        BayesAME(ref, seed=0, hyperparameters=FIT, fold_fit="never")

@@ -111,6 +111,7 @@ def _valid(cls: type[Settings]) -> st.SearchStrategy[Settings]:
         "level_prior": st.booleans(), "linear": st.booleans(),
         "tolerance": st.none() | st.floats(0, 1e3, allow_subnormal=True),
         "calibrate_by": st.sampled_from(["budget", "pooled"]), "cache_mb": st.floats(0, 1e6),
+        "fold_fit": st.sampled_from(["refit", "shared"]),
         "extrapolation": st.sampled_from(["auto", "off"]), "switch_until": st.none() | st.integers(0, 10**6),
         "warmup": st.integers(0, 1000), "scale_prior": st.floats(1e-9, 1e9),
         "controls": st.sampled_from([None, "none", "model", "model+near", "near+ridge", "model+near+ridge"]),

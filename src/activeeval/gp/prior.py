@@ -91,12 +91,15 @@ class FitSettings(Settings):
                                       "rounding tolerance of continuous scores' buckets (default 1e-3 of the range)")
     calibrate_by: str = setting("pooled", OneOf("budget", "pooled"),
                                 "one calibration factor for every n (pooled) or the factor at n/N (budget)")
+    fold_fit: str = setting("refit", OneOf("refit", "shared"),
+                            "the calibration's fold models: each kernel refitted on its references (refit) or the "
+                            "main fit's (shared)")
     cache_mb: float = setting(256.0, Number(0, phrase="a number of megabytes >= 0"),
                               "memory for the buckets' squared distances (0: none cached)")
 
     #: the fields a ReferencePrior holds (a prior given must not be contradicted)
     PRIOR_FIELDS: ClassVar[tuple[str, ...]] = ("fit_items", "fit_seed", "n_pseudo", "level_prior", "linear",
-                                               "tolerance")
+                                               "tolerance", "fold_fit")
 
 
 @dataclass(frozen=True)
@@ -347,6 +350,7 @@ def calibrate(
     warmup: int = WARMUP,
     switch_z: float | None = None,
     sampled: tuple[str, float] | None = None,
+    fold_fit: str = "refit",
 ) -> Calibration:
     """Measure the default's interval on reference models used as targets; never sees the real target.
 
@@ -368,6 +372,8 @@ def calibrate(
     The pseudo-targets start with ``warmup`` random items, and switch by the
     method's ``switch_z`` (None: its default), as the method they calibrate does; ``sampled``: their items are
     drawn as ``selection="hybrid"`` draws them (``sampled`` = (``sample_by``, ``sample_uniform``), not by Eq. 6).
+    ``fold_fit="shared"``: every group's model uses ``fit`` itself (fitted on all the references) instead of a kernel
+    refitted on the other groups: no fold fits, and the kernel of the pseudo-targets is the real target's.
     """
     # the calibration measures the method itself (its selection, its switch) on the pseudo-targets, so it plays
     # it: imported at the call, the one place this module reaches up into the methods (a selector given a
@@ -393,8 +399,9 @@ def calibrate(
         if keep.size < 2 or group.size == 0:
             continue
         ids = [reference.model_ids[i] for i in keep]
-        fit_g = fit_hyperparameters(reference.select_models(ids), n_pseudo=fit_pseudo, n_items=fit_items, seed=seed,
-                                    level_prior=fit.tau0 > 0, linear=fit.gamma > 0, start=fit)
+        fit_g = fit if fold_fit == "shared" else fit_hyperparameters(
+            reference.select_models(ids), n_pseudo=fit_pseudo, n_items=fit_items, seed=seed,
+            level_prior=fit.tau0 > 0, linear=fit.gamma > 0, start=fit)
         truths = sub.scores[group]
         errors = _model_based_errors(sub.select_models(ids), fit_g, truths, int(seed) + g, grid, warmup, switch_z,
                                       sampled)
@@ -442,15 +449,19 @@ _CALIBRATIONS: ReferenceCache[Calibration] = ReferenceCache("BayesAME calibratio
 
 
 def _cached_calibration(reference: ScoreMatrix, fit: ReferenceFit, warmup: int = WARMUP,
-                        switch_z: float | None = None, sampled: tuple[str, float] | None = None) -> Calibration:
-    # the default switch and selection keep the key they always had (calibrations already in a user cache stay valid)
+                        switch_z: float | None = None, sampled: tuple[str, float] | None = None,
+                        fold_fit: str = "refit") -> Calibration:
+    # the default switch, selection and fold fits keep the key they always had (calibrations already in a user cache
+    # stay valid)
     extra: tuple = ((() if switch_z is None else (float(switch_z),))
-                    + (() if sampled is None else ("sampled", str(sampled[0]), float(sampled[1]))))
+                    + (() if sampled is None else ("sampled", str(sampled[0]), float(sampled[1])))
+                    + (() if fold_fit == "refit" else ("fold_fit", str(fold_fit))))
     return _CALIBRATIONS.get_or_compute(
         (reference.fingerprint(), fit, int(warmup), *extra),
         lambda: _stored("bayesame_calibration", Calibration,
                         (reference.fingerprint(), fit.to_dict(), int(warmup), *extra),
-                        lambda: calibrate(reference, fit, warmup=warmup, switch_z=switch_z, sampled=sampled)))
+                        lambda: calibrate(reference, fit, warmup=warmup, switch_z=switch_z, sampled=sampled,
+                                          fold_fit=fold_fit)))
 
 
 #: Layout of the fits and calibrations kept in the user cache; raise it when a field changes meaning.
@@ -595,11 +606,11 @@ def _check_fit(fit: ReferenceFit) -> None:
 def _resolve_calibration(ref: ScoreMatrix, fit: ReferenceFit,
                          calibration: Calibration | Mapping[str, Any] | str | None,
                          warmup: int = WARMUP, switch_z: float | None = None,
-                         sampled: tuple[str, float] | None = None) -> Calibration:
+                         sampled: tuple[str, float] | None = None, fold_fit: str = "refit") -> Calibration:
     """"auto": measured on ``ref``'s pseudo-targets (cached; they start with ``warmup`` random items, as the method
     does); None: factor 1; else the given one (or its dict)."""
     if isinstance(calibration, str) and calibration == "auto":
-        cal = _cached_calibration(ref, fit, warmup, switch_z, sampled)
+        cal = _cached_calibration(ref, fit, warmup, switch_z, sampled, fold_fit)
     elif calibration is None:
         cal = Calibration(factor=1.0)
     elif isinstance(calibration, Calibration):
@@ -694,6 +705,7 @@ class ReferencePrior:
         tolerance: float | None = None,
         switch_z: float | None = None,
         sampled: tuple[str, float] | None = None,
+        fold_fit: str = "refit",
     ) -> ReferencePrior:
         """The prior of ``reference`` (complete scores) under these settings, as ``BayesAME`` derives it.
 
@@ -702,12 +714,13 @@ class ReferencePrior:
         ``fit_seed``, ``level_prior``, ``linear``). ``calibration``: "auto"
         (:func:`calibrate`, its pseudo-targets starting with ``warmup`` random
         items, switching by ``switch_z`` and drawn as ``selection="hybrid"`` draws them if ``sampled`` is given, as the
-        method does; ``switch_z`` None: its default), None (factor 1), or a Calibration (or its dict).
+        method does; ``switch_z`` None: its default; ``fold_fit``: its folds' kernels, see :func:`calibrate`), None
+        (factor 1), or a Calibration (or its dict).
         ``tolerance``: default :func:`default_tolerance`. Fits and calibrations
         are cached per reference, in memory and in the user cache.
         """
         fit = _resolve_fit(reference, hyperparameters, n_pseudo, fit_items, fit_seed, level_prior, linear)
-        cal = _resolve_calibration(reference, fit, calibration, warmup, switch_z, sampled)
+        cal = _resolve_calibration(reference, fit, calibration, warmup, switch_z, sampled, fold_fit)
         tol = default_tolerance(reference) if tolerance is None else tolerance
         return cls(fit=fit, calibration=cal, tolerance=tol, fingerprint=reference.fingerprint())
 

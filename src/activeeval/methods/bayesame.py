@@ -244,6 +244,10 @@ class BayesAME(BaseMethod):
         the factor measured at the current n/N, which may narrow the interval
         where the pseudo-targets show it too wide (:attr:`Calibration.factors`;
         docs/MATHS.md and docs/BENCHMARKS.md, "Issue 25", for what it does).
+    fold_fit : {"refit", "shared"}
+        The calibration's fold models: "refit" (default) fits each fold's
+        kernel on its references; "shared" uses the main fit's (no fold fits:
+        cheaper, and the pseudo-targets' kernel is the real target's).
     n_pseudo, fit_items, fit_seed : int
         The reference fit (:func:`fit_hyperparameters`).
     level_prior : bool
@@ -343,7 +347,7 @@ class BayesAME(BaseMethod):
                                          tolerance=tolerance,
                                          switch_z=None if design.switch_z >= Z95 else float(design.switch_z),
                                          sampled=(design.sample_by, float(design.sample_uniform))
-                                         if selection == "hybrid" else None)
+                                         if selection == "hybrid" else None, fold_fit=fit.fold_fit)
         else:
             _check_prior(prior, ref, hyperparameters=hyperparameters, calibration=calibration, fit=fit)
         self.prior_ = prior
