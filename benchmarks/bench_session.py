@@ -104,8 +104,9 @@ def run(args: list[str], cpu: list[float] | None = None, src: Path | None = None
 def build_seconds(method: str, ref: Path, src: Path | None = None) -> float:
     """In-process time to build the method on the reference (what the session's creation cannot avoid)."""
     code = ("import time; from activeeval.data.io import read_scores; from activeeval.methods.registry import "
-            f"make_method; m = read_scores({str(ref)!r}); t = time.perf_counter(); make_method({method!r}, m, seed=0); "
-            "print(time.perf_counter() - t)")
+            f"make_method, parse_method_spec; m = read_scores({str(ref)!r}); "
+            f"name, opts = parse_method_spec({method!r}); t = time.perf_counter(); "
+            "make_method(name, m, seed=0, **opts); print(time.perf_counter() - t)")
     env = {**os.environ, "ACTIVEEVAL_CACHE": "off"}  # the whole build, not a stored fit
     if src is not None:
         env["PYTHONPATH"] = str(src)
@@ -133,7 +134,7 @@ def main() -> None:
     versions: list[tuple[str, Path | None]] = [("this", None)]
     if a.base_src is not None:
         versions.append(("base", a.base_src.resolve()))
-    header = (f"{'code':<5} {'items':>6} {'models':>6} {'method':<10} {'command':<8} {'median s':>9} {'max s':>7} "
+    header = (f"{'code':<5} {'items':>6} {'models':>6} {'method':<24} {'command':<8} {'median s':>9} {'max s':>7} "
               f"{'CPU s':>6} {'peak MB':>8} {'file MB':>8}  note")
     print(header)
     print("-" * len(header))
@@ -150,7 +151,7 @@ def main() -> None:
 
         def row(version: str, n_items: int, method: str, cmd: str, times: list[float], cpus: list[float],
                 peaks: list[float], size: float, note: str = "") -> None:
-            print(f"{version:<5} {n_items:>6} {a.models:>6} {method:<10} {cmd:<8} {statistics.median(times):>9.2f} "
+            print(f"{version:<5} {n_items:>6} {a.models:>6} {method:<24} {cmd:<8} {statistics.median(times):>9.2f} "
                   f"{max(times):>7.2f} {statistics.median(cpus):>6.2f} {max(peaks):>8.0f} {size:>8.1f}  {note}",
                   flush=True)
 

@@ -126,6 +126,7 @@ def report(records: list[dict], methods: list[str]) -> str:
     groups: dict[tuple[str, str], list[dict]] = {}
     for rec in records:
         groups.setdefault((rec["dataset"], rec["regime"]), []).append(rec)
+    coverages: dict[str, list[float]] = {name: [] for name in methods}  # every coverage cell, for the summary
     for (dataset, regime), recs in groups.items():
         for name in methods:
             rows = [r["metrics"][name] for r in recs if name in r["metrics"]]
@@ -134,10 +135,12 @@ def report(records: list[dict], methods: list[str]) -> str:
             ratios = [r["metrics"][name]["ew"] / r["metrics"]["rs-mean"]["ew"] for r in recs
                       if name in r["metrics"] and "rs-mean" in r["metrics"]]
             runs = sum(r["runs"] for r in rows)
-            cells = [f"{sum(r[f'cov{f}'] for r in rows) / runs:7.3f}" for f in FRACTIONS]
+            covs = [sum(r[f"cov{f}"] for r in rows) / runs for f in FRACTIONS]
+            cells = [f"{c:7.3f}" for c in covs]
             stops = []
             for e2 in STOPS:
                 cov = sum(r[f"stop{e2}"] for r in rows) / runs
+                covs.append(cov)
                 rs_rows = [r["metrics"]["rs-mean"] for r in recs if "rs-mean" in r["metrics"]]
                 n_me = np.mean([r[f"n{e2}"] for r in rows])
                 n_rs = np.mean([r[f"n{e2}"] for r in rs_rows]) if rs_rows else float("nan")
@@ -149,6 +152,16 @@ def report(records: list[dict], methods: list[str]) -> str:
                 + " ".join(stops) + f" {sum(r['miss'] for r in rows):5d} {runs:5d} "
                 f"{sum(r['bad'] for r in rows):4d} {len(rows):5d}"
             )
+            coverages[name].extend(covs)
+    lines.append("")
+    lines.append("Coverage cells (the four n and the two stops of every dataset x regime) against the band "
+                 "0.93-0.97 and issue 9's floor 0.92:")
+    for name, covs in coverages.items():
+        if covs:
+            c = np.asarray(covs)
+            lines.append(f"# {name}: {int(((c >= 0.93) & (c <= 0.97)).sum())} of {c.size} cells inside, "
+                         f"{int((c < 0.93).sum())} below ({int((c < 0.92).sum())} below 0.92), "
+                         f"{int((c > 0.97).sum())} above; mean coverage {c.mean():.4f}")
     return "\n".join(lines)
 
 

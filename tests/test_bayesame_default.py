@@ -690,21 +690,26 @@ def test_a_calibration_under_switch_z_is_its_own() -> None:
 
 
 def test_shared_fold_fits_calibrate_with_the_main_kernel_and_key_apart(monkeypatch: pytest.MonkeyPatch) -> None:
-    """fold_fit="shared": the folds play with the main fit itself (no fold fit is made), and the calibration is
-    keyed apart from the default's (refitted folds), in memory and as an option of the method."""
+    """fold_fit="shared" (the default): the folds play with the main fit itself (no fold fit is made); "refit"
+    (the earlier default) fits a kernel per fold; each calibration is keyed apart, in memory and as an option."""
     import activeeval.gp.prior as prior_module
 
     ref = binary_reference(12, 60, 6)
-    refit = calibrate(ref, FIT)
+    refit = calibrate(ref, FIT, fold_fit="refit")
+    made: list[object] = []
+    real_fit = prior_module.fit_hyperparameters
 
-    def no_fit(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a fold fit was made")
+    def counted(*args: object, **kwargs: object) -> ReferenceFit:
+        made.append(args)
+        return real_fit(*args, **kwargs)  # type: ignore[arg-type]
 
     with monkeypatch.context() as patch:
-        patch.setattr(prior_module, "fit_hyperparameters", no_fit)
-        shared = calibrate(ref, FIT, fold_fit="shared")
-    assert shared != refit
-    assert BayesAME(ref, seed=0, hyperparameters=FIT, fold_fit="shared").calibration_ == shared
-    assert BayesAME(ref, seed=0, hyperparameters=FIT).calibration_ == refit
+        patch.setattr(prior_module, "fit_hyperparameters", counted)
+        shared = calibrate(ref, FIT)
+        assert not made, "a fold fit was made"
+        assert calibrate(ref, FIT, fold_fit="refit", seed=1) and len(made) == 5  # one kernel per fold
+    assert shared == calibrate(ref, FIT, fold_fit="shared") and shared != refit
+    assert BayesAME(ref, seed=0, hyperparameters=FIT).calibration_ == shared
+    assert BayesAME(ref, seed=0, hyperparameters=FIT, fold_fit="refit").calibration_ == refit
     with pytest.raises(ConfigurationError, match="fold_fit"):
         BayesAME(ref, seed=0, hyperparameters=FIT, fold_fit="never")

@@ -91,9 +91,9 @@ class FitSettings(Settings):
                                       "rounding tolerance of continuous scores' buckets (default 1e-3 of the range)")
     calibrate_by: str = setting("pooled", OneOf("budget", "pooled"),
                                 "one calibration factor for every n (pooled) or the factor at n/N (budget)")
-    fold_fit: str = setting("refit", OneOf("refit", "shared"),
-                            "the calibration's fold models: each kernel refitted on its references (refit) or the "
-                            "main fit's (shared)")
+    fold_fit: str = setting("shared", OneOf("refit", "shared"),
+                            "the calibration's fold models: the main fit's kernel (shared) or each one refitted on "
+                            "its references (refit, the earlier default)")
     cache_mb: float = setting(256.0, Number(0, phrase="a number of megabytes >= 0"),
                               "memory for the buckets' squared distances (0: none cached)")
 
@@ -350,17 +350,21 @@ def calibrate(
     warmup: int = WARMUP,
     switch_z: float | None = None,
     sampled: tuple[str, float] | None = None,
-    fold_fit: str = "refit",
+    fold_fit: str = "shared",
 ) -> Calibration:
     """Measure the default's interval on reference models used as targets; never sees the real target.
 
     The references are split at random into ``folds`` groups (one per model
     when there are fewer than 2 × ``folds`` of them). Each group in turn is a
     set of pseudo-targets, and the models of the other groups are their
-    references: a kernel is fitted on those alone (:func:`fit_hyperparameters`
-    with ``fit_pseudo`` pseudo-targets on ``fit_items`` items, starting from
-    ``fit``), so each pseudo-target is as new to its model as a real target
-    is; then the default BayesAME plays every pseudo-target of the group at
+    references, with the real target's kernel ``fit`` (``fold_fit="shared"``,
+    the default: a pseudo-target's model differs from a real target's only in
+    its references), or a kernel fitted on those references alone
+    (``fold_fit="refit"``: :func:`fit_hyperparameters` with ``fit_pseudo``
+    pseudo-targets on ``fit_items`` items, starting from ``fit``: five more,
+    smaller and noisier fits than the real target's; what each gives on the
+    shared data is in docs/benchmarks/history.md, "Issue 25 and 26 (stop 44)");
+    then the default BayesAME plays every pseudo-target of the group at
     once, on the benchmark or on a random ``max_items`` of its items (the
     model-based design does not depend on the scores, so they share it).
     Each records its standardised error z = (R̂ − R) / sd at n = 30 and at 3,
@@ -372,8 +376,6 @@ def calibrate(
     The pseudo-targets start with ``warmup`` random items, and switch by the
     method's ``switch_z`` (None: its default), as the method they calibrate does; ``sampled``: their items are
     drawn as ``selection="hybrid"`` draws them (``sampled`` = (``sample_by``, ``sample_uniform``), not by Eq. 6).
-    ``fold_fit="shared"``: every group's model uses ``fit`` itself (fitted on all the references) instead of a kernel
-    refitted on the other groups: no fold fits, and the kernel of the pseudo-targets is the real target's.
     """
     # the calibration measures the method itself (its selection, its switch) on the pseudo-targets, so it plays
     # it: imported at the call, the one place this module reaches up into the methods (a selector given a
@@ -450,7 +452,7 @@ _CALIBRATIONS: ReferenceCache[Calibration] = ReferenceCache("BayesAME calibratio
 
 def _cached_calibration(reference: ScoreMatrix, fit: ReferenceFit, warmup: int = WARMUP,
                         switch_z: float | None = None, sampled: tuple[str, float] | None = None,
-                        fold_fit: str = "refit") -> Calibration:
+                        fold_fit: str = "shared") -> Calibration:
     # the default switch, selection and fold fits keep the key they always had (calibrations already in a user cache
     # stay valid)
     extra: tuple = ((() if switch_z is None else (float(switch_z),))
@@ -606,7 +608,7 @@ def _check_fit(fit: ReferenceFit) -> None:
 def _resolve_calibration(ref: ScoreMatrix, fit: ReferenceFit,
                          calibration: Calibration | Mapping[str, Any] | str | None,
                          warmup: int = WARMUP, switch_z: float | None = None,
-                         sampled: tuple[str, float] | None = None, fold_fit: str = "refit") -> Calibration:
+                         sampled: tuple[str, float] | None = None, fold_fit: str = "shared") -> Calibration:
     """"auto": measured on ``ref``'s pseudo-targets (cached; they start with ``warmup`` random items, as the method
     does); None: factor 1; else the given one (or its dict)."""
     if isinstance(calibration, str) and calibration == "auto":
@@ -705,7 +707,7 @@ class ReferencePrior:
         tolerance: float | None = None,
         switch_z: float | None = None,
         sampled: tuple[str, float] | None = None,
-        fold_fit: str = "refit",
+        fold_fit: str = "shared",
     ) -> ReferencePrior:
         """The prior of ``reference`` (complete scores) under these settings, as ``BayesAME`` derives it.
 

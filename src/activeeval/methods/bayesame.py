@@ -244,10 +244,11 @@ class BayesAME(BaseMethod):
         the factor measured at the current n/N, which may narrow the interval
         where the pseudo-targets show it too wide (:attr:`Calibration.factors`;
         docs/MATHS.md and docs/BENCHMARKS.md, "Issue 25", for what it does).
-    fold_fit : {"refit", "shared"}
-        The calibration's fold models: "refit" (default) fits each fold's
-        kernel on its references; "shared" uses the main fit's (no fold fits:
-        cheaper, and the pseudo-targets' kernel is the real target's).
+    fold_fit : {"shared", "refit"}
+        The calibration's fold models: "shared" (default) play with the main
+        fit's kernel, the real target's; "refit" (the earlier default) fits
+        each fold's kernel on its references (five more fits, and errors that
+        overstate the real target's: :func:`calibrate`).
     n_pseudo, fit_items, fit_seed : int
         The reference fit (:func:`fit_hyperparameters`).
     level_prior : bool

@@ -308,7 +308,8 @@ class BayesAMEMulti(MultiTargetMethod):
                                      "(latents is for prior='paper')")
         if prior == "reference":
             # the single-target default's prior on this reference: its buckets, reference-fitted kernel, noise,
-            # calibration (gp/prior.py), built as BayesAME builds it, or the one given
+            # calibration (gp/prior.py; its folds with the main fit's kernel since stop 44), built as BayesAME
+            # builds it, or the one given
             self.reference_prior_ = reference_prior if reference_prior is not None else ReferencePrior.build(
                 ref, hyperparameters=reference_fit, calibration=calibration, tolerance=tolerance)
             self.bucket_prior_ = state = self.reference_prior_.on(ref, cache_mb=cache_mb / 2)
