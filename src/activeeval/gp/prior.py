@@ -453,8 +453,8 @@ _CALIBRATIONS: ReferenceCache[Calibration] = ReferenceCache("BayesAME calibratio
 def _cached_calibration(reference: ScoreMatrix, fit: ReferenceFit, warmup: int = WARMUP,
                         switch_z: float | None = None, sampled: tuple[str, float] | None = None,
                         fold_fit: str = "shared") -> Calibration:
-    # the default switch, selection and fold fits keep the key they always had (calibrations already in a user cache
-    # stay valid)
+    # the default switch and selection, and refitted folds (the earlier default), keep the key calibrations always had
+    # (those already in a user cache stay valid and are never read as the shared kernel's, which is keyed apart)
     extra: tuple = ((() if switch_z is None else (float(switch_z),))
                     + (() if sampled is None else ("sampled", str(sampled[0]), float(sampled[1])))
                     + (() if fold_fit == "refit" else ("fold_fit", str(fold_fit))))

@@ -247,8 +247,8 @@ class BayesAME(BaseMethod):
     fold_fit : {"shared", "refit"}
         The calibration's fold models: "shared" (default) play with the main
         fit's kernel, the real target's; "refit" (the earlier default) fits
-        each fold's kernel on its references (five more fits, and errors that
-        overstate the real target's: :func:`calibrate`).
+        each fold's kernel on its references (five more fits, smaller and
+        noisier than the main one: :func:`calibrate`).
     n_pseudo, fit_items, fit_seed : int
         The reference fit (:func:`fit_hyperparameters`).
     level_prior : bool
