@@ -52,22 +52,10 @@ def errors(name: str, draw: int) -> tuple[list[float], dict[str, list[np.ndarray
     split = make_split(matrix, "interpolation", config.n_targets, config.split_seed, config.gap)
     ref = matrix.select_models(sample_references(split.pool, config.ref_fraction, 0, config.root_seed))
     fit = prior_module.fit_hyperparameters(ref)
-    seen: dict[str, tuple] = {}
-    original = prior_module._factors_by_budget
-
-    def spy(grid, by_n, n_items):  # the calibration's own errors, before they become factors
-        seen["last"] = (list(grid), [np.concatenate(p) if p else np.zeros(0) for p in by_n], n_items)
-        return original(grid, by_n, n_items)
-
     out: dict[str, list[np.ndarray]] = {}
-    prior_module._factors_by_budget = spy
-    try:
-        for kind in ("refit", "shared"):
-            prior_module.calibrate(ref, fit, fold_fit=kind)
-            grid, by_n, n_sub = seen["last"]
-            out[kind] = by_n
-    finally:
-        prior_module._factors_by_budget = original
+    for kind in ("refit", "shared"):  # the errors calibrate() makes its factors of
+        grid, by_n, n_sub, _ = prior_module._calibration_errors(ref, fit, fold_fit=kind)
+        out[kind] = [np.concatenate(parts) if parts else np.zeros(0) for parts in by_n]
     if n_sub < matrix.n_items:
         return None
     truths = np.stack([np.asarray(matrix.model_scores(t), dtype=float) for t in split.targets])

@@ -56,7 +56,7 @@ import numpy as np
 
 from activeeval import datasets
 from activeeval.experiments.protocol import make_split, method_seed, sample_references
-from activeeval.gp.prior import fit_hyperparameters
+from activeeval.gp.prior import _calibration_folds, _calibration_grid, fit_hyperparameters
 from activeeval.methods import bayesame as bm
 from activeeval.methods.baselines.peers import RS_LEARN_ALPHAS
 from activeeval.methods.registry import sharing_factory
@@ -157,22 +157,15 @@ def stack_weights(reference, fit, variants, q: float, folds: int = 5, max_items:
     """Per variant: (n/N, w, c) at each n of the calibration's grid, from its fold runs (``calibrate``'s folds,
     fits and item subset)."""
     scores = np.asarray(reference.scores, dtype=float)
-    k_refs, n_all = scores.shape
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xCA1]))
-    items = np.arange(n_all) if n_all <= max_items else np.sort(rng.choice(n_all, size=max_items, replace=False))
-    sub = reference.select_items(items.tolist()) if items.size < n_all else reference
-    n_folds = folds if k_refs >= 2 * folds else k_refs
-    groups = np.array_split(rng.permutation(k_refs), n_folds)
+    k_refs = scores.shape[0]
+    # the calibration's folds as stop 43 measured them (each fold's kernel refitted: the default then)
+    sub, folds_played = _calibration_folds(reference, fit, folds=folds, max_items=max_items, seed=seed,
+                                           fold_fit="refit")
     n_sub = sub.n_items
-    fractions = (0.01, 0.025, 0.03, 0.05) + tuple(np.round(np.arange(0.10, 0.501, 0.05), 2))
-    grid = sorted({max(1, int(round(f * n_sub))) for f in fractions} | {min(n_sub, 30)})
+    grid = _calibration_grid(n_sub)[0]
     records: list[list[np.ndarray]] = [[] for _ in grid]
-    for g, group in enumerate(groups):
-        ids = [reference.model_ids[i] for i in np.setdiff1d(np.arange(k_refs), group)]
-        fit_g = fit_hyperparameters(reference.select_models(ids), n_pseudo=8, n_items=150, seed=seed,
-                                    level_prior=fit.tau0 > 0, linear=fit.gamma > 0, start=fit)
-        for j, rec in enumerate(fold_runs(sub.select_models(ids), fit_g, np.asarray(sub.scores[group], float),
-                                          seed + g, grid, q)):
+    for g, fold_ref, fit_g, truths in folds_played:
+        for j, rec in enumerate(fold_runs(fold_ref, fit_g, np.asarray(truths, float), seed + g, grid, q)):
             records[j].append(rec)
     edge: list[list[np.ndarray]] = [[] for _ in grid]
     if any(VARIANTS[v][3] for v in variants if v in VARIANTS):

@@ -26,7 +26,7 @@ reference (:mod:`activeeval._cache`) and kept in the user cache
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -377,46 +377,88 @@ def calibrate(
     method's ``switch_z`` (None: its default), as the method they calibrate does; ``sampled``: their items are
     drawn as ``selection="hybrid"`` draws them (``sampled`` = (``sample_by``, ``sample_uniform``), not by Eq. 6).
     """
-    # the calibration measures the method itself (its selection, its switch) on the pseudo-targets, so it plays
-    # it: imported at the call, the one place this module reaches up into the methods (a selector given a
-    # posterior, issue 29's gp/acquisition.py, would let it play the maths alone)
-    from activeeval.methods.bayesame import _model_based_errors
-
-    scores = np.asarray(reference.scores, dtype=float)
-    k_refs, n_all = scores.shape
-    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xCA1]))
-    items = np.arange(n_all) if n_all <= max_items else np.sort(rng.choice(n_all, size=max_items, replace=False))
-    sub = reference.select_items(items.tolist()) if items.size < n_all else reference
-    n_folds = int(folds) if k_refs >= 2 * int(folds) else k_refs
-    groups = np.array_split(rng.permutation(k_refs), n_folds)
-    n_sub = sub.n_items
-    fractions = (0.03, 0.05) + tuple(np.round(np.arange(0.10, 0.501, 0.05), 2))
-    pooled = {min(n_sub, 30)} | {max(1, int(round(f * n_sub))) for f in fractions}  # the pooled factor's n
-    grid = sorted(pooled | {max(1, int(round(f * n_sub))) for f in (0.01, 0.025)})
-    z: list[np.ndarray] = []
-    by_n: list[list[np.ndarray]] = [[] for _ in grid]
-    n_pseudo = 0
-    for g, group in enumerate(groups):
-        keep = np.setdiff1d(np.arange(k_refs), group)
-        if keep.size < 2 or group.size == 0:
-            continue
-        ids = [reference.model_ids[i] for i in keep]
-        fit_g = fit if fold_fit == "shared" else fit_hyperparameters(
-            reference.select_models(ids), n_pseudo=fit_pseudo, n_items=fit_items, seed=seed,
-            level_prior=fit.tau0 > 0, linear=fit.gamma > 0, start=fit)
-        truths = sub.scores[group]
-        errors = _model_based_errors(sub.select_models(ids), fit_g, truths, int(seed) + g, grid, warmup, switch_z,
-                                      sampled)
-        z.extend(e for n, e in zip(grid, errors, strict=True) if n in pooled)
-        for j, e in enumerate(errors):
-            by_n[j].append(e)
-        n_pseudo += int(group.size)
+    grid, by_n, n_sub, n_pseudo = _calibration_errors(
+        reference, fit, folds=folds, max_items=max_items, seed=seed, fit_pseudo=fit_pseudo, fit_items=fit_items,
+        warmup=warmup, switch_z=switch_z, sampled=sampled, fold_fit=fold_fit)
+    pooled = _calibration_grid(n_sub)[1]
+    # fold by fold, each fold's errors at the pooled n in grid order (the order the mean below always summed them in)
+    z = [errors[f] for f in range(len(by_n[0]) if by_n else 0) for n, errors in zip(grid, by_n, strict=True)
+         if n in pooled]
     values = np.concatenate(z) if z else np.zeros(0)
     rms = float(np.sqrt(np.mean(values**2))) if values.size else float("nan")
     factor = min(max(1.0, rms), CALIBRATION_MAX) if np.isfinite(rms) else 1.0
     fracs, factors = _factors_by_budget(grid, by_n, n_sub)
     return Calibration(factor=float(factor), rms=rms, n_pseudo=n_pseudo, n_items=int(n_sub), n_z=int(values.size),
                        seed=int(seed), fractions=fracs, factors=factors)
+
+
+def _calibration_grid(n_items: int) -> tuple[list[int], set[int]]:
+    """The calibration's n on a benchmark of ``n_items`` items: (every n, in order; the n its pooled factor uses).
+
+    The pooled factor's n are n = 30 and 3, 5, 10, 15, …, 50 % of the items; the
+    factors by budget are measured at those and at 1 and 2.5 %.
+    """
+    fractions = (0.03, 0.05) + tuple(np.round(np.arange(0.10, 0.501, 0.05), 2))
+    pooled = {min(n_items, 30)} | {max(1, int(round(f * n_items))) for f in fractions}
+    return sorted(pooled | {max(1, int(round(f * n_items))) for f in (0.01, 0.025)}), pooled
+
+
+def _calibration_folds(
+    reference: ScoreMatrix, fit: ReferenceFit, *, folds: int = 5, max_items: int = 1000, seed: int = 0,
+    fit_pseudo: int = 8, fit_items: int = 150, fold_fit: str = "shared",
+) -> tuple[ScoreMatrix, Iterator[tuple[int, ScoreMatrix, ReferenceFit, np.ndarray]]]:
+    """The folds :func:`calibrate` plays (its arguments): (the reference on the items it plays, all of them or
+    ``max_items`` at random; the folds).
+
+    Each fold is (its index, its references on those items, their kernel, its pseudo-targets' scores on those
+    items, one row each); the kernel is ``fit`` or, with ``fold_fit="refit"``, fitted on the fold's references
+    when the fold is reached.
+    """
+    k_refs, n_all = reference.n_models, reference.n_items
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 0xCA1]))
+    items = np.arange(n_all) if n_all <= max_items else np.sort(rng.choice(n_all, size=max_items, replace=False))
+    sub = reference.select_items(items.tolist()) if items.size < n_all else reference
+    n_folds = int(folds) if k_refs >= 2 * int(folds) else k_refs
+    groups = np.array_split(rng.permutation(k_refs), n_folds)
+
+    def each() -> Iterator[tuple[int, ScoreMatrix, ReferenceFit, np.ndarray]]:
+        for g, group in enumerate(groups):
+            keep = np.setdiff1d(np.arange(k_refs), group)
+            if keep.size < 2 or group.size == 0:
+                continue
+            ids = [reference.model_ids[i] for i in keep]
+            fit_g = fit if fold_fit == "shared" else fit_hyperparameters(
+                reference.select_models(ids), n_pseudo=fit_pseudo, n_items=fit_items, seed=seed,
+                level_prior=fit.tau0 > 0, linear=fit.gamma > 0, start=fit)
+            yield g, sub.select_models(ids), fit_g, sub.scores[group]
+
+    return sub, each()
+
+
+def _calibration_errors(
+    reference: ScoreMatrix, fit: ReferenceFit, *, folds: int = 5, max_items: int = 1000, seed: int = 0,
+    fit_pseudo: int = 8, fit_items: int = 150, warmup: int = WARMUP, switch_z: float | None = None,
+    sampled: tuple[str, float] | None = None, fold_fit: str = "shared",
+) -> tuple[list[int], list[list[np.ndarray]], int, int]:
+    """What :func:`calibrate` measures before it makes factors of it (its arguments): (its n; at each n, every
+    fold's standardised errors, one array a fold; the items played; the pseudo-targets played)."""
+    # the calibration measures the method itself (its selection, its switch) on the pseudo-targets, so it plays
+    # it: imported at the call, the one place this module reaches up into the methods (a selector given a
+    # posterior, issue 29's gp/acquisition.py, would let it play the maths alone)
+    from activeeval.methods.bayesame import _model_based_errors
+
+    sub, fold_iter = _calibration_folds(reference, fit, folds=folds, max_items=max_items, seed=seed,
+                                         fit_pseudo=fit_pseudo, fit_items=fit_items, fold_fit=fold_fit)
+    n_sub = sub.n_items
+    grid = _calibration_grid(n_sub)[0]
+    by_n: list[list[np.ndarray]] = [[] for _ in grid]
+    n_pseudo = 0
+    for g, fold_ref, fit_g, truths in fold_iter:
+        errors = _model_based_errors(fold_ref, fit_g, truths, int(seed) + g, grid, warmup, switch_z, sampled)
+        for j, e in enumerate(errors):
+            by_n[j].append(e)
+        n_pseudo += int(truths.shape[0])
+    return grid, by_n, n_sub, n_pseudo
 
 
 def _factors_by_budget(grid: Sequence[int], by_n: Sequence[Sequence[np.ndarray]],
