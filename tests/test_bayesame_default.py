@@ -21,6 +21,7 @@ from activeeval.experiments.simulate import run_fixed, run_until_stop
 from activeeval.gaussian import LeaveOneOutNLML, kernel_matvec, se_kernel, sq_dists
 from activeeval.gp.kernels import LevelKernel
 from activeeval.methods.bayesame import (
+    FLOOR_GAIN_MAX,
     BayesAMERS,
     Calibration,
     ReferenceFit,
@@ -596,7 +597,10 @@ def test_a_session_stored_before_issue_25_replays_with_the_defaults_it_was_made_
     ref = binary_reference(12, 40, 4)
     method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=Calibration(factor=1.0))
     assert method.floor == "effective"
-    assert {"calibrate_by", "warmup", "floor"} <= set(method.frozen_options())  # new sessions store them all
+    assert {"calibrate_by", "warmup", "floor", "interval"} <= set(method.frozen_options())  # new sessions: all
+    assert method_options_of(newest)["interval"] == "symmetric"  # stored before the option: its only shape
+    stored = {"method": "bayesame", "method_kwargs": {**newest["method_kwargs"], "interval": "sides"}}
+    assert method_options_of(stored)["interval"] == "sides"
 
 
 def test_the_split_floor_narrows_only_the_design_based_interval() -> None:
@@ -613,6 +617,52 @@ def test_the_split_floor_narrows_only_the_design_based_interval() -> None:
     assert runs["wilson"][0] == runs["split"][0]
     assert runs["split"][1].mean == runs["wilson"][1].mean
     assert runs["split"][1].var < runs["wilson"][1].var
+
+
+def test_the_two_sided_interval_floors_each_side_on_its_own_and_keeps_the_estimates() -> None:
+    """interval="sides": the same items and estimates; after the switch, at every n, the symmetric interval
+    is the asymmetric one's longer side on both sides (sd + |shift|); where Wilson's floor binds, the long side
+    is Wilson's (divided by the variance reduction) and the short side at least Wilson's short side, scaled."""
+    from activeeval.design import sampling_side_floors
+
+    rng = np.random.default_rng(0)
+    ref = ScoreMatrix((rng.random((10, 400)) < 0.3).astype(float), kind="binary")
+    truth = (rng.random(400) < 0.9).astype(float)  # far above every reference: a switch
+    runs = {}
+    for interval in ("symmetric", "sides", "wilson"):
+        method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None, interval=interval)
+        run_fixed(method, truth, 60)
+        assert method.mode == "design"
+        runs[interval] = method
+    sym, asym, whole = runs["symmetric"], runs["sides"], runs["wilson"]
+    assert sym.observed_items == asym.observed_items
+    shifted = 0
+    for a, b, c in zip(sym.trajectory, asym.trajectory, whole.trajectory, strict=True):
+        assert a.mean == b.mean == c.mean
+        assert c.ci()[0] >= b.ci()[0] - 1e-12 and c.ci()[1] <= b.ci()[1] + 1e-12  # "wilson": inside "sides"
+        assert a.std == pytest.approx(b.std + abs(b.shift), rel=1e-12, abs=1e-15)
+        lo_a, hi_a = a.ci()
+        lo_b, hi_b = b.ci()
+        assert lo_a <= lo_b + 1e-12 and hi_b <= hi_a + 1e-12  # inside the symmetric interval
+        shifted += b.shift != 0.0
+    assert shifted > 10
+    assert all(e.shift == 0.0 for e in asym.trajectory[: asym.switched_at - 1])  # model-based: symmetric
+    # the last estimate's sides, by hand: Wilson's bounds of the random items' mean, scaled as the floor is
+    d = asym._design
+    pool = asym.n_items - asym.n_observed + d.count
+    low, high = sampling_side_floors(d.mean_score, d.low_seen, d.high_seen, d.effective_count(1.0), pool, (0.0, 1.0),
+                                     True)
+    scale = (pool / asym.n_items) ** 2 / min(max(d.variance_reduction, 1.0), FLOOR_GAIN_MAX)
+    est = asym.estimate()
+    assert est.shift < 0.0  # 0/1 scores near 0.9 after 60 items: Wilson's floor binds, the long side below
+    assert est.std - est.shift == pytest.approx(float(np.sqrt(low * scale)), rel=1e-9)
+    assert est.std + est.shift >= float(np.sqrt(high * scale)) * (1 - 1e-9)
+    last = whole.estimate()  # Wilson's interval as a whole: the short side Wilson's too
+    assert last.std + last.shift == pytest.approx(float(np.sqrt(high * scale)), rel=1e-9)
+    with pytest.raises(ConfigurationError, match="floor=split"):
+        BayesAME(ref, hyperparameters=FIT, calibration=None, interval="sides", floor="split")
+    with pytest.raises(ConfigurationError, match="interval"):
+        BayesAME(ref, hyperparameters=FIT, calibration=None, interval="lopsided")
 
 
 # ------------------------------------------------------------------ the switch on the point estimate (issue 25)

@@ -10,6 +10,7 @@ from scipy.optimize import brentq
 
 from activeeval import RSMean, ScoreMatrix
 from activeeval.design import effective_sample_size, sampling_var_floor, wilson_bounds
+from activeeval.exceptions import ConfigurationError
 
 Z = 1.959963984540054
 
@@ -296,3 +297,103 @@ def test_the_weighted_variance_is_honest_for_unequal_probabilities() -> None:
     assert abs(est.mean() - pop.mean()) < 3 * est.std() / np.sqrt(est.size)
     weighted = np.mean([r.estimate(1.0, "weighted")[1] for r in runs])
     assert real < weighted < 1.5 * real
+
+
+# ------------------------------------------------------------------ intervals with two sides (Estimate.shift)
+@given(st.floats(0.0, 1.0), st.integers(1, 400), st.integers(0, 600), st.booleans())
+def test_the_side_floors_are_the_symmetric_floors_two_sides(p: float, n: int, extra: int, binary: bool) -> None:
+    """sampling_var_floor is the longer of sampling_side_floors' sides; for 0/1 scores they are Wilson's bounds."""
+    from activeeval.design import sampling_side_floors
+
+    n_items = n + extra
+    low, high = (0.0, 1.0) if binary else (min(p, 0.3), max(p, 0.8))
+    both = sampling_var_floor(p, low, high, n, n_items, (0.0, 1.0), binary)
+    v_low, v_high = sampling_side_floors(p, low, high, n, n_items, (0.0, 1.0), binary)
+    assert max(v_low, v_high) == pytest.approx(both, rel=1e-12, abs=1e-300)
+    if binary:
+        z = 1.959963984540054
+        lo, hi = wilson_bounds(p, effective_sample_size(n, n_items), z)
+        assert p - z * np.sqrt(v_low) == pytest.approx(lo, abs=1e-12)
+        assert p + z * np.sqrt(v_high) == pytest.approx(hi, abs=1e-12)
+
+
+@given(st.floats(0.0, 0.1), st.floats(0.0, 0.1), st.floats(0.0, 0.1), st.booleans())
+def test_two_sided_keeps_the_width_and_moves_the_centre(var: float, v_low: float, v_high: float, whole: bool) -> None:
+    """(variance, shift): sd ± shift are the two sides; floored each on its own, or (``whole``) the floors' sides
+    where the longer is longer than sd; with equal floors the symmetric max(var, floor), shift 0."""
+    from activeeval.design import two_sided
+
+    v, shift = (float(x) for x in two_sided(var, v_low, v_high, whole=whole))
+    sd, side_low, side_high = np.sqrt(v), np.sqrt(v) - shift, np.sqrt(v) + shift
+    assert side_low >= -1e-15 and side_high >= -1e-15
+    if not whole:
+        assert side_low == pytest.approx(max(np.sqrt(var), np.sqrt(v_low)), abs=1e-12)
+        assert side_high == pytest.approx(max(np.sqrt(var), np.sqrt(v_high)), abs=1e-12)
+    elif max(v_low, v_high) > var:
+        assert (side_low, side_high) == pytest.approx((np.sqrt(v_low), np.sqrt(v_high)), abs=1e-12)
+    else:
+        assert (sd, shift) == pytest.approx((np.sqrt(var), 0.0), abs=1e-12)
+    even, zero = two_sided(var, v_low, v_low)
+    assert float(even) == pytest.approx(max(var, v_low), rel=1e-12, abs=1e-300) and float(zero) == 0.0
+
+
+def test_the_asymmetric_floor_covers_as_nominal_where_the_symmetric_one_over_covers() -> None:
+    """Exact binomial coverage (N = ∞, p in [0.02, 0.98]) of RS-Mean's interval at n = 14 and 30 with
+    ``interval="wilson"`` (Wilson's where its longer side is longer than Eq. 9's): nearer the nominal 95 % on
+    average (0.962, 0.958) than the symmetric floor's (0.972, 0.969), and never wider."""
+    from math import comb
+
+    from activeeval.design import sampling_side_floors, two_sided
+
+    z = 1.959963984540054
+    for n in (14, 30):  # 14: 2.5 % of IFEval's 541 items
+        k = np.arange(n + 1)
+        p_hat = k / n
+        wald = p_hat * (1 - p_hat) / (n - 1)
+        ones = np.full(n + 1, n)
+        v_sym = np.maximum(wald, sampling_var_floor(p_hat, 0.0, 1.0, ones, 10**12, (0.0, 1.0), True))
+        var, shift = two_sided(wald, *sampling_side_floors(p_hat, 0.0, 1.0, ones, 10**12, (0.0, 1.0), True),
+                               whole=True)
+        cov = {}
+        for name, centre, half in (("sym", p_hat, z * np.sqrt(v_sym)), ("asym", p_hat + z * shift, z * np.sqrt(var))):
+            covs = []
+            for p in np.linspace(0.02, 0.98, 49):
+                pmf = np.array([comb(n, j) * p**j * (1 - p) ** (n - j) for j in k])
+                covs.append(pmf[np.abs(centre - p) <= half].sum())
+            cov[name] = float(np.mean(covs))
+        assert 0.945 <= cov["asym"] <= 0.965 and cov["asym"] <= cov["sym"] - 0.008
+        assert np.all(var <= v_sym * (1 + 1e-12))
+
+
+@pytest.mark.parametrize("interval", ["sides", "wilson"])
+def test_rs_mean_two_sided_replay_equals_the_class_and_keeps_the_floors_sides(interval: str) -> None:
+    """RS-Mean with interval "sides" or "wilson": the fast replay's (means, vars, shifts) are the class's, the
+    estimates are the symmetric run's, the symmetric interval is the longer side on both sides, and the interval
+    is Wilson's at the effective sample size where that is wider ("wilson"), or keeps Wilson's long side and Eq. 9's
+    sd on the short one ("sides")."""
+    from activeeval.experiments.simulate import run_fixed
+
+    rng = np.random.default_rng(3)
+    ref = ScoreMatrix((rng.random((6, 150)) < 0.5).astype(float), kind="binary")
+    truths = (rng.random((3, 150)) < np.array([[0.95], [0.5], [0.05]])).astype(float)
+    means, variances, shifts = RSMean.replay(ref, truths, 5, interval=interval)
+    sym_means, sym_vars = RSMean.replay(ref, truths, 5)
+    assert np.array_equal(means, sym_means)
+    assert np.allclose(np.sqrt(sym_vars), np.sqrt(variances) + np.abs(shifts), rtol=1e-12, atol=1e-15)
+    for t in range(3):
+        method = RSMean(ref, seed=5, interval=interval)
+        run_fixed(method, truths[t], 150)
+        traj = method.trajectory
+        assert np.allclose([e.mean for e in traj], means[t], rtol=1e-12, atol=1e-15)
+        assert np.allclose([e.var for e in traj], variances[t], rtol=1e-9, atol=1e-15)
+        assert np.allclose([e.shift for e in traj], shifts[t], rtol=1e-9, atol=1e-15)
+    e = RSMean(ref, seed=5, interval=interval)
+    run_fixed(e, truths[0], 20)
+    est = e.estimate()
+    lo, hi = wilson_bounds(est.mean, effective_sample_size(20, 150), 1.959963984540054)
+    assert est.shift < 0 and est.ci()[0] == pytest.approx(float(lo), abs=1e-12)  # the long side: Wilson's
+    scores = np.asarray(e.observed_scores)
+    eq9 = 1.959963984540054 * np.sqrt(scores.var(ddof=1) * (1 - 20 / 150) / 20)
+    assert est.ci()[1] == pytest.approx(float(hi) if interval == "wilson" else min(est.mean + eq9, 1.0), abs=1e-12)
+    with pytest.raises(ConfigurationError, match="interval"):
+        RSMean(ref, interval="wide")

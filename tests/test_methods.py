@@ -177,6 +177,20 @@ def test_estimate_interval_is_clipped_to_the_score_range() -> None:
     assert est.width() == pytest.approx(2 * 1.959964 * 0.05, rel=1e-5)
 
 
+def test_an_interval_with_two_sides_keeps_its_width_and_each_side() -> None:
+    """shift moves the centre: sides z(sd − shift) below and z(sd + shift) above, at every level; the width
+    (the stopping rule's) is the symmetric interval's of the same sd."""
+    est = Estimate(0.9, 0.04**2, 20, 100, bounds=(0.0, 1.0), shift=-0.015)
+    for level, z in ((0.95, 1.959964), (0.8, 1.281552)):
+        lo, hi = est.ci(level)
+        assert 0.9 - lo == pytest.approx(z * 0.055, rel=1e-5) and hi - 0.9 == pytest.approx(z * 0.025, rel=1e-5)
+        assert est.width(level) == pytest.approx(2 * z * 0.04, rel=1e-5)
+    assert Estimate(0.9, 0.04**2, 20, 100, shift=0.0).ci() == Estimate(0.9, 0.04**2, 20, 100).ci()
+    top = Estimate(0.99, 0.03**2, 20, 100, bounds=(0.0, 1.0), shift=0.02)
+    assert top.ci()[1] == 1.0  # clipped as before
+    assert Estimate(0.5, 0.0, 100, 100, shift=0.0).ci() == (0.5, 0.5)
+
+
 def test_registry() -> None:
     ref = small()
     assert make_method("bayesame-paper-rs", ref, seed=0).active is False

@@ -139,6 +139,73 @@ def sampling_var_floor(
     return (_half_width(mean, low_seen, high_seen, n_eff, score_range, binary, z_lo, z_hi).min(axis=-1) / z) ** 2
 
 
+def sampling_side_floors(
+    mean: np.ndarray | float,
+    low_seen: np.ndarray | float,
+    high_seen: np.ndarray | float,
+    n: np.ndarray | float,
+    n_items: int,
+    score_range: tuple[float, float] | None,
+    binary: bool,
+    z: float = 1.959963984540054,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each side of :func:`sampling_var_floor`'s interval on its own: (v_low, v_high) such that
+    [mean − z·sqrt(v_low), mean + z·sqrt(v_high)] is the Wilson score interval at the effective sample size
+    (0/1 scores), or reaches the unseen gap's bound on each side (bounded continuous scores).
+
+    ``sampling_var_floor`` is the larger of the two (the symmetric interval as wide as the longer side); an
+    interval reported with its two sides (:attr:`~activeeval.methods.estimate.Estimate.shift`) need not widen the
+    short side to the long one's. Near 0 or 1 Wilson's sides differ by a factor of two and more (0.9 from 14
+    items: 0.12 above, 0.27 below). Both 0 at n = N, and with ``score_range`` None.
+    """
+    shape = np.broadcast(mean, n).shape
+    if score_range is None:
+        return np.zeros(shape), np.zeros(shape)
+    n_eff = effective_sample_size(n, n_items)
+    lo, hi = score_range
+    width = hi - lo
+    if binary:
+        p = (np.asarray(mean, dtype=float) - lo) / width
+        low, high = wilson_bounds(p, n_eff, z)
+        below, above = width * (p - low), width * (high - p)
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            f = np.where(np.isfinite(n_eff), z * z / (n_eff + z * z), 0.0)
+        below = f * np.maximum(np.asarray(low_seen, dtype=float) - lo, 0.0)
+        above = f * np.maximum(hi - np.asarray(high_seen, dtype=float), 0.0)
+    return (np.broadcast_to(np.maximum(below, 0.0) / z, shape) ** 2,
+            np.broadcast_to(np.maximum(above, 0.0) / z, shape) ** 2)
+
+
+def two_sided(var: np.ndarray | float, var_low: np.ndarray | float, var_high: np.ndarray | float,
+              whole: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(variance, shift) of an interval with floors (``var_low``, ``var_high``) on its two sides
+    (:func:`sampling_side_floors`) around an estimate of variance ``var``.
+
+    * ``whole`` False: each side floored on its own, its standard deviation max(sd, sqrt(floor)) — never
+      shorter than the estimate's own sd on either side (BayesAME's design-based phase: its estimate is not a
+      plain mean, and in extrapolation the controls' bias lies on the short side);
+    * ``whole`` True: the floors' interval as a whole wherever its longer side is longer than z·sd — both of
+      its sides as they are, the shorter one too — else the symmetric interval: for a plain mean of 0/1 scores
+      (RS-Mean), Wilson's interval, honest as a whole (near 0 or 1 its short side is shorter than the normal
+      interval's, which over-covers on that side).
+
+    The variance is that of the symmetric interval of the same width, ((sd_low + sd_high)/2)², and the shift
+    (sd_high − sd_low)/2 moves its centre (:class:`~activeeval.methods.estimate.Estimate`'s ``var`` and
+    ``shift``). With equal floors and ``whole`` False it is (max(var, floor), 0): the symmetric floor.
+    """
+    var = np.maximum(np.asarray(var, dtype=float), 0.0)
+    var_low, var_high = np.maximum(var_low, 0.0), np.maximum(var_high, 0.0)
+    sd = np.sqrt(var)
+    if whole:
+        floors = np.maximum(var_low, var_high) > var
+        sd_low = np.where(floors, np.sqrt(var_low), sd)
+        sd_high = np.where(floors, np.sqrt(var_high), sd)
+    else:
+        sd_low, sd_high = np.maximum(sd, np.sqrt(var_low)), np.maximum(sd, np.sqrt(var_high))
+    return (0.5 * (sd_low + sd_high)) ** 2, 0.5 * (sd_high - sd_low)
+
+
 @functools.lru_cache(maxsize=8)
 def _split_quantiles(z: float, steps: int = 99) -> tuple[np.ndarray, np.ndarray]:
     """(z_lo, z_hi) of the splits α_lo = α·j/(steps + 1), α_hi = α − α_lo, j = 1..steps, α = 2 Φ(−z)."""

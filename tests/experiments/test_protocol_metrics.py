@@ -111,6 +111,27 @@ def test_coverage_by_hand() -> None:
     assert coverage_curve(means.reshape(1, 1, 2), vars_.reshape(1, 1, 2), truth).tolist() == [1.0, 0.0]
 
 
+def test_coverage_of_an_interval_with_two_sides_is_estimates_ci() -> None:
+    """covered(..., shifts) is Estimate.ci's membership, and standardised_errors ≤ z exactly when covered."""
+    from activeeval.experiments.metrics import standardised_errors
+    from activeeval.methods.estimate import Estimate
+
+    rng = np.random.default_rng(0)
+    truth = rng.random(40)
+    means = rng.random((40, 3, 5))
+    sd = rng.uniform(0.05, 0.4, means.shape)
+    shifts = sd * rng.uniform(-1, 1, means.shape)
+    got = covered(means, sd**2, truth, shifts=shifts)
+    z = 1.959963984540054
+    err = standardised_errors(means, sd**2, truth, shifts)
+    for idx in np.ndindex(means.shape):
+        lo, hi = Estimate(means[idx], sd[idx] ** 2, 1, 10, shift=shifts[idx]).ci()
+        assert got[idx] == (lo - 1e-12 <= truth[idx[0]] <= hi + 1e-12)
+        assert got[idx] == (err[idx] <= z + 1e-9)
+    assert np.array_equal(covered(means, sd**2, truth, shifts=np.zeros_like(means)), covered(means, sd**2, truth))
+    assert np.allclose(standardised_errors(means, sd**2, truth), np.abs(means - truth[:, None, None]) / sd)
+
+
 def test_spearman_by_hand() -> None:
     truth = np.array([0.1, 0.5, 0.3])
     assert spearman_across_targets(np.array([1.0, 3.0, 2.0]), truth) == pytest.approx(1.0)

@@ -34,7 +34,8 @@ def toy_matrix(n_models: int, n_items: int, seed: int = 0) -> ScoreMatrix:
     return ScoreMatrix(scores, [f"m{j:02d}" for j in range(n_models)], [f"i{i}" for i in range(n_items)],
                        kind="binary", name="toy")
 
-METHODS = ("rs-mean", "bayes-aipw", "bayesame", "bayesame-rs")  # bayesame-rs: copied from bayesame where it repeats it
+# bayesame-rs: copied from bayesame where it repeats it; the two-sided RS-Mean's intervals have shifts to keep
+METHODS = ("rs-mean", "bayes-aipw", "bayesame", "bayesame-rs", "rs-mean[interval=wilson]")
 CONFIG = BacktestConfig(methods=METHODS, n_targets=3, n_seeds=3, ref_fraction=0.5)
 TOTAL = len(METHODS) * 3
 
@@ -53,6 +54,9 @@ def _same(a, b) -> None:
     for name in METHODS:
         np.testing.assert_array_equal(a.means[name], b.means[name])  # bit-identical, no tolerance
         np.testing.assert_array_equal(a.vars[name], b.vars[name])
+    assert set(a.shifts) == set(b.shifts) == {"rs-mean[interval=wilson]"}
+    for name in a.shifts:
+        np.testing.assert_array_equal(a.shifts[name], b.shifts[name])
 
 
 def _interrupt_after(k: int):
@@ -74,13 +78,13 @@ def test_resume_computes_only_the_missing_tasks_and_equals_the_uninterrupted_run
     folder = tmp_path / "tasks"
     _interrupted_checkpoint(matrix, folder)
     computed = []
-    real = runner.run_task
+    real = runner.play_task
 
     def counting(*args):
         computed.append(args[3:])
         return real(*args)
 
-    monkeypatch.setattr(runner, "run_task", counting)
+    monkeypatch.setattr(runner, "play_task", counting)
     calls = []
     resumed = run_backtest(matrix, CONFIG, workers=1, checkpoint=folder, progress=lambda d, t: calls.append(d))
     assert len(computed) == TOTAL - 5 and calls == list(range(1, TOTAL + 1))
@@ -113,6 +117,10 @@ def test_kept_tasks_read_back_exactly(matrix, tmp_path) -> None:
     data = store.load_arrays("task-02-00000")
     assert (str(data["method"]), int(data["seed"])) == ("bayesame", 0)
     assert data["means"].tobytes() == direct[2].tobytes() and data["vars"].tobytes() == direct[3].tobytes()
+    assert "shifts" not in data  # symmetric intervals: nothing more is stored
+    played = runner.play_task(matrix, CONFIG, runner.backtest_split(matrix, CONFIG), "rs-mean[interval=wilson]", 0)
+    data = store.load_arrays("task-04-00000")
+    assert played[4] is not None and data["shifts"].tobytes() == played[4].tobytes()
 
 
 @pytest.mark.skipif(importlib.util.find_spec("distributed") is None, reason="dask[distributed] not installed")
@@ -264,7 +272,7 @@ def test_reproduce_keeps_every_finished_task_and_resumes(tmp_path, monkeypatch) 
     straight = CliRunner().invoke(app, args)
     assert straight.exit_code == 0, straight.output
     out = tmp_path / "out"
-    real, calls = runner.run_task, []
+    real, calls = runner.play_task, []
 
     def stop_at_fifth(*a):
         calls.append(a[3:])
@@ -272,7 +280,7 @@ def test_reproduce_keeps_every_finished_task_and_resumes(tmp_path, monkeypatch) 
             raise KeyboardInterrupt
         return real(*a)
 
-    monkeypatch.setattr(runner, "run_task", stop_at_fifth)
+    monkeypatch.setattr(runner, "play_task", stop_at_fifth)
     r = CliRunner().invoke(app, [*args, "--out", str(out)])
     assert r.exit_code == 130
     assert r.stderr.strip() == (f"interrupted: 4 finished task(s) kept in {str(out)!r}; re-run the same command to "
@@ -280,7 +288,7 @@ def test_reproduce_keeps_every_finished_task_and_resumes(tmp_path, monkeypatch) 
     assert sorted(p.name for p in (out / "tasks" / "ifeval_interpolation").glob("task-*")) == [
         "task-00-00000.npz", "task-00-00001.npz", "task-01-00000.npz", "task-01-00001.npz"]
     assert [p.name for p in out.iterdir()] == ["tasks"]
-    monkeypatch.setattr(runner, "run_task", real)
+    monkeypatch.setattr(runner, "play_task", real)
     r = CliRunner().invoke(app, [*args, "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["rows"] == json.loads(straight.stdout)["rows"]

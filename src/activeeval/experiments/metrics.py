@@ -20,6 +20,7 @@ __all__ = [
     "rmse_curve",
     "rmse_gain_db",
     "spearman_across_targets",
+    "standardised_errors",
     "stop_indices",
 ]
 
@@ -50,23 +51,41 @@ def ew_irmse(rmse: np.ndarray) -> float:
     return float(100.0 * np.trapezoid(x * 100.0 * rmse, x))
 
 
-def covered(means: np.ndarray, vars_: np.ndarray, truth: np.ndarray, level: float = 0.95) -> np.ndarray:
-    """Whether R* lies in the central ``level`` normal interval R̂ ± z·sd (boolean, same shape as ``means``).
+def covered(means: np.ndarray, vars_: np.ndarray, truth: np.ndarray, level: float = 0.95,
+            shifts: np.ndarray | None = None) -> np.ndarray:
+    """Whether R* lies in the ``level`` normal interval R̂ + z·shift ± z·sd (boolean, same shape as ``means``).
 
-    Clipping the interval to the score range (as :meth:`Estimate.ci` does)
-    cannot change this, since R* lies in the range. A zero-width interval
-    covers only an exact estimate (a relative tolerance of 1e-12 absorbs
-    the round-off of a running sum).
+    ``shifts`` (:attr:`~activeeval.methods.estimate.Estimate.shift`, same
+    shape as ``means``; None: 0, the central interval R̂ ± z·sd) moves an
+    interval whose two sides differ in length. Clipping the interval to the
+    score range (as :meth:`Estimate.ci` does) cannot change this, since R*
+    lies in the range. A zero-width interval covers only an exact estimate
+    (a relative tolerance of 1e-12 absorbs the round-off of a running sum).
     """
     z = NormalDist().inv_cdf(0.5 + level / 2.0)
     half = z * np.sqrt(np.maximum(vars_, 0.0))
     t = truth.reshape(truth.shape + (1,) * (means.ndim - truth.ndim))
-    return np.abs(means - t) <= half + 1e-12 * np.maximum(1.0, np.abs(t))
+    centre = means if shifts is None else means + z * shifts
+    return np.abs(centre - t) <= half + 1e-12 * np.maximum(1.0, np.abs(t))
 
 
-def coverage_curve(means: np.ndarray, vars_: np.ndarray, truth: np.ndarray, level: float = 0.95) -> np.ndarray:
+def standardised_errors(means: np.ndarray, vars_: np.ndarray, truth: np.ndarray,
+                        shifts: np.ndarray | None = None) -> np.ndarray:
+    """|R̂ − R*| over the standard deviation of the interval's side R* is on: sd − shift below R̂, sd + shift
+    above it (sd alone when ``shifts`` is None). R* is in the ``level`` interval exactly when this is at most its
+    z; a confident miss is one beyond 3. A zero side gives inf (0 where R̂ = R*)."""
+    sd = np.sqrt(np.maximum(vars_, 0.0))
+    t = truth.reshape(truth.shape + (1,) * (means.ndim - truth.ndim))
+    err = means - t
+    side = sd if shifts is None else np.where(err > 0, sd - shifts, sd + shifts)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(err == 0, 0.0, np.abs(err) / np.maximum(side, 0.0))
+
+
+def coverage_curve(means: np.ndarray, vars_: np.ndarray, truth: np.ndarray, level: float = 0.95,
+                   shifts: np.ndarray | None = None) -> np.ndarray:
     """Realised coverage at each n, over targets and seeds; shape (n_items,)."""
-    return covered(means, vars_, truth, level).mean(axis=(0, 1))
+    return covered(means, vars_, truth, level, shifts).mean(axis=(0, 1))
 
 
 def stop_indices(

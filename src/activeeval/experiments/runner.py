@@ -64,8 +64,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKENDS", "BacktestInterrupted", "BacktestResult", "backtest_split", "batch_play_size", "check_batch",
-    "check_method_options", "check_methods", "check_multi_target", "run_backtest", "run_identity", "run_task",
-    "takes_batch_options",
+    "check_method_options", "check_methods", "check_multi_target", "play_task", "run_backtest", "run_identity",
+    "run_task", "takes_batch_options",
 ]
 
 BACKENDS = ("local", "ray", "dask")
@@ -79,6 +79,10 @@ class BacktestResult:
     ----------
     means, vars : dict of str to ndarray of shape (n_targets, n_seeds, n_items)
         R̂ and Var_R after n = 1..N items (index n − 1), per method.
+    shifts : dict of str to ndarray of shape (n_targets, n_seeds, n_items)
+        :attr:`~activeeval.methods.estimate.Estimate.shift` of the methods
+        whose intervals have two sides of different lengths (absent: 0,
+        symmetric; :meth:`shifts_of`).
     truth : ndarray of shape (n_targets,)
         R* of each target.
     """
@@ -97,10 +101,15 @@ class BacktestResult:
     #: Methods played in myopic batches (``--batch-size`` K > 1): label → K. Their stops are read at the
     #: ends of batches (:func:`~activeeval.experiments.metrics.stop_indices` with ``batch_size``).
     batch_sizes: dict[str, int] = field(default_factory=dict)
+    shifts: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def methods(self) -> list[str]:
         return list(self.means)
+
+    def shifts_of(self, method: str) -> np.ndarray | None:
+        """The interval shifts of ``method`` (shape as its means), None where every interval is symmetric."""
+        return self.shifts.get(method)
 
 
 # Options the backtest protocol sets itself: the seed comes from the task's coordinates, and the
@@ -249,10 +258,31 @@ def backtest_split(matrix: ScoreMatrix, config: BacktestConfig) -> Split:
     return make_split(matrix, config.regime, config.n_targets, config.split_seed, config.gap)
 
 
+TaskResult = tuple[str, int, np.ndarray | None, np.ndarray | None, np.ndarray | None]
+
+
+def _shifts(trajs) -> np.ndarray | None:
+    """The trajectories' interval shifts (T, N), None when every interval is symmetric."""
+    shifts = np.array([[e.shift for e in tr] for tr in trajs], dtype=float)
+    return shifts if shifts.any() else None
+
+
 def run_task(
     matrix: ScoreMatrix, config: BacktestConfig, split: Split, method: str, seed_index: int
 ) -> tuple[str, int, np.ndarray | None, np.ndarray | None]:
     """Play ``method`` on every target with seed ``seed_index``; (method, seed, means (T, N), vars (T, N)).
+
+    What :func:`play_task` returns without the intervals' shifts (see there).
+    """
+    method, seed_index, means, vars_, _ = play_task(matrix, config, split, method, seed_index)
+    return method, seed_index, means, vars_
+
+
+def play_task(
+    matrix: ScoreMatrix, config: BacktestConfig, split: Split, method: str, seed_index: int
+) -> TaskResult:
+    """Play ``method`` on every target with seed ``seed_index``; (method, seed, means (T, N), vars (T, N),
+    shifts (T, N) or None where every interval is symmetric: :attr:`~activeeval.methods.estimate.Estimate.shift`).
 
     With ``config.shared_order`` (the default) every target of the seed gets
     the same method seed, and a method with a fast replay
@@ -271,7 +301,7 @@ def run_task(
     name, options = method_and_options(config, method, reference)
     truths = np.stack([np.asarray(matrix.model_scores(t), dtype=float) for t in split.targets])
     if _repeats_source(config, method, reference):
-        return method, seed_index, None, None
+        return method, seed_index, None, None, None
     seeds = [method_seed(config.root_seed, seed_index, 0 if config.shared_order else t) for t in range(n_t)]
     if is_multi_target(name):
         built = resolve_factory(name)(reference, list(split.targets), seed=seeds[0], **options)
@@ -279,14 +309,17 @@ def run_task(
         run_multi_to_end(joint, truths)
         trajs = [joint.trajectory(t) for t in range(n_t)]
         return (method, seed_index, np.array([[e.mean for e in tr] for tr in trajs], dtype=float),
-                np.array([[e.var for e in tr] for tr in trajs], dtype=float))
+                np.array([[e.var for e in tr] for tr in trajs], dtype=float), _shifts(trajs))
     batch = batch_play_size(config, method)
     replay = resolve_replay(name) if config.shared_order and batch == 1 else None
     if replay is not None:
-        means, vars_ = replay(reference, truths, seeds[0], **options)
-        return method, seed_index, np.asarray(means, dtype=float), np.asarray(vars_, dtype=float)
+        played = replay(reference, truths, seeds[0], **options)  # (means, vars) or (means, vars, shifts)
+        shifts = np.asarray(played[2], dtype=float) if len(played) > 2 else None
+        return (method, seed_index, np.asarray(played[0], dtype=float), np.asarray(played[1], dtype=float),
+                shifts if shifts is not None and shifts.any() else None)
     means = np.empty((n_t, n_items))
     vars_ = np.empty((n_t, n_items))
+    shifts = np.zeros((n_t, n_items))
     make = sharing_factory(name, reference, **options)  # reference-only state derived once, not per target
     for t_idx in range(n_t):
         m = make(seed=seeds[t_idx])
@@ -297,7 +330,8 @@ def run_task(
         traj = m.trajectory
         means[t_idx] = [e.mean for e in traj]
         vars_[t_idx] = [e.var for e in traj]
-    return method, seed_index, means, vars_
+        shifts[t_idx] = [e.shift for e in traj]
+    return method, seed_index, means, vars_, shifts if shifts.any() else None
 
 
 # ------------------------------------------------------------------ local
@@ -305,10 +339,10 @@ _WORKER: dict = {}
 
 
 def _task(matrix: ScoreMatrix, config: BacktestConfig, split: Split, method: str, seed_index: int, threads: int
-          ) -> tuple[str, int, np.ndarray | None, np.ndarray | None]:
-    """:func:`run_task` under the BLAS thread limit ``threads`` (per worker: the parallelism is across tasks)."""
+          ) -> TaskResult:
+    """:func:`play_task` under the BLAS thread limit ``threads`` (per worker: the parallelism is across tasks)."""
     with limit_threads(threads):
-        return run_task(matrix, config, split, method, seed_index)
+        return play_task(matrix, config, split, method, seed_index)
 
 
 def _init_worker(matrix: ScoreMatrix, config: BacktestConfig, split: Split, threads: int, parent: int) -> None:
@@ -324,7 +358,7 @@ def _exit_with_parent(parent: int) -> None:
     os._exit(1)
 
 
-def _worker_task(method: str, seed_index: int) -> tuple[str, int, np.ndarray | None, np.ndarray | None]:
+def _worker_task(method: str, seed_index: int) -> TaskResult:
     w = _WORKER
     return _task(w["matrix"], w["config"], w["split"], method, seed_index, w["threads"])
 
@@ -434,8 +468,9 @@ def _task_name(methods: Sequence[str], method: str, seed: int) -> str:
 
 
 def _finished_tasks(store: TaskStore, methods: Sequence[str], n_seeds: int
-                    ) -> dict[tuple[str, int], tuple[np.ndarray | None, np.ndarray | None]]:
-    """The tasks a checkpoint holds: (method, seed) -> (means, vars), None arrays for a copied BayesAME-RS."""
+                    ) -> dict[tuple[str, int], tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]]:
+    """The tasks a checkpoint holds: (method, seed) -> (means, vars, shifts), None arrays for a copied BayesAME-RS
+    (and None shifts where every interval is symmetric)."""
     out = {}
     for name in store.names():
         data = store.load_arrays(name)
@@ -443,7 +478,7 @@ def _finished_tasks(store: TaskStore, methods: Sequence[str], n_seeds: int
         if method not in methods or not 0 <= seed < n_seeds or name != _task_name(methods, method, seed):
             raise StorageError(f"{store.flag} {str(store.folder)!r}: task file {name} is not a task of this run; "
                                "remove it, or choose a new folder")
-        out[(method, seed)] = (data.get("means"), data.get("vars"))
+        out[(method, seed)] = (data.get("means"), data.get("vars"), data.get("shifts"))
     return out
 
 
@@ -506,23 +541,28 @@ def run_backtest(
         store.check(run_identity(matrix, config))
     kept = _finished_tasks(store, methods, n_s) if store is not None else {}
 
-    def on_done(res: tuple[str, int, np.ndarray | None, np.ndarray | None]) -> None:
+    shifts: dict[str, np.ndarray] = {}
+
+    def on_done(res: TaskResult) -> None:
         nonlocal done
-        method, s, mu, var = res
+        method, s, mu, var, shift = res
         if store is not None and (method, s) not in kept:
             store.save_arrays(_task_name(methods, method, s), method=np.array(method), seed=np.array(s),
-                              **({} if mu is None or var is None else {"means": mu, "vars": var}))
+                              **({} if mu is None or var is None else {"means": mu, "vars": var}),
+                              **({} if shift is None else {"shifts": shift}))
         if mu is None:
             copies.append((method, s))
         else:
             means[method][:, s, :] = mu
             vars_[method][:, s, :] = var
+            if shift is not None:
+                shifts.setdefault(method, np.zeros((n_t, n_s, n_items)))[:, s, :] = shift
         done += 1
         if progress is not None:
             progress(done, total)
 
-    for (method, s), (mu, var) in kept.items():
-        on_done((method, s, mu, var))
+    for (method, s), (mu, var, shift) in kept.items():
+        on_done((method, s, mu, var, shift))
     todo = [t for t in tasks if t not in kept]
     threads = active_limit()  # the caller's scope, ACTIVEEVAL_THREADS or 1: per worker, passed to remote ones
     start = time.perf_counter()
@@ -541,6 +581,8 @@ def run_backtest(
         assert source is not None  # copies holds only the labels that have one
         means[label][:, s, :] = means[source][:, s, :]
         vars_[label][:, s, :] = vars_[source][:, s, :]
+        if source in shifts:
+            shifts.setdefault(label, np.zeros((n_t, n_s, n_items)))[:, s, :] = shifts[source][:, s, :]
     truth = np.array([float(np.mean(matrix.model_scores(t))) for t in split.targets])
     return BacktestResult(
         dataset=matrix.name or "scores",
@@ -555,4 +597,5 @@ def run_backtest(
         workers=int(workers),
         reference_sizes=[int(round(config.ref_fraction * len(split.pool)))],
         batch_sizes={m: k for m in methods if (k := batch_play_size(config, m)) > 1},
+        shifts=shifts,
     )

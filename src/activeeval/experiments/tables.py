@@ -207,20 +207,17 @@ def summarize(result: BacktestResult, epsilon2: float = DEFAULT_EPSILON2) -> dic
         for pct in GAIN_FRACTIONS:
             i = _gain_index(result.n_items, pct)
             gains[str(pct)] = None if base is None else float(rmse_gain_db(rmse[i], base[i]))
-        stop = stop_indices(mu, var, cfg.epsilon1, epsilon2, cfg.window, cfg.level,
-                            batch_size=result.batch_sizes.get(name, 1))
-        idx = stop[..., None] - 1
-        est = np.take_along_axis(mu, idx, axis=-1)[..., 0]
-        v = np.take_along_axis(var, idx, axis=-1)[..., 0]
+        shift = result.shifts_of(name)
+        stop, est, v, sh = _at_stop(mu, var, cfg, epsilon2, result.batch_sizes.get(name, 1), shift)
         err = est - result.truth[:, None]
         out[name] = {
             "ew_irmse": ew_irmse(rmse),
             "gain_db": gains,
-            "coverage_at_stop": float(covered(est, v, result.truth, cfg.level).mean()),
+            "coverage_at_stop": float(covered(est, v, result.truth, cfg.level, sh).mean()),
             "mean_fraction_at_stop": float(stop.mean() / result.n_items),
             "rmse_at_stop": float(100 * np.sqrt((err**2).mean(axis=1)).mean()),
             "spearman_at_stop": _nanmean(spearman_across_targets(est, result.truth)),
-            "coverage_mean_over_n": float(coverage_curve(mu, var, result.truth, cfg.level).mean()),
+            "coverage_mean_over_n": float(coverage_curve(mu, var, result.truth, cfg.level, shift).mean()),
         }
     return out
 
@@ -244,7 +241,7 @@ def curves_frame(result: BacktestResult):
                     "rmse": rmse,
                     "rmse_log": 100 * rmse,
                     "gain_db": rmse_gain_db(rmse, base) if base is not None else np.nan,
-                    "coverage": coverage_curve(mu, var, result.truth, result.config.level),
+                    "coverage": coverage_curve(mu, var, result.truth, result.config.level, result.shifts_of(name)),
                     "spearman": _nanmean(spearman_across_targets(mu, result.truth), axis=0)
                     if len(result.truth) > 1
                     else np.nan,
@@ -254,16 +251,21 @@ def curves_frame(result: BacktestResult):
     return pd.concat(frames, ignore_index=True)
 
 
-def _at_stop(mu: np.ndarray, var: np.ndarray, cfg, eps2: float,
-             batch_size: int = 1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Coreset size at the stopping rule's stop, and the estimate and variance there.
+def _at_stop(mu: np.ndarray, var: np.ndarray, cfg, eps2: float, batch_size: int = 1,
+             shift: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """Coreset size at the stopping rule's stop, and the estimate, variance and interval shift there.
 
-    ``mu``, ``var``: arrays (..., n) of the trajectory; returns arrays of shape (...).
+    ``mu``, ``var``, ``shift``: arrays (..., n) of the trajectory (``shift`` None: symmetric intervals, and None
+    returned); returns arrays of shape (...).
     ``batch_size``: K of a run played in myopic batches (stops only at the ends of batches).
     """
     stop = stop_indices(mu, var, cfg.epsilon1, eps2, cfg.window, cfg.level, batch_size=batch_size)
     idx = stop[..., None] - 1
-    return stop, np.take_along_axis(mu, idx, axis=-1)[..., 0], np.take_along_axis(var, idx, axis=-1)[..., 0]
+
+    def at(a: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(a, idx, axis=-1)[..., 0]
+
+    return stop, at(mu), at(var), None if shift is None else at(shift)
 
 
 def stops_frame(result: BacktestResult):
@@ -276,7 +278,7 @@ def stops_frame(result: BacktestResult):
     for name in result.methods:
         mu, var = result.means[name], result.vars[name]
         for eps2 in cfg.epsilon2:
-            stop, est, v = _at_stop(mu, var, cfg, eps2, result.batch_sizes.get(name, 1))
+            stop, est, v, sh = _at_stop(mu, var, cfg, eps2, result.batch_sizes.get(name, 1), result.shifts_of(name))
             rows.append(
                 pd.DataFrame(
                     {
@@ -289,7 +291,7 @@ def stops_frame(result: BacktestResult):
                         "estimate": est.ravel(),
                         "var": v.ravel(),
                         "truth": result.truth[t_idx.ravel()],
-                        "covered": covered(est, v, result.truth, cfg.level).ravel(),
+                        "covered": covered(est, v, result.truth, cfg.level, sh).ravel(),
                     }
                 )
             )
@@ -305,7 +307,7 @@ def cost_accuracy_frame(result: BacktestResult):
     for name in result.methods:
         mu, var = result.means[name], result.vars[name]
         for eps2 in cfg.epsilon2:
-            stop, est, v = _at_stop(mu, var, cfg, eps2, result.batch_sizes.get(name, 1))
+            stop, est, v, sh = _at_stop(mu, var, cfg, eps2, result.batch_sizes.get(name, 1), result.shifts_of(name))
             err = est - result.truth[:, None]
             rows.append(
                 {
@@ -313,7 +315,7 @@ def cost_accuracy_frame(result: BacktestResult):
                     "epsilon2": eps2,
                     "mean_fraction": float(stop.mean() / result.n_items),
                     "rmse_log": float(100 * np.sqrt((err**2).mean(axis=1)).mean()),
-                    "coverage": float(covered(est, v, result.truth, cfg.level).mean()),
+                    "coverage": float(covered(est, v, result.truth, cfg.level, sh).mean()),
                     "spearman": _nanmean(spearman_across_targets(est, result.truth)),
                 }
             )
@@ -331,6 +333,7 @@ def runs_frame(result: BacktestResult, grid: np.ndarray | None = None):
     for name in result.methods:
         mu = result.means[name][:, :, grid - 1]
         var = result.vars[name][:, :, grid - 1]
+        shift = result.shifts_of(name)
         truth = result.truth[t_idx.ravel()]
         frames.append(
             pd.DataFrame(
@@ -343,7 +346,8 @@ def runs_frame(result: BacktestResult, grid: np.ndarray | None = None):
                     "var": var.ravel(),
                     "truth": truth,
                     "error": mu.ravel() - truth,
-                    "covered": covered(mu, var, result.truth, result.config.level).ravel(),
+                    "covered": covered(mu, var, result.truth, result.config.level,
+                                       None if shift is None else shift[:, :, grid - 1]).ravel(),
                 }
             )
         )

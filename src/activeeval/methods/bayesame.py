@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.design import Prequential, RidgeControl, sampling_var_floor
+from activeeval.design import Prequential, RidgeControl, sampling_side_floors, sampling_var_floor, two_sided
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import BucketPosterior
 from activeeval.gp.acquisition import BatchSelector, BatchSettings, SelectorOption
@@ -82,6 +82,8 @@ SAMPLED_UNIFORM = 0.5
 #: (:meth:`activeeval.design.Prequential.estimate`'s ``earlier_weight``): the switch fired because those items
 #: looked extreme, so given that it fired they are biased outwards.
 SWITCH_WEIGHT = 0.5
+#: The design-based interval's shapes (``interval``): symmetric, each side floored on its own, the floor's as a whole.
+INTERVALS = ("symmetric", "sides", "wilson")
 #: Largest variance reduction by which ``floor="effective"`` lowers the design-based interval's floor.
 FLOOR_GAIN_MAX = 4.0
 
@@ -119,6 +121,9 @@ class DesignSettings(Settings):
                                  "ν0, the pseudo-count shrinking the interval scale towards 1")
     controls: str | None = setting("model+near", _controls, "the design-based estimate's control variates")
     floor: str = setting("effective", OneOf("wilson", "effective", "split"), "the design-based interval's floor")
+    interval: str = setting("symmetric", OneOf(*INTERVALS),
+                            "the design-based interval's shape (sides: each side floored on its own; wilson: "
+                            "the floor's interval as a whole)")
     design_variance: str = setting("residuals", OneOf("residuals", "increments"),
                                    "how the design-based estimate's residual variance is estimated")
     switch_z: float = setting(Z95, Number(0, phrase="a non-negative number"),
@@ -286,6 +291,22 @@ class BayesAME(BaseMethod):
         is narrowest (``split=True`` of that function: near 0 or 1 the misses
         are on the long side; docs/MATHS.md). A session stores its floor; one
         stored before stop 39 replays with "wilson".
+    interval : {"symmetric", "sides", "wilson"}
+        The design-based interval's shape: "symmetric" (default) the estimate
+        ± z·max(sd, floor's sd); the other two keep the floor's two sides
+        (:func:`~activeeval.design.sampling_side_floors`: Wilson's bounds for
+        0/1 scores, each divided by the same variance reduction under
+        ``floor="effective"``) and report the estimate's
+        :attr:`~activeeval.methods.estimate.Estimate.shift`
+        (:func:`~activeeval.design.two_sided`): "sides" floors each side on
+        its own against the estimate's sd (near 0 or 1 the short side no
+        longer takes the long side's length); "wilson" takes the floor's
+        interval as a whole for 0/1 scores (Wilson's) wherever its longer side
+        is longer than z·sd, the short side too ("sides" for continuous
+        scores) (narrower still, and in extrapolation short on the side
+        the controls' bias is: docs/benchmarks/history.md, "Issue 25 (stop
+        45)"). Neither with ``floor="split"`` (which splits α because the
+        interval is symmetric).
     design_variance : {"residuals", "increments"}
         How the design-based estimate's residual variance is estimated
         (:meth:`~activeeval.design.Prequential.estimate`): "residuals"
@@ -360,6 +381,12 @@ class BayesAME(BaseMethod):
         self.switch_until_ = design.switch_until if design.switch_until is not None else max(50, self.n_items // 10)
         self.scale_prior = float(design.scale_prior)
         self.floor, self.design_variance = design.floor, design.design_variance
+        self.interval = design.interval
+        if self.interval != "symmetric" and self.floor == "split":
+            raise ConfigurationError(
+                f"the method options interval={self.interval} and floor=split do not go together: the first keeps "
+                "the interval's two sides apart, the second splits α between the sides of a symmetric one; choose "
+                "one of them (e.g. floor=effective, the default)")
         self.switch_z = float(design.switch_z)
         self.tolerance_ = prior.tolerance
         # the reference-only prior state (buckets, then Σ·N): once per process (methods built on one reference,
@@ -462,7 +489,8 @@ class BayesAME(BaseMethod):
         """The reference fit and the calibration, to rebuild this method without computing them again; and the
         options whose defaults have changed (a stored session replays with the ones it was made with)."""
         return {"hyperparameters": self.fit_.to_dict(), "calibration": self.calibration_.to_dict(),
-                "calibrate_by": self.calibrate_by, "warmup": self.warmup, "floor": self.floor}
+                "calibrate_by": self.calibrate_by, "warmup": self.warmup, "floor": self.floor,
+                "interval": self.interval}
 
     def information_gains(self) -> np.ndarray:
         """Eq. 6 for one unobserved item of each bucket, shape (B,) (0 where none is left)."""
@@ -763,6 +791,7 @@ class BayesAME(BaseMethod):
         n_items = self.n_items
         notes: list[str] = []
         floored = False
+        shift = 0.0
         if self.mode == "design" and self._design.count > 0:
             variance = self.design_variance
             if variance == "residuals" and self.selection in ("sampled", "hybrid"):
@@ -773,17 +802,27 @@ class BayesAME(BaseMethod):
             # R's error is P/N times the pool mean's, whose floor is that of `count` items drawn from P
             folded = self._folded if self.selection in ("sampled", "hybrid") else self.n_observed
             pool = n_items - folded + self._design.count
-            floor = float(
-                sampling_var_floor(
-                    self._design.mean_score, self._design.low_seen, self._design.high_seen,
-                    self._design.effective_count(weight), pool,
-                    self.reference.score_range, self.reference.kind == "binary", split=self.floor == "split",
-                )
-            ) * (pool / n_items) ** 2 if self.n_observed < n_items else 0.0  # (γ-weighted counts stay below P)
-            if self.floor == "effective":
-                floor /= min(max(self._design.variance_reduction, 1.0), FLOOR_GAIN_MAX)
-            floored = floor > var
-            var = max(var, floor)
+            seen = (self._design.mean_score, self._design.low_seen, self._design.high_seen,
+                    self._design.effective_count(weight), pool, self.reference.score_range,
+                    self.reference.kind == "binary")
+            fpc = (pool / n_items) ** 2 if self.n_observed < n_items else 0.0  # (γ-weighted counts stay below P)
+            gain = min(max(self._design.variance_reduction, 1.0), FLOOR_GAIN_MAX)
+
+            def scaled(v: Any) -> float:  # in the order the floor was always scaled: bit for bit as before
+                out = float(v) * fpc
+                if self.floor == "effective":
+                    out /= gain
+                return out
+
+            if self.interval != "symmetric":
+                low, high = (scaled(v) for v in sampling_side_floors(*seen))
+                floored = max(low, high) > var
+                var_sym, shift_sym = two_sided(var, low, high, whole=self.interval == "wilson" and seen[-1])
+                var, shift = float(var_sym), float(shift_sym)
+            else:
+                floor = scaled(sampling_var_floor(*seen, split=self.floor == "split"))
+                floored = floor > var
+                var = max(var, floor)
         elif self.mode == "design":
             mean, var = self._model_estimate()
             u_frac = (n_items - self.n_observed) / n_items
@@ -812,8 +851,10 @@ class BayesAME(BaseMethod):
                 f"the interval rests on those {self._design.count} random item(s), not on the references"
             )
         if self.mode == "design" and self._design.count > 0 and floored:
+            wilson = ("the interval's sides are Wilson's" if self.interval != "symmetric"
+                      else "the interval is as wide as Wilson's")
             notes.append(
-                "the interval is as wide as Wilson's for the random items' 0/1 scores (few failures or successes)"
+                f"{wilson} for the random items' 0/1 scores (few failures or successes)"
                 if self.reference.kind == "binary"
                 else "the interval is widened for the part of the score range no random item has reached yet"
             )
@@ -837,6 +878,7 @@ class BayesAME(BaseMethod):
             mean = min(max(mean, bounds[0]), bounds[1])  # nearer the truth, wherever it is in the range
         return Estimate(
             mean=mean, var=var, n_observed=self.n_observed, n_items=n_items, bounds=bounds, notes=tuple(notes),
+            shift=shift,
         )
 
     def _bounds(self) -> tuple[float, float] | None:

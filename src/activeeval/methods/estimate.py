@@ -32,6 +32,14 @@ class Estimate:
         When to doubt the interval: what the method found about how much it
         rests on (e.g. the target lies outside the references' range, or the
         references predict it poorly). Empty when nothing was found.
+    shift : float
+        Where the interval's centre lies from ``mean`` per unit of z (in the
+        units of ``std``): the interval is mean + z·shift ± z·sd, its lower side
+        z·(sd − shift) and its upper side z·(sd + shift) long (0: symmetric,
+        the default). A method whose interval has two sides of different
+        lengths (Wilson's near 0 or 1) reports ``var`` as the variance of the
+        symmetric interval of the same width, so that ``width`` and ``std``
+        keep their meaning.
     """
 
     mean: float
@@ -40,6 +48,7 @@ class Estimate:
     n_items: int
     bounds: tuple[float, float] | None = None
     notes: tuple[str, ...] = ()
+    shift: float = 0.0
 
     @property
     def std(self) -> float:
@@ -56,9 +65,10 @@ class Estimate:
         return 2.0 * NormalDist().inv_cdf(0.5 + level / 2.0) * self.std
 
     def ci(self, level: float = 0.95) -> tuple[float, float]:
-        """Central ``level`` interval mean ± z·sd, clipped to ``bounds``."""
+        """The ``level`` interval mean + z·shift ± z·sd (mean ± z·sd when symmetric), clipped to ``bounds``."""
         half = self.width(level) / 2.0
-        lo, hi = self.mean - half, self.mean + half
+        centre = self.mean + half * self.shift / self.std if self.shift and self.std > 0 else self.mean
+        lo, hi = centre - half, centre + half
         if self.bounds is not None:
             lo, hi = max(lo, self.bounds[0]), min(hi, self.bounds[1])
         return (lo, hi)

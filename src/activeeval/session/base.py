@@ -92,6 +92,8 @@ def stopping_of(settings: Mapping[str, Any]) -> dict[str, Any]:
 _BAYESAME_BEFORE_25 = {"calibrate_by": "pooled", "warmup": 0}
 # and the design-based floor they were made with, before stop 39 made "effective" the default
 _BAYESAME_BEFORE_39 = {"floor": "wilson"}
+# and the design-based interval's shape, stored since stop 45 (the only shape before it)
+_BAYESAME_BEFORE_45 = {"interval": "symmetric"}
 
 
 def method_options_of(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -102,6 +104,8 @@ def method_options_of(settings: Mapping[str, Any]) -> dict[str, Any]:
             options = {**_BAYESAME_BEFORE_25, **options}
         if "floor" not in options:
             options = {**_BAYESAME_BEFORE_39, **options}
+        if "interval" not in options:
+            options = {**_BAYESAME_BEFORE_45, **options}
     return options
 
 # The module of each session kind, imported when a file of that kind is opened.

@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 
-Replay = Callable[..., tuple[np.ndarray, np.ndarray]]
+Replay = Callable[..., tuple[np.ndarray, ...]]
 
 
 # ------------------------------------------------------------ estimates
@@ -118,14 +118,16 @@ def fast_replay(compute: Replay) -> staticmethod:
     means, vars : ndarrays of shape (T, N)
         R̂ and Var_R after n = 1..N observed items (column n − 1): for each
         target, what playing the class with ``seed`` on it to n = N gives, to
-        round-off (tested per method).
+        round-off (tested per method). A method whose intervals may have two
+        sides of different lengths returns a third array, their
+        :attr:`~activeeval.methods.estimate.Estimate.shift`.
     """
     own = [p.name for p in inspect.signature(compute).parameters.values() if p.kind == p.KEYWORD_ONLY]
 
     @functools.wraps(compute)
     def replay(
         reference: ScoreMatrix, truths: np.ndarray, seed: int, *, missing: str = "models", **options: Any
-    ) -> tuple[np.ndarray, np.ndarray]:
+    ) -> tuple[np.ndarray, ...]:
         method_options = {k: options.pop(k) for k in own if k in options}
         reference, values = replay_inputs(reference, truths, seed, options, missing=missing, caller="replay")
         return compute(reference, values, int(seed), **method_options)

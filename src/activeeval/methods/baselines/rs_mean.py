@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.design import sampling_var_floor
+from activeeval.design import sampling_side_floors, sampling_var_floor, two_sided
+from activeeval.exceptions import ConfigurationError
 from activeeval.methods.base import BaseMethod, random_order
 from activeeval.methods.baselines._common import eq9_variance, fast_replay, running_mean_var, worst_case_var
 from activeeval.methods.estimate import Estimate
@@ -30,9 +31,24 @@ class RSMean(BaseMethod):
     range for bounded continuous ones): with a run of equal scores (the first
     40 items of a benchmark a weak model almost never solves are all 0, say)
     Eq. 9 alone gives a zero-width interval. Not in the paper.
+
+    ``interval`` is the interval's shape: "symmetric" (default) as wide as
+    the floor's longer side on both sides; the other two keep the floor's two
+    sides (:func:`~activeeval.design.sampling_side_floors`,
+    :func:`~activeeval.design.two_sided`) and the estimate carries the
+    interval's :attr:`~activeeval.methods.estimate.Estimate.shift`: "sides"
+    floors each side on its own against Eq. 9's sd, "wilson" takes the
+    floor's interval as a whole for 0/1 scores (Wilson's, at the effective
+    sample size) wherever its longer side is longer than Eq. 9's, and is
+    "sides" for continuous scores (whose floor on a side the scores have
+    reached is 0).
     """
 
     name = "rs-mean"
+
+    def __init__(self, reference: ScoreMatrix, *, interval: str = "symmetric", **kwargs: object) -> None:
+        super().__init__(reference, **kwargs)  # type: ignore[arg-type]
+        self.interval = _check_interval(interval)
 
     def _update(self, item: int, score: float) -> None:
         pass  # the observed scores, kept by BaseMethod, are the whole state
@@ -48,15 +64,18 @@ class RSMean(BaseMethod):
             return Estimate(float(prior.mean()), float(prior.var(ddof=1)), 0, self.n_items, self._bounds())
         mean = float(scores.mean())
         var = eq9_variance(scores, np.full(n, 1.0 / n), self.n_items, self._worst_case_var())
-        floor = sampling_var_floor(
-            mean, scores.min(), scores.max(), n, self.n_items, self.reference.score_range,
-            self.reference.kind == "binary",
-        )
-        return Estimate(mean, max(var, float(floor)), n, self.n_items, self._bounds())
+        seen = (mean, scores.min(), scores.max(), n, self.n_items, self.reference.score_range,
+                self.reference.kind == "binary")
+        if self.interval != "symmetric":
+            var_sym, shift = two_sided(var, *sampling_side_floors(*seen), whole=self.interval == "wilson" and seen[-1])
+            return Estimate(mean, float(var_sym), n, self.n_items, self._bounds(), shift=float(shift))
+        return Estimate(mean, max(var, float(sampling_var_floor(*seen))), n, self.n_items, self._bounds())
 
     @fast_replay
-    def replay(reference: ScoreMatrix, truths: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
-        """RS-Mean trajectories of every target played with method seed ``seed``; see :func:`.fast_replay`.
+    def replay(reference: ScoreMatrix, truths: np.ndarray, seed: int, *, interval: str = "symmetric"
+               ) -> tuple[np.ndarray, ...]:
+        """RS-Mean trajectories of every target played with method seed ``seed``; see :func:`.fast_replay`
+        (with ``interval`` "sides" or "wilson" also the intervals' shifts, a third array).
 
         All targets see the items in the order
         :func:`~activeeval.methods.base.random_order` gives: running means and
@@ -70,8 +89,16 @@ class RSMean(BaseMethod):
         n = np.arange(1, n_items + 1, dtype=float)
         # Eq. 9 with w_i = 1/n: Σ w² = 1/n, n_eff = n
         var = np.maximum(s2 / n * (n_items - n) / n_items, 0.0)
-        floor = sampling_var_floor(
-            mean, np.minimum.accumulate(played, axis=1), np.maximum.accumulate(played, axis=1), n, n_items,
-            reference.score_range, reference.kind == "binary",
-        )
-        return mean, np.maximum(var, floor)
+        seen = (mean, np.minimum.accumulate(played, axis=1), np.maximum.accumulate(played, axis=1), n, n_items,
+                reference.score_range, reference.kind == "binary")
+        if _check_interval(interval) != "symmetric":
+            var_sym, shift = two_sided(var, *sampling_side_floors(*seen), whole=interval == "wilson" and seen[-1])
+            return mean, var_sym, shift
+        return mean, np.maximum(var, sampling_var_floor(*seen))
+
+
+def _check_interval(interval: object) -> str:
+    if interval not in ("symmetric", "sides", "wilson"):
+        raise ConfigurationError(
+            f"the method option interval must be 'symmetric', 'sides' or 'wilson', got {interval!r}")
+    return str(interval)
