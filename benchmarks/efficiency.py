@@ -11,7 +11,9 @@ automatic stops (ε1 = 0.005, W = 30, ε2 = 0.01 / 0.03):
 * ``ESS``: median over runs of the **effective sample size ratio** — the
   variance of the mean of n items drawn uniformly at random without
   replacement from *this* target's scores, S²(1 − n/N)/n with S² its item
-  variance, divided by the variance the method *reports*. ESS 2: the interval
+  variance, divided by the variance the method *reports* (for an interval
+  with two sides of different lengths, ``Estimate.shift``, that of the
+  symmetric interval of its width). ESS 2: the interval
   is as narrow as twice the items sampled at random would give. It counts
   only where coverage holds (an interval that is narrow because it is wrong
   has a large ESS and a low ``cov``);
@@ -73,31 +75,41 @@ def run_records(result, method: str, budgets: tuple[float, ...] = BUDGETS) -> di
     """Per run (target × seed): estimate, reported variance and the random-sampling variance at each cell."""
     cfg, truth, n_items = result.config, result.truth, result.n_items
     mu, var = result.means[method], result.vars[method]
+    shift = result.shifts_of(method)  # None: symmetric intervals
     matrix_scores = result.target_scores  # (T, N)
     s2 = matrix_scores.var(axis=1, ddof=1)  # the target's own item variance
     cells: dict[str, dict] = {}
+
+    def at(i: int) -> np.ndarray | None:
+        return None if shift is None else shift[..., i]
+
     for b in budgets:
         n = max(2, round(b * n_items))
         i = n - 1
-        cells[f"{b}"] = _cell(mu[..., i], var[..., i], truth, s2, np.full(mu.shape[:2], n), n_items)
+        cells[f"{b}"] = _cell(mu[..., i], var[..., i], truth, s2, np.full(mu.shape[:2], n), n_items, at(i))
     for n in AT_N:
         if n < n_items:
-            cells[f"n{n}"] = _cell(mu[..., n - 1], var[..., n - 1], truth, s2, np.full(mu.shape[:2], n), n_items)
+            cells[f"n{n}"] = _cell(mu[..., n - 1], var[..., n - 1], truth, s2, np.full(mu.shape[:2], n), n_items,
+                                   at(n - 1))
     for e2 in STOPS:
         stop = stop_indices(mu, var, cfg.epsilon1, e2, cfg.window, cfg.level)
         idx = stop[..., None] - 1
         est = np.take_along_axis(mu, idx, -1)[..., 0]
         v = np.take_along_axis(var, idx, -1)[..., 0]
-        cells[f"stop{e2}"] = _cell(est, v, truth, s2, stop, n_items)
+        sh = None if shift is None else np.take_along_axis(shift, idx, -1)[..., 0]
+        cells[f"stop{e2}"] = _cell(est, v, truth, s2, stop, n_items, sh)
     return cells
 
 
-def _cell(est: np.ndarray, var: np.ndarray, truth: np.ndarray, s2: np.ndarray, n: np.ndarray, n_items: int) -> dict:
+def _cell(est: np.ndarray, var: np.ndarray, truth: np.ndarray, s2: np.ndarray, n: np.ndarray, n_items: int,
+          shift: np.ndarray | None = None) -> dict:
+    # an interval with two sides of different lengths reports the variance of the symmetric interval of its
+    # width (Estimate.shift): its ESS counts its width
     rs_var = s2[:, None] * (1.0 - n / n_items) / n
     with np.errstate(divide="ignore", invalid="ignore"):
         ess = np.where(var > 0, rs_var / np.maximum(var, 1e-300), np.where(rs_var > 0, np.inf, 1.0))
     return {
-        "covered": covered(est, var, truth).ravel().astype(int).tolist(),
+        "covered": covered(est, var, truth, shifts=shift).ravel().astype(int).tolist(),
         "ess": [float(x) if np.isfinite(x) else 1e300 for x in ess.ravel()],
         "abs_err": np.abs(est - truth[:, None]).ravel().tolist(),
         "n": np.asarray(n, dtype=float).ravel().tolist(),

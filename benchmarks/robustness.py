@@ -45,7 +45,7 @@ from statistics import NormalDist
 import numpy as np
 
 from activeeval import datasets
-from activeeval.experiments.metrics import covered, ew_irmse, rmse_curve, stop_indices
+from activeeval.experiments.metrics import covered, ew_irmse, rmse_curve, standardised_errors, stop_indices
 from activeeval.experiments.protocol import BacktestConfig, parse_draws
 from activeeval.experiments.runner import run_backtest
 from activeeval.methods.registry import split_method_list
@@ -65,27 +65,37 @@ def draw_metrics(result, methods: list[str]) -> dict:
     out = {}
     for name in methods:
         mu, var = result.means[name], result.vars[name]
+        shift = result.shifts_of(name)  # None: symmetric intervals
         entry: dict = {"ew": ew_irmse(rmse_curve(mu, truth)), "runs": int(mu.shape[0] * mu.shape[1])}
         entry["bad"] = int((~np.isfinite(mu)).sum() + (~np.isfinite(var)).sum() + (var < 0).sum())
         misses = 0
         for f in FRACTIONS:
             i = max(1, round(f * n_items)) - 1
-            cov = covered(mu[..., i], var[..., i], truth)
+            sh = None if shift is None else shift[..., i]
+            cov = covered(mu[..., i], var[..., i], truth, shifts=sh)
             entry[f"cov{f}"] = int(cov.sum())
-            z = np.abs(mu[..., i] - truth[:, None]) / np.sqrt(np.maximum(var[..., i], 1e-300))
+            z = _z(mu[..., i], var[..., i], truth, sh)
             misses += int((z > 3).sum())
         for e2 in STOPS:
             stop = stop_indices(mu, var, cfg.epsilon1, e2, cfg.window, cfg.level)
             idx = stop[..., None] - 1
             est = np.take_along_axis(mu, idx, -1)[..., 0]
             v = np.take_along_axis(var, idx, -1)[..., 0]
-            entry[f"stop{e2}"] = int(covered(est, v, truth).sum())
+            sh = None if shift is None else np.take_along_axis(shift, idx, -1)[..., 0]
+            entry[f"stop{e2}"] = int(covered(est, v, truth, shifts=sh).sum())
             entry[f"n{e2}"] = float(stop.mean())
-            z = np.abs(est - truth[:, None]) / np.sqrt(np.maximum(v, 1e-300))
+            z = _z(est, v, truth, sh)
             misses += int((z > 3).sum())
         entry["miss"] = misses
         out[name] = entry
     return out
+
+
+def _z(est: np.ndarray, var: np.ndarray, truth: np.ndarray, shift: np.ndarray | None) -> np.ndarray:
+    """Standardised errors: |R̂ − R*| / sd (as always for symmetric intervals), or over the side's sd."""
+    if shift is None:
+        return np.abs(est - truth[:, None]) / np.sqrt(np.maximum(var, 1e-300))
+    return standardised_errors(est, var, truth, shift)
 
 
 def key_of(dataset: str, regime: str, draw: int, seeds: int, methods: list[str]) -> str:

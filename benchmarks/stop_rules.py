@@ -47,10 +47,11 @@ STOPS = (0.01, 0.03)
 
 
 def stop_cells(means: np.ndarray, variances: np.ndarray, truth: np.ndarray, epsilon1: float, window: int,
-               level: float = 0.95) -> dict:
+               level: float = 0.95, shifts: np.ndarray | None = None) -> dict:
     """Per ε2 of :data:`STOPS`: each run's stop and whether it covered, under the full rule and the width alone.
 
-    ``means``, ``variances``: (targets, seeds, N) trajectories; ``truth``: (targets,).
+    ``means``, ``variances``, ``shifts`` (None: symmetric intervals): (targets, seeds, N) trajectories; ``truth``:
+    (targets,).
     """
     out = {}
     for e2 in STOPS:
@@ -60,8 +61,9 @@ def stop_cells(means: np.ndarray, variances: np.ndarray, truth: np.ndarray, epsi
             idx = stop[..., None] - 1
             est = np.take_along_axis(means, idx, -1)[..., 0]
             var = np.take_along_axis(variances, idx, -1)[..., 0]
+            shift = None if shifts is None else np.take_along_axis(shifts, idx, -1)[..., 0]
             cell[rule] = {"n": stop.ravel().astype(int).tolist(),
-                          "covered": covered(est, var, truth, level).ravel().astype(int).tolist()}
+                          "covered": covered(est, var, truth, level, shift).ravel().astype(int).tolist()}
         out[f"{e2}"] = cell
     return out
 
@@ -100,7 +102,7 @@ def run_cell(dataset: str, regime: str, draw: int, method: str, targets: int, se
         "n_items": result.n_items, "epsilon1": config.epsilon1, "window": config.window,
         "wall_s": time.perf_counter() - start,
         "cells": stop_cells(result.means[method], result.vars[method], result.truth, config.epsilon1,
-                            config.window, config.level),
+                            config.window, config.level, result.shifts_of(method)),
     }
     out.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
