@@ -161,18 +161,7 @@ def sampling_side_floors(
     shape = np.broadcast(mean, n).shape
     if score_range is None:
         return np.zeros(shape), np.zeros(shape)
-    n_eff = effective_sample_size(n, n_items)
-    lo, hi = score_range
-    width = hi - lo
-    if binary:
-        p = (np.asarray(mean, dtype=float) - lo) / width
-        low, high = wilson_bounds(p, n_eff, z)
-        below, above = width * (p - low), width * (high - p)
-    else:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            f = np.where(np.isfinite(n_eff), z * z / (n_eff + z * z), 0.0)
-        below = f * np.maximum(np.asarray(low_seen, dtype=float) - lo, 0.0)
-        above = f * np.maximum(hi - np.asarray(high_seen, dtype=float), 0.0)
+    below, above = _sides(mean, low_seen, high_seen, effective_sample_size(n, n_items), score_range, binary, z, z)
     return (np.broadcast_to(np.maximum(below, 0.0) / z, shape) ** 2,
             np.broadcast_to(np.maximum(above, 0.0) / z, shape) ** 2)
 
@@ -220,6 +209,12 @@ def _split_quantiles(z: float, steps: int = 99) -> tuple[np.ndarray, np.ndarray]
 def _half_width(mean, low_seen, high_seen, n_eff, score_range: tuple[float, float], binary: bool, z_lo, z_hi):
     """Half-width of the symmetric interval around ``mean`` that reaches the lower bound at ``z_lo`` and the upper
     bound at ``z_hi`` (:func:`sampling_var_floor`'s bounds: Wilson's for 0/1 scores, else the unseen gaps)."""
+    return np.maximum(*_sides(mean, low_seen, high_seen, n_eff, score_range, binary, z_lo, z_hi))
+
+
+def _sides(mean, low_seen, high_seen, n_eff, score_range: tuple[float, float], binary: bool, z_lo, z_hi):
+    """(below, above): how far below ``mean`` the lower bound lies (at ``z_lo``) and above it the upper bound (at
+    ``z_hi``): Wilson's bounds for 0/1 scores, else the part of each unseen gap the bound still covers."""
     lo, hi = score_range
     width = hi - lo
     if binary:
@@ -227,7 +222,7 @@ def _half_width(mean, low_seen, high_seen, n_eff, score_range: tuple[float, floa
         low, high = wilson_bounds(p, n_eff, z_lo)
         if z_hi is not z_lo:
             _, high = wilson_bounds(p, n_eff, z_hi)
-        return width * np.maximum(p - low, high - p)
+        return width * (p - low), width * (high - p)
 
     def share(zz):  # the part of a gap the bound at zz still covers: z²/(n + z²), 0 at n = inf
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -237,7 +232,7 @@ def _half_width(mean, low_seen, high_seen, n_eff, score_range: tuple[float, floa
     f_hi = f_lo if z_hi is z_lo else share(z_hi)
     gap_lo = np.maximum(np.asarray(low_seen, dtype=float) - lo, 0.0)
     gap_hi = np.maximum(hi - np.asarray(high_seen, dtype=float), 0.0)
-    return np.maximum(f_lo * gap_lo, f_hi * gap_hi)
+    return f_lo * gap_lo, f_hi * gap_hi
 
 
 class Prequential:
