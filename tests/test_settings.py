@@ -116,6 +116,7 @@ def _valid(cls: type[Settings]) -> st.SearchStrategy[Settings]:
         "warmup": st.integers(0, 1000), "scale_prior": st.floats(1e-9, 1e9),
         "controls": st.sampled_from([None, "none", "model", "model+near", "near+ridge", "model+near+ridge"]),
         "floor": st.sampled_from(["wilson", "effective", "split"]),
+        "interval": st.sampled_from(["symmetric", "sides", "wilson"]),
         "design_variance": st.sampled_from(["residuals", "increments"]),
         "switch_z": st.floats(0, 10) | st.integers(0, 10),
         "sample_by": st.sampled_from(["sd", "gain"]), "sample_uniform": st.floats(1e-6, 1.0),
