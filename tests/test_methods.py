@@ -191,6 +191,18 @@ def test_an_interval_with_two_sides_keeps_its_width_and_each_side() -> None:
     assert Estimate(0.5, 0.0, 100, 100, shift=0.0).ci() == (0.5, 0.5)
 
 
+def test_an_estimates_plain_data_rebuilds_its_interval_from_the_shift() -> None:
+    """to_dict carries the shift: estimate + z·(shift ± std) is ci_low / ci_high (unclipped), at any level."""
+    for shift in (0.0, -0.015, 0.01):
+        est = Estimate(0.6, 0.04**2, 20, 100, bounds=(0.0, 1.0), shift=shift)
+        for level, z in ((0.95, 1.959963985), (0.8, 1.281551566)):
+            d = est.to_dict(level)
+            assert d["shift"] == shift
+            assert (d["ci_low"], d["ci_high"]) == est.ci(level)
+            assert d["ci_low"] == pytest.approx(d["estimate"] + z * (d["shift"] - d["std"]), abs=1e-9)
+            assert d["ci_high"] == pytest.approx(d["estimate"] + z * (d["shift"] + d["std"]), abs=1e-9)
+
+
 def test_registry() -> None:
     ref = small()
     assert make_method("bayesame-paper-rs", ref, seed=0).active is False

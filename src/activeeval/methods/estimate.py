@@ -74,6 +74,9 @@ class Estimate:
         return (lo, hi)
 
     def to_dict(self, level: float = 0.95) -> dict[str, Any]:
+        """Plain data: ``ci_low`` / ``ci_high`` the ``level`` interval as :meth:`ci` gives it, ``shift`` its centre's
+        offset from ``estimate`` per unit of z (0 when symmetric), so ``estimate + z·(shift ± std)`` rebuilds it
+        at any level before clipping."""
         lo, hi = self.ci(level)
         return {
             "estimate": self.mean,
@@ -81,6 +84,7 @@ class Estimate:
             "std": self.std,
             "ci_low": lo,
             "ci_high": hi,
+            "shift": self.shift,
             "n_used": self.n_observed,
             "n_items": self.n_items,
             "notes": list(self.notes),

@@ -108,6 +108,7 @@ class SessionStatus:
             "ci_low": lo,
             "ci_high": hi,
             "std": self.estimate.std,
+            "shift": self.estimate.shift,
             "n_used": self.estimate.n_observed,
             "n_items": self.estimate.n_items,
             "pending": list(self.pending),

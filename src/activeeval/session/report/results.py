@@ -149,6 +149,7 @@ def _result(model: str | None, status: Any, observations: list[tuple[str, float]
         "std": _number(d["std"]),
         "ci_low": _number(d["ci_low"]),
         "ci_high": _number(d["ci_high"]),
+        "shift": _number(d["shift"]),
         "level": LEVEL,
         "n_used": d["n_used"],
         "n_items": d["n_items"],
