@@ -64,7 +64,8 @@ def test_tables_have_the_documented_shape(serial) -> None:
     assert summary["rs-mean"]["gain_db"] == {"5": 0.0, "10": 0.0, "25": 0.0}
     runs = runs_frame(serial)
     assert len(runs) == len(METHODS) * 3 * 3 * 30  # N = 30 ≤ 100: every n
-    assert list(runs.columns) == ["method", "target", "seed", "n", "estimate", "var", "truth", "error", "covered"]
+    assert list(runs.columns) == ["method", "target", "seed", "n", "estimate", "var", "shift", "truth", "error",
+                                   "covered"]
     assert len(stops_frame(serial)) == len(METHODS) * 3 * 3 * len(CONFIG.epsilon2)
     assert len(curves_frame(serial)) == len(METHODS) * 30
     assert len(cost_accuracy_frame(serial)) == len(METHODS) * len(CONFIG.epsilon2)
@@ -85,3 +86,19 @@ def test_dask_local_cluster_gives_identical_results(matrix, serial) -> None:
 @pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray not installed (pip install 'activeeval[ray]')")
 def test_ray_local_cluster_gives_identical_results(matrix, serial) -> None:  # pragma: no cover - optional
     _same(serial, run_backtest(matrix, CONFIG, workers=2, backend="ray"))
+
+
+def test_the_frames_shift_column_rebuilds_each_runs_interval(matrix) -> None:
+    """A two-sided interval's runs: estimate + z·(shift ± √var) from the frame's own columns gives its covered."""
+    result = run_backtest(matrix, BacktestConfig(methods=("rs-mean", "rs-mean[interval=wilson]"), n_targets=3,
+                                                 n_seeds=2, ref_fraction=0.5), workers=1)
+    z = 1.959963984540054
+    runs = runs_frame(result)
+    assert (runs.loc[runs["method"] == "rs-mean[interval=wilson]", "shift"] != 0.0).any()
+    for frame in (runs, stops_frame(result)):  # (on 30 items the stops are at n = N: no shift left there)
+        assert (frame.loc[frame["method"] == "rs-mean", "shift"] == 0.0).all()
+        wilson = frame[frame["method"] == "rs-mean[interval=wilson]"]
+        centre = wilson["estimate"] + z * wilson["shift"]
+        half = z * np.sqrt(wilson["var"])
+        rebuilt = (centre - half <= wilson["truth"]) & (wilson["truth"] <= centre + half)
+        assert (rebuilt == wilson["covered"]).all()

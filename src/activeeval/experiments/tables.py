@@ -269,7 +269,7 @@ def _at_stop(mu: np.ndarray, var: np.ndarray, cfg, eps2: float, batch_size: int 
 
 
 def stops_frame(result: BacktestResult):
-    """One row per method × target × seed × ε2 of the stopping-rule runs."""
+    """One row per method × target × seed × ε2 of the stopping-rule runs (columns as :func:`runs_frame`'s)."""
     import pandas as pd
 
     cfg = result.config
@@ -290,6 +290,7 @@ def stops_frame(result: BacktestResult):
                         "fraction": stop.ravel() / result.n_items,
                         "estimate": est.ravel(),
                         "var": v.ravel(),
+                        "shift": (np.zeros_like(v) if sh is None else sh).ravel(),
                         "truth": result.truth[t_idx.ravel()],
                         "covered": covered(est, v, result.truth, cfg.level, sh).ravel(),
                     }
@@ -323,7 +324,10 @@ def cost_accuracy_frame(result: BacktestResult):
 
 
 def runs_frame(result: BacktestResult, grid: np.ndarray | None = None):
-    """Tidy per-run results: one row per method × target × seed × n (n on ``grid``, default :func:`n_grid`)."""
+    """Tidy per-run results: one row per method × target × seed × n (n on ``grid``, default :func:`n_grid`).
+
+    ``shift`` is the interval's :attr:`~activeeval.methods.estimate.Estimate.shift` (0: symmetric): the run's
+    interval is estimate + z·(shift ± sqrt(var)), clipped to the score range, as ``covered`` reads it."""
     import pandas as pd
 
     grid = n_grid(result.n_items) if grid is None else np.asarray(grid)
@@ -334,6 +338,7 @@ def runs_frame(result: BacktestResult, grid: np.ndarray | None = None):
         mu = result.means[name][:, :, grid - 1]
         var = result.vars[name][:, :, grid - 1]
         shift = result.shifts_of(name)
+        shift = None if shift is None else shift[:, :, grid - 1]
         truth = result.truth[t_idx.ravel()]
         frames.append(
             pd.DataFrame(
@@ -344,10 +349,10 @@ def runs_frame(result: BacktestResult, grid: np.ndarray | None = None):
                     "n": grid[g_idx.ravel()],
                     "estimate": mu.ravel(),
                     "var": var.ravel(),
+                    "shift": (np.zeros_like(var) if shift is None else shift).ravel(),
                     "truth": truth,
                     "error": mu.ravel() - truth,
-                    "covered": covered(mu, var, result.truth, result.config.level,
-                                       None if shift is None else shift[:, :, grid - 1]).ravel(),
+                    "covered": covered(mu, var, result.truth, result.config.level, shift).ravel(),
                 }
             )
         )
