@@ -323,7 +323,7 @@ def test_the_design_based_floor_is_that_of_the_pool_the_random_items_came_from()
 
     rng = np.random.default_rng(0)
     ref = ScoreMatrix((rng.random((10, 400)) < 0.3).astype(float), kind="binary")
-    method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None)
+    method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None, interval="symmetric")
     run_fixed(method, np.ones(400), 200)
     assert method.mode == "design"
     pool, count = 400 - method.switched_at, method._design.count
@@ -610,7 +610,7 @@ def test_the_split_floor_narrows_only_the_design_based_interval() -> None:
     truth = (rng.random(400) < 0.9).astype(float)  # far above every reference: a switch
     runs = {}
     for floor in ("wilson", "split"):
-        method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None, floor=floor)
+        method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None, floor=floor, interval="symmetric")
         run_fixed(method, truth, 40)
         assert method.mode == "design"
         runs[floor] = (method.observed_items, method.estimate())
@@ -661,6 +661,10 @@ def test_the_two_sided_interval_floors_each_side_on_its_own_and_keeps_the_estima
     assert last.std + last.shift == pytest.approx(float(np.sqrt(high * scale)), rel=1e-9)
     with pytest.raises(ConfigurationError, match="floor=split"):
         BayesAME(ref, hyperparameters=FIT, calibration=None, interval="sides", floor="split")
+    # "sides" is the default (stop 46): floor=split alone is refused with the option that lets it through
+    assert BayesAME(ref, hyperparameters=FIT, calibration=None).interval == "sides"
+    with pytest.raises(ConfigurationError, match=r"add interval=symmetric.*bayesame\[floor=split,interval=symmetric\]"):
+        BayesAME(ref, hyperparameters=FIT, calibration=None, floor="split")
     with pytest.raises(ConfigurationError, match="interval"):
         BayesAME(ref, hyperparameters=FIT, calibration=None, interval="lopsided")
 

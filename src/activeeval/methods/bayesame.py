@@ -121,7 +121,7 @@ class DesignSettings(Settings):
                                  "ν0, the pseudo-count shrinking the interval scale towards 1")
     controls: str | None = setting("model+near", _controls, "the design-based estimate's control variates")
     floor: str = setting("effective", OneOf("wilson", "effective", "split"), "the design-based interval's floor")
-    interval: str = setting("symmetric", OneOf(*INTERVALS),
+    interval: str = setting("sides", OneOf(*INTERVALS),
                             "the design-based interval's shape (sides: each side floored on its own; wilson: "
                             "the floor's interval as a whole)")
     design_variance: str = setting("residuals", OneOf("residuals", "increments"),
@@ -292,21 +292,25 @@ class BayesAME(BaseMethod):
         are on the long side; docs/MATHS.md). A session stores its floor; one
         stored before stop 39 replays with "wilson".
     interval : {"symmetric", "sides", "wilson"}
-        The design-based interval's shape: "symmetric" (default) the estimate
-        ± z·max(sd, floor's sd); the other two keep the floor's two sides
+        The design-based interval's shape: "symmetric" (the default before
+        stop 46) the estimate ± z·max(sd, floor's sd); the other two keep the
+        floor's two sides
         (:func:`~activeeval.design.sampling_side_floors`: Wilson's bounds for
         0/1 scores, each divided by the same variance reduction under
         ``floor="effective"``) and report the estimate's
         :attr:`~activeeval.methods.estimate.Estimate.shift`
         (:func:`~activeeval.design.two_sided`): "sides" floors each side on
-        its own against the estimate's sd (near 0 or 1 the short side no
-        longer takes the long side's length); "wilson" takes the floor's
+        its own against the estimate's sd (default since stop 46: near 0 or 1
+        the short side no longer takes the long side's length, so the interval
+        is narrower where the floor binds at the same coverage; a session
+        stored before stop 45 replays with "symmetric", one stored since with
+        the shape it stored); "wilson" takes the floor's
         interval as a whole for 0/1 scores (Wilson's) wherever its longer side
         is longer than z·sd, the short side too ("sides" for continuous
         scores) (narrower still, and in extrapolation short on the side
         the controls' bias is: docs/benchmarks/history.md, "Issue 25 (stop
         45)"). Neither with ``floor="split"`` (which splits α because the
-        interval is symmetric).
+        interval is symmetric: give ``interval="symmetric"`` with it).
     design_variance : {"residuals", "increments"}
         How the design-based estimate's residual variance is estimated
         (:meth:`~activeeval.design.Prequential.estimate`): "residuals"
@@ -385,8 +389,9 @@ class BayesAME(BaseMethod):
         if self.interval != "symmetric" and self.floor == "split":
             raise ConfigurationError(
                 f"the method options interval={self.interval} and floor=split do not go together: the first keeps "
-                "the interval's two sides apart, the second splits α between the sides of a symmetric one; choose "
-                "one of them (e.g. floor=effective, the default)")
+                "the interval's two sides apart (interval=sides is the default), the second splits α between the "
+                "sides of a symmetric one; add interval=symmetric to use floor=split (e.g. "
+                "'bayesame[floor=split,interval=symmetric]'), or drop floor=split")
         self.switch_z = float(design.switch_z)
         self.tolerance_ = prior.tolerance
         # the reference-only prior state (buckets, then Σ·N): once per process (methods built on one reference,
