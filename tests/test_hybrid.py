@@ -207,7 +207,8 @@ def test_the_floor_of_a_hybrid_run_is_that_of_plain_random_sampling_at_the_same_
 
     ref, _ = _reference()
     truth = np.ones(150)  # every score 1: the variances are 0, the floor is all there is
-    method = BayesAME(ref, seed=2, hyperparameters=FIT, calibration=None, selection="hybrid", switch_weight=1.0)
+    method = BayesAME(ref, seed=2, hyperparameters=FIT, calibration=None, selection="hybrid", switch_weight=1.0,
+                      interval="symmetric")  # the floor as one symmetric interval (the default keeps its two sides)
     run_fixed(method, truth, 60)
     assert method.mode == "design"
     floor = float(sampling_var_floor(1.0, 1.0, 1.0, 60, 150, (0.0, 1.0), True))
