@@ -2,7 +2,8 @@
 
 The issue-25 table. For every dataset × regime (interpolation, extrapolation)
 the backtest protocol (SPEC §5: 50 % references, ``--targets`` targets ×
-``--seeds`` seeds, one split draw) is run for each method, and the table gives,
+``--seeds`` seeds, one split draw; ``--ref-fraction 1``: every other model a
+reference, as a session on a leaderboard has) is run for each method, and the table gives,
 per dataset × regime × method and budget n/N = 2.5, 5, 10, 25 % and at the
 automatic stops (ε1 = 0.005, W = 30, ε2 = 0.01 / 0.03):
 
@@ -34,6 +35,8 @@ Usage (from the repository root, package installed)::
     OPENBLAS_NUM_THREADS=1 python benchmarks/efficiency.py --datasets ifeval,musr --regimes extrapolation \\
         --methods 'rs-mean,bayesame,aipw-ridge'
     python benchmarks/efficiency.py --report-only                             # the table of what --out holds
+    OPENBLAS_NUM_THREADS=1 python benchmarks/efficiency.py --ref-fraction 1 --seeds 1 --draw 0-9 \
+        --regimes interpolation --datasets ifeval,musr --methods 'rs-mean,bayesame'   # every other model a reference
     python benchmarks/efficiency.py --smoke                                   # seconds: CI keeps it running
 """
 
@@ -53,7 +56,7 @@ import numpy as np
 
 from activeeval import datasets
 from activeeval.experiments.metrics import covered, stop_indices
-from activeeval.experiments.protocol import BacktestConfig
+from activeeval.experiments.protocol import BacktestConfig, parse_draws
 from activeeval.experiments.runner import check_methods, run_backtest
 from activeeval.methods.registry import split_method_list
 
@@ -132,12 +135,14 @@ def code_fingerprint() -> str:
     return package_hash()[:12]
 
 
-def run_protocol(dataset: str, regime: str, draw: int, method: str, targets: int, seeds: int, workers: int):
-    """The backtest of one (dataset, regime, draw, method) on this table's protocol (50 % references; split_seed
-    = root_seed = the draw), with the targets' item scores (``target_scores``, targets × N) attached."""
+def run_protocol(dataset: str, regime: str, draw: int, method: str, targets: int, seeds: int, workers: int,
+                 ref_fraction: float = 0.5):
+    """The backtest of one (dataset, regime, draw, method) on this table's protocol (``ref_fraction`` of the pool
+    as references, 50 % by default; split_seed = root_seed = the draw), with the targets' item scores
+    (``target_scores``, targets × N) attached."""
     matrix = datasets.load(dataset)
     config = BacktestConfig(methods=(method,), regime=regime, n_targets=targets, n_seeds=seeds, split_seed=draw,
-                            root_seed=draw)
+                            root_seed=draw, ref_fraction=ref_fraction)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the missing-score notes: the documented default policy
         result = run_backtest(matrix, config, workers=workers)
@@ -145,9 +150,17 @@ def run_protocol(dataset: str, regime: str, draw: int, method: str, targets: int
     return result
 
 
+def cell_path(out: Path, dataset: str, regime: str, draw: int, targets: int, seeds: int, method: str,
+              ref_fraction: float = 0.5) -> Path:
+    """Where a cell is kept: the table's protocol (50 % references) under the names it always had, another
+    reference fraction with ``_r<fraction>`` after the draw."""
+    refs = "" if ref_fraction == 0.5 else f"_r{ref_fraction:g}"
+    return out / f"{dataset}_{regime}_d{draw}{refs}_{targets}x{seeds}_{key_of(method)}.json"
+
+
 def run_cell(dataset: str, regime: str, draw: int, method: str, targets: int, seeds: int, workers: int,
-             out: Path, recompute: bool = False) -> dict:
-    path = out / f"{dataset}_{regime}_d{draw}_{targets}x{seeds}_{key_of(method)}.json"
+             out: Path, recompute: bool = False, ref_fraction: float = 0.5) -> dict:
+    path = cell_path(out, dataset, regime, draw, targets, seeds, method, ref_fraction)
     if path.exists() and not recompute:
         record = json.loads(path.read_text())
         if record.get("code") != code_fingerprint():
@@ -157,9 +170,10 @@ def run_cell(dataset: str, regime: str, draw: int, method: str, targets: int, se
                   file=sys.stderr)
         return record
     start = time.perf_counter()
-    result = run_protocol(dataset, regime, draw, method, targets, seeds, workers)
+    result = run_protocol(dataset, regime, draw, method, targets, seeds, workers, ref_fraction)
     record = {
         "dataset": dataset, "regime": regime, "draw": draw, "method": method, "targets": targets, "seeds": seeds,
+        "ref_fraction": ref_fraction,
         "n_items": result.n_items, "n_refs": int(np.median(result.reference_sizes)) if result.reference_sizes else 0,
         "wall_s": time.perf_counter() - start, "cells": run_records(result, method), "code": code_fingerprint(),
     }
@@ -178,6 +192,28 @@ def summarise(cell: dict) -> dict:
             "mae": float(np.mean(cell["abs_err"]) * 100), "n": float(np.mean(cell["n"])), "runs": int(cov.size)}
 
 
+def pooled(records: list[dict]) -> list[dict]:
+    """One record per (dataset, regime, method): the runs of several draws side by side (each cell's lists
+    concatenated in the order given, so paired differences stay paired), ``n_refs`` their median."""
+    merged: dict[tuple[str, str, str], dict] = {}
+    for rec in records:
+        key = (rec["dataset"], rec["regime"], rec["method"])
+        if key not in merged:
+            merged[key] = {**rec, "cells": {c: {k: list(v) for k, v in cell.items()} for c, cell in rec["cells"].items()},
+                           "_refs": [rec["n_refs"]]}
+            continue
+        into = merged[key]
+        into["_refs"].append(rec["n_refs"])
+        for c, cell in rec["cells"].items():
+            for k, v in cell.items():
+                into["cells"][c][k].extend(v)
+    out = []
+    for rec in merged.values():
+        refs = rec.pop("_refs")
+        out.append({**rec, "n_refs": int(np.median(refs))})
+    return out
+
+
 def report(records: list[dict], methods: list[str]) -> str:
     budget_cols = [f"{b}" for b in BUDGETS]
     head = (f"{'dataset':<17} {'regime':<6} {'refs':>4} {'method':<22} "
@@ -185,7 +221,7 @@ def report(records: list[dict], methods: list[str]) -> str:
             + " " + " ".join(f"{'stop' + f'{e}' + ' cov/ESS/n/N//RS':>30}" for e in STOPS) + f" {'runs':>5}")
     lines = [head, "-" * len(head)]
     by_cell: dict[tuple[str, str], dict[str, dict]] = {}
-    for rec in records:
+    for rec in pooled(records):
         by_cell.setdefault((rec["dataset"], rec["regime"]), {})[rec["method"]] = rec
     for (dataset, regime), recs in by_cell.items():
         rs = recs.get("rs-mean")
@@ -328,9 +364,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", default=",".join(ALL_DATASETS))
     parser.add_argument("--regimes", default="interpolation,extrapolation")
     parser.add_argument("--methods", default=DEFAULT_METHODS)
-    parser.add_argument("--draw", type=int, default=0, help="split and seed draw (split_seed = root_seed)")
+    parser.add_argument("--draw", default="0",
+                        help="split and seed draw (split_seed = root_seed); several (0-9, 0,3) are pooled per cell")
     parser.add_argument("--targets", type=int, default=None, help="targets (default 20; fewer on small sets)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds (default 10; 200 runs per cell in all)")
+    parser.add_argument("--ref-fraction", type=float, default=0.5,
+                        help="share of the non-target models each seed takes as references (default 0.5; 1: every "
+                             "other model, as a session on a leaderboard has; then the seeds share one reference set "
+                             "and BayesAME's runs repeat, so take --seeds 1 and several draws, --draw 0-9)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", default="benchmarks/results/efficiency")
     parser.add_argument("--report-only", action="store_true", help="print the table of what --out holds")
@@ -346,21 +387,26 @@ def main(argv: list[str] | None = None) -> int:
     if "rs-mean" not in methods:
         methods.insert(0, "rs-mean")  # the stops are compared with RS-Mean's
     out = Path(args.out)
+    draws = parse_draws(str(args.draw))
     records = []
     start = time.perf_counter()
     for dataset in [d for d in args.datasets.split(",") if d]:
         targets, seeds = shape_of(dataset, args.targets, args.seeds)
         for regime in [r for r in args.regimes.split(",") if r]:
             for method in methods:
-                if args.report_only:
-                    path = out / f"{dataset}_{regime}_d{args.draw}_{targets}x{seeds}_{key_of(method)}.json"
-                    if path.exists():
-                        records.append(json.loads(path.read_text()))
-                    continue
-                rec = run_cell(dataset, regime, args.draw, method, targets, seeds, args.workers, out, args.recompute)
-                records.append(rec)
-                print(f"# {dataset} {regime} {method}: {rec['wall_s']:.0f} s", file=sys.stderr, flush=True)
-    print(f"efficiency: 50 % references, draw {args.draw}; wall {time.perf_counter() - start:.0f} s")
+                for draw in draws:
+                    if args.report_only:
+                        path = cell_path(out, dataset, regime, draw, targets, seeds, method, args.ref_fraction)
+                        if path.exists():
+                            records.append(json.loads(path.read_text()))
+                        continue
+                    rec = run_cell(dataset, regime, draw, method, targets, seeds, args.workers, out, args.recompute,
+                                   args.ref_fraction)
+                    records.append(rec)
+                    print(f"# {dataset} {regime} {method} draw {draw}: {rec['wall_s']:.0f} s", file=sys.stderr,
+                          flush=True)
+    print(f"efficiency: {100 * args.ref_fraction:g} % references, draw {args.draw}; "
+          f"wall {time.perf_counter() - start:.0f} s")
     print(report(records, methods))
     return 0
 
