@@ -199,8 +199,8 @@ def pooled(records: list[dict]) -> list[dict]:
     for rec in records:
         key = (rec["dataset"], rec["regime"], rec["method"])
         if key not in merged:
-            merged[key] = {**rec, "cells": {c: {k: list(v) for k, v in cell.items()} for c, cell in rec["cells"].items()},
-                           "_refs": [rec["n_refs"]]}
+            cells = {c: {k: list(v) for k, v in cell.items()} for c, cell in rec["cells"].items()}
+            merged[key] = {**rec, "cells": cells, "_refs": [rec["n_refs"]]}
             continue
         into = merged[key]
         into["_refs"].append(rec["n_refs"])
