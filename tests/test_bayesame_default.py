@@ -597,8 +597,9 @@ def test_a_session_stored_before_issue_25_replays_with_the_defaults_it_was_made_
     ref = binary_reference(12, 40, 4)
     method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=Calibration(factor=1.0))
     assert method.floor == "effective"
-    assert {"calibrate_by", "warmup", "floor", "interval"} <= set(method.frozen_options())  # new sessions: all
+    assert {"calibrate_by", "warmup", "floor", "interval", "switch_z"} <= set(method.frozen_options())  # all
     assert method_options_of(newest)["interval"] == "symmetric"  # stored before the option: its only shape
+    assert method_options_of(newest)["switch_z"] == pytest.approx(1.959963984540054)  # stored before stop 46
     stored = {"method": "bayesame", "method_kwargs": {**newest["method_kwargs"], "interval": "sides"}}
     assert method_options_of(stored)["interval"] == "sides"
 
@@ -691,11 +692,14 @@ def test_estimate_beyond_tests_the_point_estimate_from_n_10_only_below_the_inter
 
 
 def test_switch_z_0_switches_once_the_point_estimate_is_beyond_every_reference() -> None:
-    """A target a little above every reference: switch_z=0 switches it (reason "outside") when the default does
-    not yet, and only from n = 10 on; up to its switch the two runs are the same."""
+    """A target a little above every reference: switch_z=0 switches it (reason "outside") when the 95 % interval's
+    own test (switch_z=1.96, the default before stop 46) does not yet, and only from n = 10 on; up to its switch
+    the two runs are the same."""
+    from activeeval.methods.bayesame import Z95
+
     ref, truths = _just_above()
     truth = truths[1]
-    default = BayesAME(ref, seed=3, hyperparameters=FIT, calibration=None)
+    default = BayesAME(ref, seed=3, hyperparameters=FIT, calibration=None, switch_z=Z95)
     point = BayesAME(ref, seed=3, hyperparameters=FIT, calibration=None, switch_z=0.0)
     run_fixed(default, truth, 20)
     run_fixed(point, truth, 20)
@@ -703,7 +707,7 @@ def test_switch_z_0_switches_once_the_point_estimate_is_beyond_every_reference()
     assert point.mode == "design" and point.switch_reason == "outside" and 10 <= point.switched_at < 20
     k = point.switched_at
     assert default.observed_items[:k] == point.observed_items[:k]
-    replay = BayesAME(ref, seed=3, hyperparameters=FIT, calibration=None)
+    replay = BayesAME(ref, seed=3, hyperparameters=FIT, calibration=None, switch_z=Z95)
     run_fixed(replay, truth, k)
     mean, _ = replay._model_estimate()
     lo, hi = replay.reference_range
@@ -714,8 +718,9 @@ def test_switch_z_0_switches_once_the_point_estimate_is_beyond_every_reference()
 @pytest.mark.parametrize("switch_z", [None, 0.0])
 def test_calibration_switches_pseudo_targets_as_single_runs_do_under_switch_z(switch_z: float | None) -> None:
     """The calibration's shared pass drops a pseudo-target exactly when its single run (with the same switch_z)
-    switches; switch_z=0 drops more of the targets just above the references than the default."""
-    from activeeval.methods.bayesame import _model_based_errors
+    switches; switch_z=0 drops more of the targets just above the references than 1.96 (None: no test beyond the
+    95 % interval's own)."""
+    from activeeval.methods.bayesame import Z95, _model_based_errors
 
     ref, truths = _just_above()
     grid = [8, 15, 30]
@@ -723,7 +728,7 @@ def test_calibration_switches_pseudo_targets_as_single_runs_do_under_switch_z(sw
     for n, values in zip(grid, shared):
         expected = []
         for truth in truths:
-            kw = {} if switch_z is None else {"switch_z": switch_z}
+            kw = {"switch_z": Z95 if switch_z is None else switch_z}
             method = BayesAME(ref, seed=3, hyperparameters=FIT, calibration=None, **kw)
             run_fixed(method, truth, n)
             if method.mode == "model":
@@ -735,12 +740,18 @@ def test_calibration_switches_pseudo_targets_as_single_runs_do_under_switch_z(sw
 
 
 def test_a_calibration_under_switch_z_is_its_own() -> None:
-    """The calibration follows the switch its method makes: switch_z keys it apart from the default's."""
+    """The calibration follows the switch its method makes: switch_z keys it apart from the default's (1 since
+    stop 46), and 1.96 (no test beyond the 95 % interval's own) is the calibration without it."""
+    from activeeval.methods.bayesame import SWITCH_Z, Z95
+
     ref = binary_reference(12, 60, 4)
     default = BayesAME(ref, seed=0, hyperparameters=FIT)
     point = BayesAME(ref, seed=0, hyperparameters=FIT, switch_z=0.0)
-    assert default.calibration_ == calibrate(ref, FIT)
+    plain = BayesAME(ref, seed=0, hyperparameters=FIT, switch_z=Z95)
+    assert default.switch_z == SWITCH_Z == 1.0
+    assert default.calibration_ == calibrate(ref, FIT, switch_z=SWITCH_Z)
     assert point.calibration_ == calibrate(ref, FIT, switch_z=0.0)
+    assert plain.calibration_ == calibrate(ref, FIT)
 
 
 def test_shared_fold_fits_calibrate_with_the_main_kernel_and_key_apart(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -763,7 +774,10 @@ def test_shared_fold_fits_calibrate_with_the_main_kernel_and_key_apart(monkeypat
         assert not made, "a fold fit was made"
         assert calibrate(ref, FIT, fold_fit="refit", seed=1) and len(made) == 5  # one kernel per fold
     assert shared == calibrate(ref, FIT, fold_fit="shared") and shared != refit
-    assert BayesAME(ref, seed=0, hyperparameters=FIT).calibration_ == shared
-    assert BayesAME(ref, seed=0, hyperparameters=FIT, fold_fit="refit").calibration_ == refit
+    from activeeval.methods.bayesame import Z95
+
+    # (switch_z=1.96: the calibrations above, which take no switch_z; the default's is keyed with its own)
+    assert BayesAME(ref, seed=0, hyperparameters=FIT, switch_z=Z95).calibration_ == shared
+    assert BayesAME(ref, seed=0, hyperparameters=FIT, switch_z=Z95, fold_fit="refit").calibration_ == refit
     with pytest.raises(ConfigurationError, match="fold_fit"):
         BayesAME(ref, seed=0, hyperparameters=FIT, fold_fit="never")

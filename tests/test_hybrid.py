@@ -169,9 +169,11 @@ def test_a_hybrid_method_is_calibrated_on_its_own_draws() -> None:
     default = BayesAME(ref, seed=0, hyperparameters=FIT)
     hybrid = BayesAME(ref, seed=0, hyperparameters=FIT, selection="hybrid")
     gain = BayesAME(ref, seed=0, hyperparameters=FIT, selection="hybrid", sample_by="gain")
-    assert default.calibration_ == calibrate(ref, FIT)
-    assert hybrid.calibration_ == calibrate(ref, FIT, sampled=("sd", 0.5))
-    assert gain.calibration_ == calibrate(ref, FIT, sampled=("gain", 0.5))
+    from activeeval.methods.bayesame import SWITCH_Z
+
+    assert default.calibration_ == calibrate(ref, FIT, switch_z=SWITCH_Z)
+    assert hybrid.calibration_ == calibrate(ref, FIT, switch_z=SWITCH_Z, sampled=("sd", 0.5))
+    assert gain.calibration_ == calibrate(ref, FIT, switch_z=SWITCH_Z, sampled=("gain", 0.5))
     assert len({default.calibration_, hybrid.calibration_, gain.calibration_}) == 3
 
 

@@ -82,6 +82,9 @@ SAMPLED_UNIFORM = 0.5
 #: (:meth:`activeeval.design.Prequential.estimate`'s ``earlier_weight``): the switch fired because those items
 #: looked extreme, so given that it fired they are biased outwards.
 SWITCH_WEIGHT = 0.5
+#: Default ``switch_z``: switch once the model-based estimate is this many sd beyond every reference (stop 46;
+#: 1.96 before, where the 95 % interval's own test already holds): docs/benchmarks/history.md, "Issue 25 (stop 46)".
+SWITCH_Z = 1.0
 #: The design-based interval's shapes (``interval``): symmetric, each side floored on its own, the floor's as a whole.
 INTERVALS = ("symmetric", "sides", "wilson")
 #: Largest variance reduction by which ``floor="effective"`` lowers the design-based interval's floor.
@@ -126,7 +129,7 @@ class DesignSettings(Settings):
                             "the floor's interval as a whole)")
     design_variance: str = setting("residuals", OneOf("residuals", "increments"),
                                    "how the design-based estimate's residual variance is estimated")
-    switch_z: float = setting(Z95, Number(0, phrase="a non-negative number"),
+    switch_z: float = setting(SWITCH_Z, Number(0, phrase="a non-negative number"),
                               "switch when the estimate ± this many sd is beyond every reference (from n = 10)")
     sample_by: str = setting("sd", OneOf("sd", "gain"),
                              "sampled/hybrid selection: draw in proportion to the predictive sd, or to Eq. 6's gain")
@@ -220,9 +223,11 @@ class BayesAME(BaseMethod):
     switch_z : float
         A further switch (from n = 10 on): the model-based estimate ± this
         many standard deviations lies wholly outside the range of the
-        references' full-benchmark scores. At the default, 1.96, it adds
-        nothing to the 95 % interval's own test; 0 switches as soon as the
-        point estimate is beyond every reference. The model pulls a target
+        references' full-benchmark scores. At 1.96 (the default before stop
+        46) it adds nothing to the 95 % interval's own test; 0 switches as
+        soon as the point estimate is beyond every reference; the default,
+        1, once it is a standard deviation beyond (``SWITCH_Z``; a session
+        stored before stop 46 replays with 1.96). The model pulls a target
         better than every reference towards the best of them, and its
         interval can stay inside the range while the truth is not: such runs
         stay model-based and miss (docs/benchmarks/history.md, "Issue 25
@@ -495,7 +500,7 @@ class BayesAME(BaseMethod):
         options whose defaults have changed (a stored session replays with the ones it was made with)."""
         return {"hyperparameters": self.fit_.to_dict(), "calibration": self.calibration_.to_dict(),
                 "calibrate_by": self.calibrate_by, "warmup": self.warmup, "floor": self.floor,
-                "interval": self.interval}
+                "interval": self.interval, "switch_z": self.switch_z}
 
     def information_gains(self) -> np.ndarray:
         """Eq. 6 for one unobserved item of each bucket, shape (B,) (0 where none is left)."""

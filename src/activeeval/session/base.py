@@ -94,6 +94,8 @@ _BAYESAME_BEFORE_25 = {"calibrate_by": "pooled", "warmup": 0}
 _BAYESAME_BEFORE_39 = {"floor": "wilson"}
 # and the design-based interval's shape, stored since stop 45 (the only shape before it)
 _BAYESAME_BEFORE_45 = {"interval": "symmetric"}
+# and the switch threshold, stored since stop 46 made 1 the default (1.96 before: the 95 % interval's own test)
+_BAYESAME_BEFORE_46 = {"switch_z": 1.959963984540054}
 
 
 def method_options_of(settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -106,6 +108,8 @@ def method_options_of(settings: Mapping[str, Any]) -> dict[str, Any]:
             options = {**_BAYESAME_BEFORE_39, **options}
         if "interval" not in options:
             options = {**_BAYESAME_BEFORE_45, **options}
+        if "switch_z" not in options:
+            options = {**_BAYESAME_BEFORE_46, **options}
     return options
 
 # The module of each session kind, imported when a file of that kind is opened.
