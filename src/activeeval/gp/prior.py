@@ -374,7 +374,8 @@ def calibrate(
     at least 1; the factors by budget (:attr:`Calibration.factors`) are
     measured at each of those n and at 1 and 2.5 % of the items, separately.
     The pseudo-targets start with ``warmup`` random items, and switch by the
-    method's ``switch_z`` (None: its default), as the method they calibrate does; ``sampled``: their items are
+    method's ``switch_z`` (None: 1.96, no test beyond the 95 % interval's own),
+    as the method they calibrate does; ``sampled``: their items are
     drawn as ``selection="hybrid"`` draws them (``sampled`` = (``sample_by``, ``sample_uniform``), not by Eq. 6).
     """
     grid, by_n, n_sub, n_pseudo = _calibration_errors(
@@ -758,7 +759,8 @@ class ReferencePrior:
         ``fit_seed``, ``level_prior``, ``linear``). ``calibration``: "auto"
         (:func:`calibrate`, its pseudo-targets starting with ``warmup`` random
         items, switching by ``switch_z`` and drawn as ``selection="hybrid"`` draws them if ``sampled`` is given, as the
-        method does; ``switch_z`` None: its default; ``fold_fit``: its folds' kernels, see :func:`calibrate`), None
+        method does; ``switch_z`` None: 1.96, the interval's own test; ``fold_fit``: its folds' kernels, see
+        :func:`calibrate`), None
         (factor 1), or a Calibration (or its dict).
         ``tolerance``: default :func:`default_tolerance`. Fits and calibrations
         are cached per reference, in memory and in the user cache.

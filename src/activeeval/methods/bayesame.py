@@ -968,7 +968,7 @@ def _model_based_runs(
     each n in ``grid``: (the items so far, in order; each target's estimate;
     its model-based sd, scale included; whether it is still model-based — a
     target that would switch to the design-based estimate is no longer, by
-    the method's tests with ``switch_z``, None for its default). ``sampled``:
+    the method's tests with ``switch_z``, None for 1.96: the 95 % interval's own test). ``sampled``:
     (``sample_by``, ``sample_uniform``) to draw the items as
     ``selection="hybrid"`` draws them (None: by Eq. 6).
     """
