@@ -181,7 +181,9 @@ def test_the_multi_target_prior_is_the_single_target_defaults_bit_for_bit(ifeval
     directly: the same buckets, distances, kernel columns, level term, noise, factor and tolerance, bit for bit."""
     ref, targets, _ = ifeval_3_targets
     multi = BayesAMEMulti(ref, targets, seed=0, level="separate", cache_mb=cache_mb)
-    single = BayesAME(ref, seed=0, selection="active", extrapolation="off", cache_mb=cache_mb / 2)  # the former way
+    # the former way (with the switch test of before stop 46, which the multi-target prior keeps: switch_z=None)
+    single = BayesAME(ref, seed=0, selection="active", extrapolation="off", switch_z=1.959963984540054,
+                      cache_mb=cache_mb / 2)
     state = multi.bucket_prior_
     assert isinstance(state, BucketPrior) and multi.reference_prior_ == single.prior_
     assert multi.tolerance_ == single.tolerance_ and multi.factor_ == single.calibration_.factor

@@ -65,6 +65,13 @@ SIGMA2_MIN = 1e-4
 #: calibrate_by="budget") in benchmarks/efficiency.py — far better in extrapolation, but under-covering on a
 #: few-reference continuous set (WMT21 en-zh, 10 references: 0.80 at 10 % of N) — so it is an option, not the default.
 WARMUP = 0
+#: BayesAME's default ``switch_z`` (:class:`~activeeval.methods.bayesame.BayesAME`): switch once the model-based
+#: estimate is this many sd beyond every reference (stop 46; 1.96 before, where the 95 % interval's own test already
+#: holds): docs/benchmarks/history.md, "Issue 25 (stop 46)". Its calibration's pseudo-targets switch by the same rule.
+SWITCH_Z = 1.0
+#: At or above this ``switch_z`` the switch adds nothing to the 95 % interval's own test (the calibration is the one
+#: made without it, ``switch_z=None``).
+_SWITCH_Z_NONE = 1.959963984540054
 #: Smallest calibration factor by budget (the interval narrows at most to half the model's own).
 CALIBRATION_MIN = 0.5
 #: Fewest standardised errors at an n for a factor by budget there (fewer: that n is left out).
@@ -748,7 +755,7 @@ class ReferencePrior:
         linear: bool = True,
         warmup: int = WARMUP,
         tolerance: float | None = None,
-        switch_z: float | None = None,
+        switch_z: float | None = SWITCH_Z,
         sampled: tuple[str, float] | None = None,
         fold_fit: str = "shared",
     ) -> ReferencePrior:
@@ -759,13 +766,15 @@ class ReferencePrior:
         ``fit_seed``, ``level_prior``, ``linear``). ``calibration``: "auto"
         (:func:`calibrate`, its pseudo-targets starting with ``warmup`` random
         items, switching by ``switch_z`` and drawn as ``selection="hybrid"`` draws them if ``sampled`` is given, as the
-        method does; ``switch_z`` None: 1.96, the interval's own test; ``fold_fit``: its folds' kernels, see
-        :func:`calibrate`), None
+        method does; ``switch_z`` the method's, by default its default ``SWITCH_Z``, None or at least 1.96 the
+        interval's own test alone; ``fold_fit``: its folds' kernels, see :func:`calibrate`), None
         (factor 1), or a Calibration (or its dict).
         ``tolerance``: default :func:`default_tolerance`. Fits and calibrations
         are cached per reference, in memory and in the user cache.
         """
         fit = _resolve_fit(reference, hyperparameters, n_pseudo, fit_items, fit_seed, level_prior, linear)
+        if switch_z is not None and switch_z >= _SWITCH_Z_NONE:
+            switch_z = None  # the interval's own test: the calibration keyed as it always was
         cal = _resolve_calibration(reference, fit, calibration, warmup, switch_z, sampled, fold_fit)
         tol = default_tolerance(reference) if tolerance is None else tolerance
         return cls(fit=fit, calibration=cal, tolerance=tol, fingerprint=reference.fingerprint())

@@ -59,6 +59,7 @@ from activeeval.gp.prior import (
 from activeeval.gp.prior import CALIBRATION_MIN as CALIBRATION_MIN
 from activeeval.gp.prior import CALIBRATION_MIN_Z as CALIBRATION_MIN_Z
 from activeeval.gp.prior import SIGMA2_MIN as SIGMA2_MIN
+from activeeval.gp.prior import SWITCH_Z as SWITCH_Z  # BayesAME's default switch_z (defined beside WARMUP)
 from activeeval.methods.base import BaseMethod, SeedLike, random_order
 from activeeval.methods.capabilities import Capabilities
 from activeeval.methods.estimate import Estimate
@@ -82,9 +83,6 @@ SAMPLED_UNIFORM = 0.5
 #: (:meth:`activeeval.design.Prequential.estimate`'s ``earlier_weight``): the switch fired because those items
 #: looked extreme, so given that it fired they are biased outwards.
 SWITCH_WEIGHT = 0.5
-#: Default ``switch_z``: switch once the model-based estimate is this many sd beyond every reference (stop 46;
-#: 1.96 before, where the 95 % interval's own test already holds): docs/benchmarks/history.md, "Issue 25 (stop 46)".
-SWITCH_Z = 1.0
 #: The design-based interval's shapes (``interval``): symmetric, each side floored on its own, the floor's as a whole.
 INTERVALS = ("symmetric", "sides", "wilson")
 #: Largest variance reduction by which ``floor="effective"`` lowers the design-based interval's floor.

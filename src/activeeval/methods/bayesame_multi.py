@@ -177,7 +177,10 @@ class BayesAMEMulti(MultiTargetMethod):
         :class:`~activeeval.gp.prior.ReferencePrior`), built once and shared
         with other methods on the same reference; without it the method builds
         it from ``reference_fit``, ``calibration`` and ``tolerance`` exactly
-        as the single-target default does (those then stay unset).
+        as the single-target default does (those then stay unset), but for
+        its calibration's switch test: the 95 % interval's own
+        (``switch_z=None``, the single-target default's before stop 46), as
+        this method never switches.
     model : MultiModelSettings
         The joint model and its estimate; its fields:
 
@@ -310,8 +313,11 @@ class BayesAMEMulti(MultiTargetMethod):
             # the single-target default's prior on this reference: its buckets, reference-fitted kernel, noise,
             # calibration (gp/prior.py; its folds with the main fit's kernel since stop 44), built as BayesAME
             # builds it, or the one given
+            # (switch_z=None: the calibration made with the 95 % interval's own switch test, as before stop 46
+            # made switch_z=1 the single-target default; this method never switches, and its coverage was
+            # measured with this calibration)
             self.reference_prior_ = reference_prior if reference_prior is not None else ReferencePrior.build(
-                ref, hyperparameters=reference_fit, calibration=calibration, tolerance=tolerance)
+                ref, hyperparameters=reference_fit, calibration=calibration, tolerance=tolerance, switch_z=None)
             self.bucket_prior_ = state = self.reference_prior_.on(ref, cache_mb=cache_mb / 2)
             self.buckets = state.buckets
             self.tolerance_ = self.reference_prior_.tolerance
