@@ -35,7 +35,7 @@ Usage (from the repository root, package installed)::
     OPENBLAS_NUM_THREADS=1 python benchmarks/efficiency.py --datasets ifeval,musr --regimes extrapolation \\
         --methods 'rs-mean,bayesame,aipw-ridge'
     python benchmarks/efficiency.py --report-only                             # the table of what --out holds
-    OPENBLAS_NUM_THREADS=1 python benchmarks/efficiency.py --ref-fraction 1 --seeds 1 --draw 0-9 \
+    OPENBLAS_NUM_THREADS=1 python benchmarks/efficiency.py --ref-fraction 1 --seeds 1 --draw 0-9 \\
         --regimes interpolation --datasets ifeval,musr --methods 'rs-mean,bayesame'   # every other model a reference
     python benchmarks/efficiency.py --smoke                                   # seconds: CI keeps it running
 """
