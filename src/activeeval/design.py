@@ -31,6 +31,11 @@ __all__ = ["RIDGE_ALPHA", "Prequential", "RidgeControl", "effective_sample_size"
 
 #: :class:`RidgeControl`'s penalty until it chooses one by leave-one-out error: AIPWPred's (``Ridge(alpha=10)``).
 RIDGE_ALPHA = 10.0
+#: The normal quantile of a two-sided 95 % interval, Φ⁻¹(0.975).
+Z95 = 1.959963984540054
+#: The shapes of an interval with a floor (BayesAME's design-based phase, RS-Mean: their ``interval`` option):
+#: symmetric, each side of the floor on its own (:func:`two_sided`), the floor's interval as a whole.
+INTERVALS = ("symmetric", "sides", "wilson")
 #: Up to this many reference models the ridge keeps its K × K sums (primal); beyond, it solves in the items (dual).
 RIDGE_PRIMAL_MAX = 512
 #: The ridge control's penalties, relative to tr(X_cᵀ X_c)/K; the choice is by leave-one-out error.
@@ -74,7 +79,7 @@ def sampling_var_floor(
     n_items: int,
     score_range: tuple[float, float] | None,
     binary: bool,
-    z: float = 1.959963984540054,
+    z: float = Z95,
     split: bool = False,
 ) -> np.ndarray:
     """Smallest honest variance of a mean of ``n`` uniformly random items (without replacement).
@@ -147,7 +152,7 @@ def sampling_side_floors(
     n_items: int,
     score_range: tuple[float, float] | None,
     binary: bool,
-    z: float = 1.959963984540054,
+    z: float = Z95,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each side of :func:`sampling_var_floor`'s interval on its own: (v_low, v_high) such that
     [mean − z·sqrt(v_low), mean + z·sqrt(v_high)] is the Wilson score interval at the effective sample size

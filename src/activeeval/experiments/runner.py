@@ -261,9 +261,11 @@ def backtest_split(matrix: ScoreMatrix, config: BacktestConfig) -> Split:
 TaskResult = tuple[str, int, np.ndarray | None, np.ndarray | None, np.ndarray | None]
 
 
-def _shifts(trajs) -> np.ndarray | None:
-    """The trajectories' interval shifts (T, N), None when every interval is symmetric."""
-    shifts = np.array([[e.shift for e in tr] for tr in trajs], dtype=float)
+def _shifts(shifts) -> np.ndarray | None:
+    """Interval shifts (T, N) as a float array, None when every interval is symmetric (none given, or all 0)."""
+    if shifts is None:
+        return None
+    shifts = np.asarray(shifts, dtype=float)
     return shifts if shifts.any() else None
 
 
@@ -309,14 +311,14 @@ def play_task(
         run_multi_to_end(joint, truths)
         trajs = [joint.trajectory(t) for t in range(n_t)]
         return (method, seed_index, np.array([[e.mean for e in tr] for tr in trajs], dtype=float),
-                np.array([[e.var for e in tr] for tr in trajs], dtype=float), _shifts(trajs))
+                np.array([[e.var for e in tr] for tr in trajs], dtype=float), _shifts([[e.shift for e in tr]
+                                                                                       for tr in trajs]))
     batch = batch_play_size(config, method)
     replay = resolve_replay(name) if config.shared_order and batch == 1 else None
     if replay is not None:
         played = replay(reference, truths, seeds[0], **options)  # (means, vars) or (means, vars, shifts)
-        shifts = np.asarray(played[2], dtype=float) if len(played) > 2 else None
         return (method, seed_index, np.asarray(played[0], dtype=float), np.asarray(played[1], dtype=float),
-                shifts if shifts is not None and shifts.any() else None)
+                _shifts(played[2] if len(played) > 2 else None))
     means = np.empty((n_t, n_items))
     vars_ = np.empty((n_t, n_items))
     shifts = np.zeros((n_t, n_items))
@@ -331,7 +333,7 @@ def play_task(
         means[t_idx] = [e.mean for e in traj]
         vars_[t_idx] = [e.var for e in traj]
         shifts[t_idx] = [e.shift for e in traj]
-    return method, seed_index, means, vars_, shifts if shifts.any() else None
+    return method, seed_index, means, vars_, _shifts(shifts)
 
 
 # ------------------------------------------------------------------ local

@@ -35,6 +35,7 @@ import numpy as np
 from activeeval._cache import ReferenceCache
 from activeeval._threads import numeric
 from activeeval.data.matrix import ScoreMatrix
+from activeeval.design import Z95
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import (
     BucketPosterior,
@@ -69,9 +70,6 @@ WARMUP = 0
 #: estimate is this many sd beyond every reference (stop 46; 1.96 before, where the 95 % interval's own test already
 #: holds): docs/benchmarks/history.md, "Issue 25 (stop 46)". Its calibration's pseudo-targets switch by the same rule.
 SWITCH_Z = 1.0
-#: At or above this ``switch_z`` the switch adds nothing to the 95 % interval's own test (the calibration is the one
-#: made without it, ``switch_z=None``).
-_SWITCH_Z_NONE = 1.959963984540054
 #: Smallest calibration factor by budget (the interval narrows at most to half the model's own).
 CALIBRATION_MIN = 0.5
 #: Fewest standardised errors at an n for a factor by budget there (fewer: that n is left out).
@@ -773,8 +771,8 @@ class ReferencePrior:
         are cached per reference, in memory and in the user cache.
         """
         fit = _resolve_fit(reference, hyperparameters, n_pseudo, fit_items, fit_seed, level_prior, linear)
-        if switch_z is not None and switch_z >= _SWITCH_Z_NONE:
-            switch_z = None  # the interval's own test: the calibration keyed as it always was
+        if switch_z is not None and switch_z >= Z95:
+            switch_z = None  # no test beyond the 95 % interval's own: the calibration keyed as it always was
         cal = _resolve_calibration(reference, fit, calibration, warmup, switch_z, sampled, fold_fit)
         tol = default_tolerance(reference) if tolerance is None else tolerance
         return cls(fit=fit, calibration=cal, tolerance=tol, fingerprint=reference.fingerprint())

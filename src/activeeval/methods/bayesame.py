@@ -38,6 +38,8 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
+from activeeval.design import INTERVALS as INTERVALS  # the design-based interval's shapes (``interval``)
+from activeeval.design import Z95 as Z95
 from activeeval.design import Prequential, RidgeControl, sampling_side_floors, sampling_var_floor, two_sided
 from activeeval.exceptions import ConfigurationError
 from activeeval.gaussian import BucketPosterior
@@ -68,7 +70,6 @@ from activeeval.settings import Integer, Number, OneOf, Settings, setting, takes
 __all__ = ["BatchSettings", "BayesAME", "BayesAMERS", "Calibration", "DesignSettings", "FitSettings", "ReferenceFit",
            "ReferencePrior", "calibrate", "fit_hyperparameters"]
 
-Z95 = 1.959963984540054
 #: Pseudo-count of the target's scale: the interval scale is (ν0 + Σ z²) / (ν0 + n).
 SCALE_PRIOR = 10.0
 #: Innovations left out of the scale: the first ones mostly measure the wide level and slope prior.
@@ -83,8 +84,6 @@ SAMPLED_UNIFORM = 0.5
 #: (:meth:`activeeval.design.Prequential.estimate`'s ``earlier_weight``): the switch fired because those items
 #: looked extreme, so given that it fired they are biased outwards.
 SWITCH_WEIGHT = 0.5
-#: The design-based interval's shapes (``interval``): symmetric, each side floored on its own, the floor's as a whole.
-INTERVALS = ("symmetric", "sides", "wilson")
 #: Largest variance reduction by which ``floor="effective"`` lowers the design-based interval's floor.
 FLOOR_GAIN_MAX = 4.0
 
@@ -374,7 +373,7 @@ class BayesAME(BaseMethod):
                                          n_pseudo=fit.n_pseudo, fit_items=fit.fit_items, fit_seed=fit.fit_seed,
                                          level_prior=fit.level_prior, linear=fit.linear, warmup=self.warmup,
                                          tolerance=tolerance,
-                                         switch_z=None if design.switch_z >= Z95 else float(design.switch_z),
+                                         switch_z=float(design.switch_z),
                                          sampled=(design.sample_by, float(design.sample_uniform))
                                          if selection == "hybrid" else None, fold_fit=fit.fold_fit)
         else:

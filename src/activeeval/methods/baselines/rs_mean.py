@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from activeeval.data.matrix import ScoreMatrix
-from activeeval.design import sampling_side_floors, sampling_var_floor, two_sided
+from activeeval.design import INTERVALS, sampling_side_floors, sampling_var_floor, two_sided
 from activeeval.exceptions import ConfigurationError
 from activeeval.methods.base import BaseMethod, random_order
 from activeeval.methods.baselines._common import eq9_variance, fast_replay, running_mean_var, worst_case_var
@@ -64,12 +64,9 @@ class RSMean(BaseMethod):
             return Estimate(float(prior.mean()), float(prior.var(ddof=1)), 0, self.n_items, self._bounds())
         mean = float(scores.mean())
         var = eq9_variance(scores, np.full(n, 1.0 / n), self.n_items, self._worst_case_var())
-        seen = (mean, scores.min(), scores.max(), n, self.n_items, self.reference.score_range,
-                self.reference.kind == "binary")
-        if self.interval != "symmetric":
-            var_sym, shift = two_sided(var, *sampling_side_floors(*seen), whole=self.interval == "wilson" and seen[-1])
-            return Estimate(mean, float(var_sym), n, self.n_items, self._bounds(), shift=float(shift))
-        return Estimate(mean, max(var, float(sampling_var_floor(*seen))), n, self.n_items, self._bounds())
+        var, shift = _floored(var, (mean, scores.min(), scores.max(), n, self.n_items, self.reference.score_range,
+                                    self.reference.kind == "binary"), self.interval)
+        return Estimate(mean, float(var), n, self.n_items, self._bounds(), shift=0.0 if shift is None else float(shift))
 
     @fast_replay
     def replay(reference: ScoreMatrix, truths: np.ndarray, seed: int, *, interval: str = "symmetric"
@@ -91,14 +88,21 @@ class RSMean(BaseMethod):
         var = np.maximum(s2 / n * (n_items - n) / n_items, 0.0)
         seen = (mean, np.minimum.accumulate(played, axis=1), np.maximum.accumulate(played, axis=1), n, n_items,
                 reference.score_range, reference.kind == "binary")
-        if _check_interval(interval) != "symmetric":
-            var_sym, shift = two_sided(var, *sampling_side_floors(*seen), whole=interval == "wilson" and seen[-1])
-            return mean, var_sym, shift
-        return mean, np.maximum(var, sampling_var_floor(*seen))
+        var, shift = _floored(var, seen, _check_interval(interval))
+        return (mean, var) if shift is None else (mean, var, shift)
+
+
+def _floored(var, seen: tuple, interval: str):
+    """(variance, shift) of RS-Mean's interval: Eq. 9's ``var`` floored by the plain mean's floor at ``seen``
+    (:func:`~activeeval.design.sampling_var_floor`'s arguments) in the shape ``interval``; the shift is None
+    (symmetric) for "symmetric". The class and its replay both read it."""
+    if interval == "symmetric":
+        return np.maximum(var, sampling_var_floor(*seen)), None
+    return two_sided(var, *sampling_side_floors(*seen), whole=interval == "wilson" and seen[-1])
 
 
 def _check_interval(interval: object) -> str:
-    if interval not in ("symmetric", "sides", "wilson"):
+    if interval not in INTERVALS:
         raise ConfigurationError(
             f"the method option interval must be 'symmetric', 'sides' or 'wilson', got {interval!r}")
     return str(interval)
