@@ -249,6 +249,23 @@ def test_a_session_stores_a_group_object_as_its_flat_options(tmp_path, small_ref
     assert again.method.warmup == 4 and again.method.design == DesignSettings(warmup=4)
 
 
+@settings(max_examples=12, deadline=None)
+@given(switch_z=st.floats(0, 10) | st.integers(0, 10), interval=st.sampled_from(["symmetric", "sides", "wilson"]))
+def test_a_sessions_switch_and_interval_read_back_exactly(tmp_path_factory, small_reference: ScoreMatrix,
+                                                          switch_z: float, interval: str) -> None:
+    """The two options whose defaults changed at stop 46, stored by the session whatever their value (given or
+    the default), reopen to the same value, bit for bit, and the reopened method plays with them."""
+    from activeeval.session import Session
+
+    path = tmp_path_factory.mktemp("s") / "s.aeval"
+    given = {} if interval == "sides" else {"interval": interval}  # the default, stored all the same
+    Session.create(path, reference=small_reference, seed=0, calibration=None, switch_z=switch_z, **given)
+    again = Session.open(path, reference=small_reference)
+    stored = again.settings["method_kwargs"]
+    assert stored["switch_z"] == float(switch_z) and stored["interval"] == interval
+    assert again.method.switch_z == float(switch_z) and again.method.interval == interval
+
+
 # ------------------------------------------------------------------ the sessions' groups
 def test_a_session_takes_its_stopping_rule_and_reading_as_objects_or_keywords(tmp_path,
                                                                                small_reference: ScoreMatrix) -> None:
