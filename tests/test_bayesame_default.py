@@ -243,6 +243,29 @@ def test_leave_one_out_nlml_value_and_gradient(seed: int, log_params: tuple[floa
         assert grad[i] == pytest.approx(fd, rel=1e-5, abs=1e-6)
 
 
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), log_params=st.tuples(*[st.floats(-4, 2)] * 4))
+def test_leave_one_out_nlml_table_and_value_alone_are_the_same_numbers(seed: int, log_params: tuple[float, ...]) -> None:
+    """Binary scores: E read off a table of the distinct distances is E entry by entry, to the last bit (value and
+    gradient); ``value`` (no inverse) is the call's value, to the last bit, for binary and continuous scores."""
+    params = np.array(log_params)
+    x = binary_reference(9, 40, seed).scores.T
+    tabled = LeaveOneOutNLML(x, x.mean(0), [0, 3, 8], 0.3, 0.3)
+    assert all(isinstance(item[0], tuple) for item in tabled.items)  # whole-number distances: the table
+    by_entry = LeaveOneOutNLML.__new__(LeaveOneOutNLML)
+    by_entry.MAX_LEVELS = 0  # no table: every entry exponentiated
+    by_entry.__init__(x, x.mean(0), [0, 3, 8], 0.3, 0.3)
+    assert not any(isinstance(item[0], tuple) for item in by_entry.items)
+    value, grad = tabled(params)
+    other, other_grad = by_entry(params)
+    assert value == other and np.array_equal(grad, other_grad)
+    assert tabled.value(params) == value
+    y = continuous_reference(6, 12, seed).scores.T
+    continuous = LeaveOneOutNLML(y, y.mean(0), [0, 2, 5], 0.3, 0.3)
+    assert not any(isinstance(item[0], tuple) for item in continuous.items)
+    assert continuous.value(params) == continuous(params)[0]
+
+
 def test_fit_is_deterministic_cached_and_ignores_nothing_but_the_reference() -> None:
     ref = binary_reference(30, 80, 1)
     first = fit_hyperparameters(ref, n_pseudo=8, n_items=60)

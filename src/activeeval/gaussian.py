@@ -393,21 +393,38 @@ class LeaveOneOutNLML:
         lin_all = psi @ psi.T
         row_sums = x.sum(1)
         total_mean = float(col_means.sum())
-        self.items = []
+        # each pseudo-target's (distances, linear term, residual, level and slope): the distances as d²/(K − 1),
+        # or, where they are whole numbers (binary scores: d² counts the other references that disagree), as
+        # (the distinct values d²/(K − 1), each entry's index into them) — a call exponentiates each distinct
+        # value once and reads E and E ⊙ D off by index: the same operations on the same numbers as entry by
+        # entry (a sixth of a call's time at m = 300; LAPACK is the rest)
+        self.items: list[tuple[np.ndarray | tuple[np.ndarray, np.ndarray], np.ndarray, np.ndarray, np.ndarray]] = []
         for j in pseudo:
             xj = x[:, j]
-            d2 = np.maximum(d2_all - (xj[:, None] - xj[None, :]) ** 2, 0.0) / (k - 1)
+            d2 = np.maximum(d2_all - (xj[:, None] - xj[None, :]) ** 2, 0.0)
+            found = integer_levels(d2, self.MAX_LEVELS)
+            dist = d2 / (k - 1) if found is None else (found[0] / (k - 1), found[1])
             lin = (lin_all - np.outer(psi[:, j], psi[:, j])) / (k - 1)
             mu = (row_sums - xj) / (k - 1)
             mm = mu - (total_mean - float(col_means[j])) / (k - 1)
             fixed = tau0 + tau1 * np.outer(mm, mm)
-            self.items.append((d2, lin, xj - mu, fixed))
+            self.items.append((dist, lin, xj - mu, fixed))
+
+    #: Most distinct squared distances read off by index (``integer_levels``); more are exponentiated entry by entry.
+    MAX_LEVELS = 1 << 16
 
     @property
     def n_params(self) -> int:
         return 4 if self.linear else 3
 
     def __call__(self, log_params: np.ndarray) -> tuple[float, np.ndarray]:
+        return self._evaluate(log_params, gradient=True)
+
+    def value(self, log_params: np.ndarray) -> float:
+        """The NLML alone, the same number as ``self(log_params)[0]``, for a third of the cost (no inverse)."""
+        return self._evaluate(log_params, gradient=False)[0]
+
+    def _evaluate(self, log_params: np.ndarray, gradient: bool) -> tuple[float, np.ndarray]:
         from scipy.linalg import lapack
 
         values = np.exp(np.asarray(log_params, dtype=float))
@@ -416,18 +433,26 @@ class LeaveOneOutNLML:
         m = self.m
         total = 0.5 * len(self.items) * m * np.log(2 * np.pi)
         grad = np.zeros(self.n_params)
-        for d2, lin, y, fixed in self.items:
-            e = np.exp(-beta * d2)
+        for dist, lin, y, fixed in self.items:
+            if isinstance(dist, tuple):
+                levels, level_of = dist
+                e_levels = np.exp(-beta * levels)
+                e = np.take(e_levels, level_of)
+            else:
+                e = np.exp(-beta * dist)
             gram = alpha * e + fixed
             if self.linear:
                 gram += gamma * lin
             gram.flat[:: m + 1] += sigma2
-            factor, info = lapack.dpotrf(gram, lower=1, clean=1, overwrite_a=1)
+            # symmetric: its transpose is the same matrix in LAPACK's column-major order (no copy for f2py)
+            factor, info = lapack.dpotrf(gram.T, lower=1, clean=1, overwrite_a=1)
             if info != 0:
                 self.failures += 1
                 return np.inf, np.zeros(self.n_params)
             a, _ = lapack.dpotrs(factor, y, lower=1)
             total += 0.5 * float(y @ a) + float(np.log(np.diagonal(factor)).sum())
+            if not gradient:
+                continue
             inv, info = lapack.dpotri(factor, lower=1, overwrite_c=1)  # K⁻¹'s lower triangle (clean: 0 above it)
             if info != 0:  # pragma: no cover - factorised, so invertible
                 return np.inf, np.zeros(self.n_params)
@@ -442,7 +467,10 @@ class LeaveOneOutNLML:
                         - float(a @ (mat @ a)))  # noqa: B023 - called within this iteration
 
             grad[0] += 0.5 * alpha * contract(e)
-            e *= d2  # E ⊙ D
+            if isinstance(dist, tuple):
+                e = np.take(e_levels * levels, level_of)  # E ⊙ D
+            else:
+                e *= dist  # E ⊙ D
             grad[1] += -0.5 * alpha * beta * contract(e)
             grad[2] += 0.5 * sigma2 * (float(inv_diag.sum()) - float(a @ a))
             if self.linear:

@@ -243,7 +243,8 @@ def _fit_hyperparameters(reference: ScoreMatrix, scores: np.ndarray, n_pseudo: i
             seen[key] = nlml(y)
         return seen[key]
 
-    grid_values = [objective(g)[0] for g in grid]
+    # the grid's values alone (no inverse: a third of a call); L-BFGS-B's first call, at the best, adds its gradient
+    grid_values = [nlml.value(g) for g in grid] if len(grid) > 1 else [objective(grid[0])[0]]
     y0 = grid[int(np.argmin(grid_values))]
     from scipy.optimize import minimize  # imported here: sessions that reuse a stored fit never need it
 
