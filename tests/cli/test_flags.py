@@ -276,6 +276,31 @@ def test_status_shows_each_condition_against_its_threshold(tmp_path, chrf_file) 
     assert st["stopping"] == {"epsilon1": 0.005, "epsilon2": 40.0, "window": 5, "max_items": None}
 
 
+def test_status_says_when_the_interval_shown_is_clipped(tmp_path) -> None:
+    """The width condition reads the normal interval (before clipping); the status says so where the interval it
+    shows is narrower (one item scored: clipped at 1), and not where they agree."""
+    f = tmp_path / "s.aeval"
+    invoke("session", "new", f, "--reference", "ifeval", "--seed", 0, "--method", "rs-mean", "--no-forecast")
+    with Session.open(f) as s:
+        (a,) = s.ask(1)
+        s.tell(a.item_id, 1)
+    lines = invoke("session", "status", f).stdout.splitlines()
+    st = json.loads(invoke("session", "status", f, "--json").stdout)
+    width = next(c["value"] for c in st["conditions"] if c["name"] == "width")
+    assert st["ci_high"] - st["ci_low"] < width - 1e-6  # clipped at the top
+    assert lines[-1] == (f"note: the width is the normal interval's ({width:.4f}); the interval shown, "
+                         f"[{st['ci_low']:.4f}, {st['ci_high']:.4f}], is clipped to the scores the benchmark can still "
+                         "reach")
+    with Session.open(f) as s:
+        for a in s.ask(60):
+            s.tell(a.item_id, 1 if int(a.item_id[-3:]) % 2 else 0)
+    lines = invoke("session", "status", f).stdout.splitlines()
+    st = json.loads(invoke("session", "status", f, "--json").stdout)
+    width = next(c["value"] for c in st["conditions"] if c["name"] == "width")
+    assert abs((st["ci_high"] - st["ci_low"]) - width) < 1e-9  # near a half: nothing clipped
+    assert not any(line.startswith("note: the width") for line in lines)
+
+
 def test_record_from_records_only_handed_out_items(tmp_path, chrf_file) -> None:
     f = tmp_path / "s.aeval"
     invoke("session", "new", f, "--reference", chrf_file, "--score-range", 0, 100, "--seed", 0)
