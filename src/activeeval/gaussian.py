@@ -397,7 +397,7 @@ class LeaveOneOutNLML:
         # or, where they are whole numbers (binary scores: d² counts the other references that disagree), as
         # (the distinct values d²/(K − 1), each entry's index into them) — a call exponentiates each distinct
         # value once and reads E and E ⊙ D off by index: the same operations on the same numbers as entry by
-        # entry (a sixth of a call's time at m = 300; LAPACK is the rest)
+        # entry (the exponential was about a sixth of a call at m = 300; the Cholesky and the inverse are most of it)
         self.items: list[tuple[np.ndarray | tuple[np.ndarray, np.ndarray], np.ndarray, np.ndarray, np.ndarray]] = []
         for j in pseudo:
             xj = x[:, j]
