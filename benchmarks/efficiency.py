@@ -291,8 +291,9 @@ def _outside_by_chance(runs: int, lo: float, hi: float, level: float = 0.95) -> 
 
 def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list[str]) -> str:
     """Per method, issue 25's targets over every (dataset, regime) and budget/stop cell: how many cells cover
-    inside 93–97 %, which lie below or above, and which have a median ESS below 1; and of a method's cells above,
-    those where the last RS-Mean listed (random items with its floor) is above too."""
+    inside 93–97 %, which lie below or above, and which have a median ESS below 1; and of each other method's cells
+    above, those where the last RS-Mean listed (random items with its floor) is above too (and how many of them
+    that RS-Mean was not run on)."""
     lo, hi = COVERAGE_BAND
     cols = [f"{b}" for b in BUDGETS] + [f"stop{e}" for e in STOPS]
     names = {f"{b}": f"{100 * b:g}%" for b in BUDGETS} | {f"stop{e}": f"stop{e}" for e in STOPS}
@@ -306,7 +307,15 @@ def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list
     # over-cover, listed); the last RS-Mean listed is the one compared against (plain RS-Mean comes first, a variant
     # given, e.g. with the default's two-sided floor, `rs-mean[interval=sides]`, after it)
     random_spec = next((m for m in reversed(methods) if m.split("[")[0] == "rs-mean"), None)
+    random_cells: set[str] = set()  # the cells RS-Mean was run on
     random_above: set[str] = set()
+    for (dataset, regime), recs in by_cell.items():
+        rec = recs.get(random_spec) if random_spec is not None else None
+        for c in cols if rec is not None else ():
+            where = f"{dataset}/{regime[:6]}@{names[c]}"
+            random_cells.add(where)
+            if summarise(rec["cells"][c])["cov"] > hi:
+                random_above.add(where)
     for name in methods:
         below, above, low_ess, total = [], [], [], 0
         for (dataset, regime), recs in by_cell.items():
@@ -332,12 +341,12 @@ def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list
             if cells and not (name == "rs-mean" and label == "ESS<1"):
                 lines.append(f"    {label}: " + ", ".join(cells))
         where_above = [cell.rsplit(" ", 1)[0] for cell in above]
-        if name == random_spec:
-            random_above = set(where_above)
-        elif random_spec is not None and where_above and methods.index(random_spec) < methods.index(name):
+        if random_spec is not None and name.split("[")[0] != "rs-mean" and where_above:
             both = [w for w in where_above if w in random_above]
+            unseen = sum(w not in random_cells for w in where_above)
             lines.append(f"    above where {random_spec} (random items, its floor) is above too: {len(both)} of "
-                         f"{len(above)}" + (": " + ", ".join(both) if both else ""))
+                         f"{len(above)}" + (f" ({unseen} of them not run with {random_spec})" if unseen else "")
+                         + (": " + ", ".join(both) if both else ""))
     return "\n".join(lines)
 
 

@@ -264,6 +264,12 @@ def test_leave_one_out_nlml_table_and_value_alone_are_the_same_numbers(seed: int
     continuous = LeaveOneOutNLML(y, y.mean(0), [0, 2, 5], 0.3, 0.3)
     assert not any(isinstance(item[0], tuple) for item in continuous.items)
     assert continuous.value(params) == continuous(params)[0]
+    # LAPACK is handed the Gram matrix's transpose (column-major, no copy): the same matrix only if every term is
+    # exactly symmetric, continuous scores included
+    alpha, beta, _, gamma = np.exp(params)
+    for dist, lin, _, fixed in continuous.items:
+        gram = alpha * np.exp(-beta * dist) + fixed + gamma * lin
+        assert np.array_equal(gram, gram.T)
 
 
 def test_fit_is_deterministic_cached_and_ignores_nothing_but_the_reference() -> None:

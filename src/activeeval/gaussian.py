@@ -402,7 +402,7 @@ class LeaveOneOutNLML:
         for j in pseudo:
             xj = x[:, j]
             d2 = np.maximum(d2_all - (xj[:, None] - xj[None, :]) ** 2, 0.0)
-            found = integer_levels(d2, self.MAX_LEVELS)
+            found = integer_levels(d2, min(self.MAX_LEVELS, d2.size))  # never more levels than entries
             dist = d2 / (k - 1) if found is None else (found[0] / (k - 1), found[1])
             lin = (lin_all - np.outer(psi[:, j], psi[:, j])) / (k - 1)
             mu = (row_sums - xj) / (k - 1)

@@ -237,7 +237,7 @@ def _fit_hyperparameters(reference: ScoreMatrix, scores: np.ndarray, n_pseudo: i
         grid = [np.clip(grid[0], [b[0] for b in bounds], [b[1] for b in bounds])]
     seen: dict[bytes, tuple[float, np.ndarray]] = {}
 
-    def objective(y: np.ndarray) -> tuple[float, np.ndarray]:  # L-BFGS-B starts at a grid point already evaluated
+    def objective(y: np.ndarray) -> tuple[float, np.ndarray]:  # value and gradient, once per point
         key = np.asarray(y, dtype=float).tobytes()
         if key not in seen:
             seen[key] = nlml(y)
