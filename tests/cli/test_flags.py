@@ -287,7 +287,7 @@ def test_status_says_when_the_interval_shown_is_clipped(tmp_path) -> None:
     lines = invoke("session", "status", f).stdout.splitlines()
     st = json.loads(invoke("session", "status", f, "--json").stdout)
     width = next(c["value"] for c in st["conditions"] if c["name"] == "width")
-    assert st["ci_high"] - st["ci_low"] < width - 1e-6  # clipped at the top
+    assert st["ci_high"] - st["ci_low"] < width - 1e-6 and st["clipped"]  # clipped at the top
     assert lines[-1] == (f"note: the width is the normal interval's ({width:.4f}); the interval shown, "
                          f"[{st['ci_low']:.4f}, {st['ci_high']:.4f}], is clipped to the scores the benchmark can still "
                          "reach")
@@ -297,7 +297,7 @@ def test_status_says_when_the_interval_shown_is_clipped(tmp_path) -> None:
     lines = invoke("session", "status", f).stdout.splitlines()
     st = json.loads(invoke("session", "status", f, "--json").stdout)
     width = next(c["value"] for c in st["conditions"] if c["name"] == "width")
-    assert abs((st["ci_high"] - st["ci_low"]) - width) < 1e-9  # near a half: nothing clipped
+    assert abs((st["ci_high"] - st["ci_low"]) - width) < 1e-9 and not st["clipped"]  # near a half: nothing clipped
     assert not any(line.startswith("note: the width") for line in lines)
 
 

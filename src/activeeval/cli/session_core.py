@@ -134,11 +134,10 @@ def condition_lines(status) -> list[str]:
         waiting = [c.name for c in status.waiting_for if c.rule == "precision"]
         lines.append(f"waiting for: {', '.join(waiting) if waiting else 'nothing'}")
     width = next((c.value for c in status.conditions if c.name == "width" and c.value is not None), None)
-    if width is not None:  # the rule reads the normal interval's width; the interval shown may be clipped
+    if width is not None and status.clipped:  # the rule reads the normal interval's width, not the one shown
         lo, hi = status.estimate.ci(status.level)
-        if hi - lo < width - 1e-9:
-            lines.append(f"note: the width is the normal interval's ({_fmt(width, 4)}); the interval shown, "
-                         f"[{lo:.4f}, {hi:.4f}], is clipped to the scores the benchmark can still reach")
+        lines.append(f"note: the width is the normal interval's ({_fmt(width, 4)}); the interval shown, "
+                     f"[{lo:.4f}, {hi:.4f}], is clipped to the scores the benchmark can still reach")
     return lines
 
 

@@ -95,6 +95,13 @@ class SessionStatus:
         return self.stop_reason is not None
 
     @property
+    def clipped(self) -> bool:
+        """Whether the interval shown (``estimate.ci``: clipped to the scores the benchmark can still reach) is
+        narrower than the normal interval, whose width (``estimate.width``) the stopping rule reads."""
+        lo, hi = self.estimate.ci(self.level)
+        return hi - lo < self.estimate.width(self.level) - 1e-9
+
+    @property
     def waiting_for(self) -> tuple[Condition, ...]:
         """The conditions that hold the stop back (empty once stopped)."""
         if self.stop:
@@ -116,6 +123,7 @@ class SessionStatus:
             "stop_reason": self.stop_reason,
             "conditions": [c.to_dict() for c in self.conditions],
             "waiting_for": [c.name for c in self.waiting_for],
+            "clipped": self.clipped,
             "notes": list(self.estimate.notes),
         }
 
