@@ -307,17 +307,21 @@ def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list
     # over-cover, listed); the last RS-Mean listed is the one compared against (plain RS-Mean comes first, a variant
     # given, e.g. with the default's two-sided floor, `rs-mean[interval=sides]`, after it)
     random_spec = next((m for m in reversed(methods) if m.split("[")[0] == "rs-mean"), None)
+
+    def where_of(dataset: str, regime: str, c: str) -> str:
+        return f"{dataset}/{regime[:6]}@{names[c]}"
+
     random_cells: set[str] = set()  # the cells RS-Mean was run on
     random_above: set[str] = set()
     for (dataset, regime), recs in by_cell.items():
         rec = recs.get(random_spec) if random_spec is not None else None
         for c in cols if rec is not None else ():
-            where = f"{dataset}/{regime[:6]}@{names[c]}"
+            where = where_of(dataset, regime, c)
             random_cells.add(where)
             if summarise(rec["cells"][c])["cov"] > hi:
                 random_above.add(where)
     for name in methods:
-        below, above, low_ess, total = [], [], [], 0
+        below, above, low_ess, where_above, total = [], [], [], [], 0
         for (dataset, regime), recs in by_cell.items():
             rec = recs.get(name)
             if rec is None:
@@ -325,11 +329,12 @@ def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list
             for c in cols:
                 s = summarise(rec["cells"][c])
                 total += 1
-                where = f"{dataset}/{regime[:6]}@{names[c]}"
+                where = where_of(dataset, regime, c)
                 if s["cov"] < lo:
                     below.append(f"{where} {s['cov']:.3f}")
                 elif s["cov"] > hi:
                     above.append(f"{where} {s['cov']:.3f}")
+                    where_above.append(where)
                 if s["ess"] < 1 and name != "rs-mean":
                     low_ess.append(f"{where} {s['ess']:.2f}")
         if not total:
@@ -340,7 +345,6 @@ def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list
         for label, cells in (("below", below), ("above", above), ("ESS<1", low_ess)):
             if cells and not (name == "rs-mean" and label == "ESS<1"):
                 lines.append(f"    {label}: " + ", ".join(cells))
-        where_above = [cell.rsplit(" ", 1)[0] for cell in above]
         if random_spec is not None and name.split("[")[0] != "rs-mean" and where_above:
             both = [w for w in where_above if w in random_above]
             unseen = sum(w not in random_cells for w in where_above)
