@@ -289,6 +289,19 @@ def _outside_by_chance(runs: int, lo: float, hi: float, level: float = 0.95) -> 
                      for k in range(runs + 1) if not lo <= k / runs <= hi))
 
 
+def _tails(covered: int, runs: int, level: float = 0.95) -> tuple[float, float]:
+    """(P(X ≤ covered), P(X ≥ covered)) for X ~ Binomial(runs, level): how surely a cell's coverage is below or
+    above ``level`` (the runs taken as independent)."""
+    from math import comb
+
+    pmf = [comb(runs, k) * level**k * (1 - level) ** (runs - k) for k in range(runs + 1)]
+    return float(sum(pmf[: covered + 1])), float(sum(pmf[covered:]))
+
+
+#: A cell is "surely" below or above 95 % at this one-sided exact binomial p-value (about 1 cell in 100 by chance).
+SURELY = 0.01
+
+
 def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list[str]) -> str:
     """Per method, issue 25's targets over every (dataset, regime) and budget/stop cell: how many cells cover
     inside 93–97 %, which lie below or above, and which have a median ESS below 1; and of each other method's cells
@@ -322,6 +335,7 @@ def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list
                 random_above.add(where)
     for name in methods:
         below, above, low_ess, where_above, total = [], [], [], [], 0
+        surely_below, surely_above = [], []
         for (dataset, regime), recs in by_cell.items():
             rec = recs.get(name)
             if rec is None:
@@ -337,6 +351,11 @@ def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list
                     where_above.append(where)
                 if s["ess"] < 1 and name != "rs-mean":
                     low_ess.append(f"{where} {s['ess']:.2f}")
+                p_low, p_high = _tails(round(s["cov"] * s["runs"]), s["runs"])
+                if p_low < SURELY:
+                    surely_below.append(where)
+                elif p_high < SURELY:
+                    surely_above.append(where)
         if not total:
             continue
         inside = total - len(below) - len(above)
@@ -345,6 +364,10 @@ def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list
         for label, cells in (("below", below), ("above", above), ("ESS<1", low_ess)):
             if cells and not (name == "rs-mean" and label == "ESS<1"):
                 lines.append(f"    {label}: " + ", ".join(cells))
+        listed = [f"{len(cells)} {label}" + (f" ({', '.join(cells)})" if cells else "")
+                  for label, cells in (("below", surely_below), ("above", surely_above))]
+        lines.append(f"    surely off 95 % (one-sided exact binomial p < {SURELY:g}; about {SURELY * total:.1f} each "
+                     f"way by chance): " + ", ".join(listed))
         if random_spec is not None and name.split("[")[0] != "rs-mean" and where_above:
             both = [w for w in where_above if w in random_above]
             unseen = sum(w not in random_cells for w in where_above)

@@ -13,6 +13,13 @@ Usage (repository root, package installed)::
     OPENBLAS_NUM_THREADS=1 python benchmarks/where_misses.py --dataset arc_challenge --regime extrapolation
     OPENBLAS_NUM_THREADS=1 python benchmarks/where_misses.py --dataset ifeval --method 'bayesame[warmup=10]'
     OPENBLAS_NUM_THREADS=1 python benchmarks/where_misses.py --dataset math --method 'bayesame[selection=hybrid]' --bias
+    OPENBLAS_NUM_THREADS=1 python benchmarks/where_misses.py --dataset musr --regime interpolation --reasons
+
+``--reasons`` prints instead, per budget, the runs switched by then, counted by the test that switched them
+(``BayesAME.switch_test``: the 95 % interval outside the references' range, the paired test, ``switch_z``, the
+misfit test) and by where the target's full-benchmark score is against the references' range (below, inside,
+above), with the design-based runs' coverage and median ESS per test: in interpolation every switch is of a target
+inside the range (what a switch there costs).
 
 ``--bias`` (a method whose design-based estimate keeps every random item, ``selection=hybrid``) prints instead,
 per budget, the mean signed error × 100 (± its standard error over the runs) of the design-based estimate with every
@@ -38,8 +45,10 @@ BUDGETS = (0.025, 0.05, 0.10, 0.25)
 
 
 def replay(dataset: str, regime: str, spec: str, targets: int, seeds: int, budgets=BUDGETS) -> list[list[tuple]]:
-    """Per budget, one (regime, error, sd, ess, design error) per run; the design error is that of the design-based
-    estimate with every random item at full weight (nan without one)."""
+    """Per budget, one (regime, error, sd, ess, design error, switch test, target's side) per run; the design error
+    is that of the design-based estimate with every random item at full weight (nan without one); the switch test
+    is ``switch_test`` (None before a switch); the side is where the target's full score is against the
+    references' range ("below", "inside", "above")."""
     matrix = datasets.load(dataset)
     split = make_split(matrix, regime, n_targets=targets, split_seed=0)
     n_items = matrix.n_items
@@ -48,8 +57,10 @@ def replay(dataset: str, regime: str, spec: str, targets: int, seeds: int, budge
     out: list[list[tuple]] = [[] for _ in checks]
     for s in range(seeds):
         ref = matrix.select_models(list(sample_references(split.pool, 0.5, s, 0)))
+        full = ref.mean_scores()
         for target in split.targets[:targets]:
             truth = matrix.model_scores(target).astype(float)
+            side = ("below" if truth.mean() < full.min() else "above" if truth.mean() > full.max() else "inside")
             # the backtest's shared_order: one method seed per seed index, the same for every target
             method = make_method(name, ref, seed=method_seed(0, s, 0), **options)
             for n in range(1, max(checks) + 1):
@@ -64,7 +75,7 @@ def replay(dataset: str, regime: str, spec: str, targets: int, seeds: int, budge
                     raw = (design.estimate(method._worst_var)[0] - truth.mean()
                            if design is not None and design.count else float("nan"))
                     out[checks.index(n)].append((getattr(method, "regime", "-"), est.mean - truth.mean(), sd, ess,
-                                                 raw))
+                                                 raw, getattr(method, "switch_test", None), side))
     return out
 
 
@@ -92,6 +103,26 @@ def _print_bias(budgets, runs: list[list[tuple]]) -> None:
         print(f"{b:>6}  {parts[0]:>20}  {parts[1]:>20}  {parts[2]:>20}")
 
 
+def _print_reasons(budgets, runs: list[list[tuple]]) -> None:
+    print("runs switched by then, by the test that switched them and the target's side of the references' range;")
+    print("each test's runs: cov / median ESS")
+    tests = ("interval", "paired", "switch_z", "misfit")
+    print(f"{'n/N':>6} {'runs':>5} {'switched':>9}  " + "  ".join(f"{t:>30}" for t in tests))
+    for b, cell in zip(budgets, runs, strict=True):
+        switched = [r for r in cell if r[5] is not None]
+        parts = []
+        for t in tests:
+            sel = [r for r in switched if r[5] == t]
+            if not sel:
+                parts.append(f"{'-':>30}")
+                continue
+            sides = "/".join(str(sum(r[6] == side for r in sel)) for side in ("below", "inside", "above"))
+            cov, ess, _, _ = _summary(sel)
+            parts.append(f"{len(sel):>4} ({sides:>9}) {cov:5.3f} {ess:5.2f}")
+        print(f"{b:>6} {len(cell):>5} {len(switched):>9}  " + "  ".join(f"{p:>30}" for p in parts))
+    print("(in brackets: targets below / inside / above the references' range)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="arc_challenge")
@@ -101,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--bias", action="store_true",
                         help="the design-based estimate's signed error, runs switched by then against the others")
+    parser.add_argument("--reasons", action="store_true",
+                        help="the runs switched by each budget, by the test that switched them and the target's side")
     parser.add_argument("--smoke", action="store_true", help="mmlu, 2 targets x 1 seed, two budgets: seconds")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -109,6 +142,10 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     runs = replay(args.dataset, args.regime, args.method, args.targets, args.seeds, budgets)
     print(f"{args.method} on {args.dataset} {args.regime}, {args.targets} targets x {args.seeds} seeds")
+    if args.reasons:
+        _print_reasons(budgets, runs)
+        print(f"wall {time.perf_counter() - start:.0f} s")
+        return 0
     if args.bias:
         _print_bias(budgets, runs)
         print(f"wall {time.perf_counter() - start:.0f} s")
@@ -126,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
             parts.append(f"{len(sel):>11} {cov:5.3f} {ess:5.2f} {wild:>5}")
         cov, ess, _, mae = _summary(cell)
         print(f"{b:>6} {len(cell):>5}  {parts[0]:>32}  {parts[1]:>33}  {f'{cov:5.3f} {ess:5.2f} {mae:6.2f}':>18}")
+    if args.smoke:  # every table's code runs in CI
+        _print_reasons(budgets, runs)
     print(f"wall {time.perf_counter() - start:.0f} s")
     return 0
 

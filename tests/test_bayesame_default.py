@@ -337,9 +337,13 @@ def test_a_target_above_every_reference_switches_to_the_design_based_estimate() 
     method = BayesAME(ref, seed=0, hyperparameters=FIT, calibration=None)
     run_fixed(method, truth, 60)
     assert method.mode == "design" and method.switch_reason == "outside"
+    assert method.switch_test in ("interval", "paired", "switch_z")  # the tests of "outside"
     assert 1 <= method.switched_at <= method.switch_until_
     est = method.estimate()
     assert any(note.startswith("design-based: the target is outside") for note in est.notes)
+    said = {"interval": "(its 95 % interval lay wholly outside it)", "paired": "significantly beyond every reference",
+            "switch_z": "standard deviation(s) beyond it"}[method.switch_test]
+    assert any(said in note for note in est.notes)  # the note says which test switched
     lo, hi = est.ci()
     assert lo <= truth.mean() <= hi
 
@@ -734,6 +738,7 @@ def test_switch_z_0_switches_once_the_point_estimate_is_beyond_every_reference()
     run_fixed(point, truth, 20)
     assert default.mode == "model"
     assert point.mode == "design" and point.switch_reason == "outside" and 10 <= point.switched_at < 20
+    assert point.switch_test == "switch_z" and default.switch_test is None  # which test switched it, and none yet
     k = point.switched_at
     assert default.observed_items[:k] == point.observed_items[:k]
     replay = BayesAME(ref, seed=3, hyperparameters=FIT, calibration=None, switch_z=Z95)
@@ -741,7 +746,8 @@ def test_switch_z_0_switches_once_the_point_estimate_is_beyond_every_reference()
     mean, _ = replay._model_estimate()
     lo, hi = replay.reference_range
     assert mean > hi or mean < lo  # what made it switch: the point estimate beyond the references' range
-    assert any(note.startswith("design-based: the target is outside") for note in point.estimate().notes)
+    assert any(note.startswith("design-based: the target is outside") and "(its estimate lay beyond it)" in note
+               for note in point.estimate().notes)
 
 
 @pytest.mark.parametrize("switch_z", [None, 0.0])

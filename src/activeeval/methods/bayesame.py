@@ -412,8 +412,13 @@ class BayesAME(BaseMethod):
         self.mode = "model"
         self.switched_at: int | None = None
         self.switch_reason: str | None = None
+        #: Which test switched: "interval" (the 95 % interval wholly outside the references' range), "paired"
+        #: (significantly beyond every reference on the items so far), "switch_z" (the estimate ± ``switch_z`` sd
+        #: outside the range), "misfit" (the interval scale above ``SCALE_SWITCH``), "sampled"; None before a switch.
+        self.switch_test: str | None = None
         if selection == "sampled":  # design-based from the first item
             self.mode, self.switched_at, self.switch_reason = "design", 0, "sampled"
+            self.switch_test = "sampled"
         self.controls_ = _parse_controls(design.controls)
         # with the ridge (issue 25), each control taken as it is (AIPW's b = 1) is a candidate from the first
         # random item on; without it, the plain mean and the least-squares fit only, as before
@@ -751,13 +756,17 @@ class BayesAME(BaseMethod):
         mean, var = self._model_estimate()
         lo, hi = self.reference_range
         half = Z95 * math.sqrt(var)
-        if (mean - half > hi or mean + half < lo or self._beyond_every_reference()
-                or estimate_beyond(self.n_observed, mean, math.sqrt(var), lo, hi, self.switch_z)):
-            self.switch_reason = "outside"
+        if mean - half > hi or mean + half < lo:  # the tests in this order, each only if the earlier did not fire
+            self.switch_test = "interval"
+        elif self._beyond_every_reference():
+            self.switch_test = "paired"
+        elif estimate_beyond(self.n_observed, mean, math.sqrt(var), lo, hi, self.switch_z):
+            self.switch_test = "switch_z"
         elif self.n_observed >= 2 * SCALE_SKIP and self.scale > SCALE_SWITCH:
-            self.switch_reason = "misfit"
+            self.switch_test = "misfit"
         else:
             return
+        self.switch_reason = "misfit" if self.switch_test == "misfit" else "outside"
         self.mode = "design"
         self.switched_at = self.n_observed
         if self.selection == "hybrid":
@@ -844,8 +853,13 @@ class BayesAME(BaseMethod):
             )
         elif self.mode == "design":
             lo, hi = self.reference_range
+            how = {"interval": " (its 95 % interval lay wholly outside it)",
+                   "paired": " (on the same items it scored significantly beyond every reference)",
+                   "switch_z": " (its estimate lay beyond it)" if self.switch_z <= 0 else
+                   f" (its estimate lay more than {self.switch_z:g} standard deviation(s) beyond it)"}
             why = (
                 f"the target is outside the references' score range [{lo:.3g}, {hi:.3g}]"
+                + how.get(self.switch_test or "", "")
                 if self.switch_reason == "outside"
                 else "the references predict the target poorly (its scores vary "
                 f"{math.sqrt(SCALE_SWITCH):.0f}x more than the model expects)"
