@@ -55,7 +55,7 @@ from statistics import NormalDist
 import numpy as np
 
 from activeeval import datasets
-from activeeval.experiments.metrics import covered, stop_indices
+from activeeval.experiments.metrics import coverage_tails, covered, stop_indices
 from activeeval.experiments.protocol import BacktestConfig, parse_draws
 from activeeval.experiments.runner import check_methods, run_backtest
 from activeeval.methods.registry import split_method_list
@@ -289,15 +289,6 @@ def _outside_by_chance(runs: int, lo: float, hi: float, level: float = 0.95) -> 
                      for k in range(runs + 1) if not lo <= k / runs <= hi))
 
 
-def _tails(covered: int, runs: int, level: float = 0.95) -> tuple[float, float]:
-    """(P(X ≤ covered), P(X ≥ covered)) for X ~ Binomial(runs, level): how surely a cell's coverage is below or
-    above ``level`` (the runs taken as independent)."""
-    from math import comb
-
-    pmf = [comb(runs, k) * level**k * (1 - level) ** (runs - k) for k in range(runs + 1)]
-    return float(sum(pmf[: covered + 1])), float(sum(pmf[covered:]))
-
-
 #: A cell is "surely" below or above 95 % at this one-sided exact binomial p-value (about 1 cell in 100 by chance).
 SURELY = 0.01
 
@@ -351,7 +342,7 @@ def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list
                     where_above.append(where)
                 if s["ess"] < 1 and name != "rs-mean":
                     low_ess.append(f"{where} {s['ess']:.2f}")
-                p_low, p_high = _tails(round(s["cov"] * s["runs"]), s["runs"])
+                p_low, p_high = coverage_tails(round(s["cov"] * s["runs"]), s["runs"])
                 if p_low < SURELY:
                     surely_below.append(where)
                 elif p_high < SURELY:

@@ -45,7 +45,14 @@ from statistics import NormalDist
 import numpy as np
 
 from activeeval import datasets
-from activeeval.experiments.metrics import covered, ew_irmse, rmse_curve, standardised_errors, stop_indices
+from activeeval.experiments.metrics import (
+    coverage_tails,
+    covered,
+    ew_irmse,
+    rmse_curve,
+    standardised_errors,
+    stop_indices,
+)
 from activeeval.experiments.protocol import BacktestConfig, parse_draws
 from activeeval.experiments.runner import run_backtest
 from activeeval.methods.registry import split_method_list
@@ -56,6 +63,8 @@ ALL_DATASETS = (
 )
 FRACTIONS = (0.05, 0.10, 0.25, 0.50)
 STOPS = (0.01, 0.03)
+#: A cell is "surely" below or above 95 % at this one-sided exact binomial p-value (efficiency.py's).
+SURELY = 0.01
 Z = NormalDist().inv_cdf(0.975)
 
 
@@ -137,6 +146,7 @@ def report(records: list[dict], methods: list[str]) -> str:
     for rec in records:
         groups.setdefault((rec["dataset"], rec["regime"]), []).append(rec)
     coverages: dict[str, list[float]] = {name: [] for name in methods}  # every coverage cell, for the summary
+    surely: dict[str, list[int]] = {name: [0, 0] for name in methods}  # cells surely below / above 95 %
     for (dataset, regime), recs in groups.items():
         for name in methods:
             rows = [r["metrics"][name] for r in recs if name in r["metrics"]]
@@ -163,6 +173,10 @@ def report(records: list[dict], methods: list[str]) -> str:
                 f"{sum(r['bad'] for r in rows):4d} {len(rows):5d}"
             )
             coverages[name].extend(covs)
+            for c in covs:
+                p_low, p_high = coverage_tails(round(c * runs), runs)
+                surely[name][0] += p_low < SURELY
+                surely[name][1] += p_high < SURELY
     lines.append("")
     lines.append("Coverage cells (the four n and the two stops of every dataset x regime) against the band "
                  "0.93-0.97 and issue 9's floor 0.92:")
@@ -171,7 +185,8 @@ def report(records: list[dict], methods: list[str]) -> str:
             c = np.asarray(covs)
             lines.append(f"# {name}: {int(((c >= 0.93) & (c <= 0.97)).sum())} of {c.size} cells inside, "
                          f"{int((c < 0.93).sum())} below ({int((c < 0.92).sum())} below 0.92), "
-                         f"{int((c > 0.97).sum())} above; mean coverage {c.mean():.4f}")
+                         f"{int((c > 0.97).sum())} above; mean coverage {c.mean():.4f}; surely below / above 95 % "
+                         f"(exact binomial p < {SURELY:g}): {surely[name][0]} / {surely[name][1]}")
     return "\n".join(lines)
 
 

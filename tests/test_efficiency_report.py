@@ -1,4 +1,5 @@
-"""The efficiency table's statistics (benchmarks/efficiency.py) against brute-force formulas."""
+"""How surely a coverage cell is off 95 % (``coverage_tails``, the efficiency and robustness tables' lens) against
+SciPy's binomial distribution."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from activeeval.experiments.metrics import coverage_tails
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "efficiency.py"
 
@@ -25,7 +28,7 @@ def efficiency():
 def test_tails_are_the_binomial_cdf_and_survival(efficiency, covered: int, runs: int) -> None:
     from scipy.stats import binom
 
-    low, high = efficiency._tails(covered, runs)
+    low, high = coverage_tails(covered, runs)
     assert low == pytest.approx(binom.cdf(covered, runs, 0.95), rel=1e-9, abs=1e-300)
     assert high == pytest.approx(binom.sf(covered - 1, runs, 0.95), rel=1e-9, abs=1e-300)
     assert low + high == pytest.approx(1 + binom.pmf(covered, runs, 0.95), rel=1e-12)
@@ -34,5 +37,11 @@ def test_tails_are_the_binomial_cdf_and_survival(efficiency, covered: int, runs:
 def test_a_cell_is_surely_below_only_well_below_95_percent(efficiency) -> None:
     """With 200 runs: 0.905 is surely below 95 % (p < 0.01), 0.910 (outside the band) is not; 0.985 is surely
     above, 0.980 is not."""
-    assert efficiency._tails(181, 200)[0] < efficiency.SURELY < efficiency._tails(182, 200)[0]
-    assert efficiency._tails(197, 200)[1] < efficiency.SURELY < efficiency._tails(196, 200)[1]
+    assert coverage_tails(181, 200)[0] < efficiency.SURELY < coverage_tails(182, 200)[0]
+    assert coverage_tails(197, 200)[1] < efficiency.SURELY < coverage_tails(196, 200)[1]
+
+
+def test_coverage_tails_refuses_impossible_counts() -> None:
+    for covered, runs in ((5, 4), (-1, 4), (0, 0)):
+        with pytest.raises(ValueError, match="covered must lie in"):
+            coverage_tails(covered, runs)

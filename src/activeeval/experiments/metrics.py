@@ -15,6 +15,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 __all__ = [
     "coverage_curve",
+    "coverage_tails",
     "covered",
     "ew_irmse",
     "rmse_curve",
@@ -67,6 +68,23 @@ def covered(means: np.ndarray, vars_: np.ndarray, truth: np.ndarray, level: floa
     t = truth.reshape(truth.shape + (1,) * (means.ndim - truth.ndim))
     centre = means if shifts is None else means + z * shifts
     return np.abs(centre - t) <= half + 1e-12 * np.maximum(1.0, np.abs(t))
+
+
+def coverage_tails(covered: int, runs: int, level: float = 0.95) -> tuple[float, float]:
+    """How surely a coverage of ``covered`` in ``runs`` runs is off ``level``: (P(X ≤ covered), P(X ≥ covered)).
+
+    X ~ Binomial(runs, level), the count an exact ``level`` interval covers
+    over ``runs`` independent runs; the first tail small says the interval
+    covers less than ``level``, the second more. Exact (sums of binomial
+    probabilities), for the run counts of a backtest cell (hundreds).
+    Runs that share a reference draw or a seed are not quite independent,
+    so the tails are a lens on a table of cells, not a test of one.
+    """
+    covered, runs = int(covered), int(runs)
+    if runs < 1 or not 0 <= covered <= runs:
+        raise ValueError(f"covered must lie in [0, runs] and runs be at least 1; got covered={covered}, runs={runs}")
+    pmf = [math.comb(runs, k) * level**k * (1.0 - level) ** (runs - k) for k in range(runs + 1)]
+    return float(sum(pmf[: covered + 1])), float(sum(pmf[covered:]))
 
 
 def standardised_errors(means: np.ndarray, vars_: np.ndarray, truth: np.ndarray,
