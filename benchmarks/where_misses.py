@@ -1,12 +1,12 @@
 """Where a BayesAME method's intervals miss: runs still model-based against runs switched to the design-based estimate.
 
 ``benchmarks/efficiency.py`` gives one coverage per cell; this replays the same runs one item at a time (the
-efficiency protocol: 50 % references sampled per seed, ``--targets`` targets × ``--seeds`` seeds, the backtest's
-method seeds: one per seed index, shared by the targets) and splits each budget's runs by the method's regime at
-that n. Per budget it prints, for the model-based and the design-based runs: how many, their coverage of the
-target's full-benchmark score, their median effective sample size (the efficiency table's ESS) and the confident
-misses (|error| > 3 sd); then the same for all runs together, with their mean absolute error × 100 (the cell of
-the efficiency table, on these runs).
+efficiency protocol: 50 % references sampled per seed (``--ref-fraction``), ``--targets`` targets × ``--seeds``
+seeds, the backtest's method seeds: one per seed index, shared by the targets) and splits each budget's runs by the
+method's regime at that n. Per budget it prints, for the model-based and the design-based runs: how many, their
+coverage of the target's full-benchmark score, their median effective sample size (the efficiency table's ESS) and
+the confident misses (|error| > 3 sd); then the same for all runs together, with their mean absolute error × 100
+(the cell of the efficiency table, on these runs).
 
 Usage (repository root, package installed)::
 
@@ -14,6 +14,7 @@ Usage (repository root, package installed)::
     OPENBLAS_NUM_THREADS=1 python benchmarks/where_misses.py --dataset ifeval --method 'bayesame[warmup=10]'
     OPENBLAS_NUM_THREADS=1 python benchmarks/where_misses.py --dataset math --method 'bayesame[selection=hybrid]' --bias
     OPENBLAS_NUM_THREADS=1 python benchmarks/where_misses.py --dataset musr --regime interpolation --reasons
+    OPENBLAS_NUM_THREADS=1 python benchmarks/where_misses.py --dataset musr --ref-fraction 1   # every other model
 
 ``--reasons`` prints instead, per budget, the runs switched by then, counted by the test that switched them
 (``BayesAME.switch_test``: the 95 % interval outside the references' range, the paired test, ``switch_z``, the
@@ -44,7 +45,8 @@ Z = 1.959963984540054
 BUDGETS = (0.025, 0.05, 0.10, 0.25)
 
 
-def replay(dataset: str, regime: str, spec: str, targets: int, seeds: int, budgets=BUDGETS) -> list[list[tuple]]:
+def replay(dataset: str, regime: str, spec: str, targets: int, seeds: int, budgets=BUDGETS,
+           ref_fraction: float = 0.5) -> list[list[tuple]]:
     """Per budget, one (regime, error, sd, ess, design error, switch test, target's side) per run; the design error
     is that of the design-based estimate with every random item at full weight (nan without one); the switch test
     is ``switch_test`` (None before a switch); the side is where the target's full score is against the
@@ -56,7 +58,7 @@ def replay(dataset: str, regime: str, spec: str, targets: int, seeds: int, budge
     name, options = parse_method_spec(spec)
     out: list[list[tuple]] = [[] for _ in checks]
     for s in range(seeds):
-        ref = matrix.select_models(list(sample_references(split.pool, 0.5, s, 0)))
+        ref = matrix.select_models(list(sample_references(split.pool, ref_fraction, s, 0)))
         full = ref.mean_scores()
         for target in split.targets[:targets]:
             truth = matrix.model_scores(target).astype(float)
@@ -132,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--bias", action="store_true",
                         help="the design-based estimate's signed error, runs switched by then against the others")
+    parser.add_argument("--ref-fraction", type=float, default=0.5,
+                        help="share of the pool drawn as references per seed (1: every non-target model, as "
+                             "efficiency.py --ref-fraction 1)")
     parser.add_argument("--reasons", action="store_true",
                         help="the runs switched by each budget, by the test that switched them and the target's side")
     parser.add_argument("--smoke", action="store_true", help="mmlu, 2 targets x 1 seed, two budgets: seconds")
@@ -140,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         args.dataset, args.targets, args.seeds = "mmlu", 2, 1
     budgets = BUDGETS[:2] if args.smoke else BUDGETS
     start = time.perf_counter()
-    runs = replay(args.dataset, args.regime, args.method, args.targets, args.seeds, budgets)
+    runs = replay(args.dataset, args.regime, args.method, args.targets, args.seeds, budgets, args.ref_fraction)
     print(f"{args.method} on {args.dataset} {args.regime}, {args.targets} targets x {args.seeds} seeds")
     if args.reasons:
         _print_reasons(budgets, runs)
