@@ -55,7 +55,7 @@ from statistics import NormalDist
 import numpy as np
 
 from activeeval import datasets
-from activeeval.experiments.metrics import coverage_tails, covered, stop_indices
+from activeeval.experiments.metrics import chance_flagged, coverage_tails, covered, stop_indices
 from activeeval.experiments.protocol import BacktestConfig, parse_draws
 from activeeval.experiments.runner import check_methods, run_backtest
 from activeeval.methods.registry import split_method_list
@@ -326,7 +326,7 @@ def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list
                 random_above.add(where)
     for name in methods:
         below, above, low_ess, where_above, total = [], [], [], [], 0
-        surely_below, surely_above = [], []
+        surely_below, surely_above, by_chance = [], [], [0.0, 0.0]
         for (dataset, regime), recs in by_cell.items():
             rec = recs.get(name)
             if rec is None:
@@ -343,6 +343,8 @@ def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list
                 if s["ess"] < 1 and name != "rs-mean":
                     low_ess.append(f"{where} {s['ess']:.2f}")
                 p_low, p_high = coverage_tails(round(s["cov"] * s["runs"]), s["runs"])
+                chance = chance_flagged(s["runs"], SURELY)
+                by_chance = [by_chance[0] + chance[0], by_chance[1] + chance[1]]
                 if p_low < SURELY:
                     surely_below.append(where)
                 elif p_high < SURELY:
@@ -357,8 +359,9 @@ def targets_table(by_cell: dict[tuple[str, str], dict[str, dict]], methods: list
                 lines.append(f"    {label}: " + ", ".join(cells))
         listed = [f"{len(cells)} {label}" + (f" ({', '.join(cells)})" if cells else "")
                   for label, cells in (("below", surely_below), ("above", surely_above))]
-        lines.append(f"    surely off 95 % (one-sided exact binomial p < {SURELY:g}; about {SURELY * total:.1f} each "
-                     f"way by chance): " + ", ".join(listed))
+        lines.append(f"    surely off 95 % (one-sided exact binomial p < {SURELY:g}; of an exact 95 % interval over "
+                     f"independent runs, {by_chance[0]:.1f} below and {by_chance[1]:.1f} above by chance): "
+                     + ", ".join(listed))
         if random_spec is not None and name.split("[")[0] != "rs-mean" and where_above:
             both = [w for w in where_above if w in random_above]
             unseen = sum(w not in random_cells for w in where_above)

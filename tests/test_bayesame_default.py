@@ -340,9 +340,10 @@ def test_a_target_above_every_reference_switches_to_the_design_based_estimate() 
     assert method.switch_test in ("interval", "paired", "switch_z")  # the tests of "outside"
     assert 1 <= method.switched_at <= method.switch_until_
     est = method.estimate()
-    assert any(note.startswith("design-based: the target is outside") for note in est.notes)
-    said = {"interval": "(its 95 % interval lay wholly outside it)", "paired": "significantly beyond every reference",
-            "switch_z": "standard deviation(s) beyond it"}[method.switch_test]
+    assert any(note.startswith("design-based: the target looks to be outside") for note in est.notes)
+    said = {"interval": "(its model-based 95 % interval lay wholly outside it)",
+            "paired": "significantly beyond every reference",
+            "switch_z": "1 standard deviation beyond it"}[method.switch_test]
     assert any(said in note for note in est.notes)  # the note says which test switched
     lo, hi = est.ci()
     assert lo <= truth.mean() <= hi
@@ -746,7 +747,8 @@ def test_switch_z_0_switches_once_the_point_estimate_is_beyond_every_reference()
     mean, _ = replay._model_estimate()
     lo, hi = replay.reference_range
     assert mean > hi or mean < lo  # what made it switch: the point estimate beyond the references' range
-    assert any(note.startswith("design-based: the target is outside") and "(its estimate lay beyond it)" in note
+    assert any(note.startswith("design-based: the target looks to be outside")
+               and "(its model-based estimate lay beyond it)" in note
                for note in point.estimate().notes)
 
 

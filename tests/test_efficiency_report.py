@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from activeeval.experiments.metrics import coverage_tails
+from activeeval.experiments.metrics import chance_flagged, coverage_tails
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "efficiency.py"
 
@@ -41,7 +41,31 @@ def test_a_cell_is_surely_below_only_well_below_95_percent(efficiency) -> None:
     assert coverage_tails(197, 200)[1] < efficiency.SURELY < coverage_tails(196, 200)[1]
 
 
-def test_coverage_tails_refuses_impossible_counts() -> None:
+def test_coverage_tails_refuses_impossible_counts_and_levels() -> None:
     for covered, runs in ((5, 4), (-1, 4), (0, 0)):
         with pytest.raises(ValueError, match="covered must lie in"):
             coverage_tails(covered, runs)
+    with pytest.raises(ValueError, match="level must lie"):
+        coverage_tails(3, 3, level=1.5)
+    with pytest.raises(TypeError):
+        coverage_tails(2.5, 4)  # type: ignore[arg-type]  # a count, not a share
+
+
+def test_coverage_tails_holds_for_cells_pooled_over_many_draws() -> None:
+    """1 200 runs (six draws of 200 pooled): no overflow, and the tails still sum to 1 + P(X = covered)."""
+    from scipy.stats import binom
+
+    low, high = coverage_tails(1120, 1200)
+    assert low == pytest.approx(binom.cdf(1120, 1200, 0.95), rel=1e-9)
+    assert high == pytest.approx(binom.sf(1119, 1200, 0.95), rel=1e-9)
+
+
+def test_chance_flagged_is_the_largest_tail_below_alpha() -> None:
+    """With 200 runs a cell is flagged below at 181 or fewer covered (P = 0.0058) and above at 197 or more (0.0090);
+    with 120, above only at 120 of 120 (0.0021)."""
+    from scipy.stats import binom
+
+    below, above = chance_flagged(200, 0.01)
+    assert below == pytest.approx(binom.cdf(181, 200, 0.95), rel=1e-9)
+    assert above == pytest.approx(binom.sf(196, 200, 0.95), rel=1e-9)
+    assert chance_flagged(120, 0.01)[1] == pytest.approx(0.95**120, rel=1e-9)

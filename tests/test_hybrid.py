@@ -101,7 +101,7 @@ def test_while_model_based_the_estimate_is_the_model_s_and_after_a_switch_it_res
     at_switch = BayesAME(ref, seed=2, hyperparameters=FIT, calibration=None, selection="hybrid")
     run_fixed(at_switch, truths[3], above.switched_at)  # the switch's own step: every item so far is "earlier"
     assert at_switch.mode == "design" and at_switch._design.effective_count(0.5) == 0.5 * above.switched_at
-    note = next(n for n in above.estimate().notes if n.startswith("design-based: the target is outside"))
+    note = next(n for n in above.estimate().notes if n.startswith("design-based: the target looks to be outside"))
     assert "rests on all 30 item(s), each drawn at random with a known probability" in note
 
 

@@ -26,13 +26,13 @@ def test_a_target_outside_the_references_is_flagged_everywhere(tmp_path) -> None
             (a,) = s.ask(1)
             s.tell(a.item_id, truth[a.item_id])
         st = s.status()
-        assert st.estimate.notes and st.estimate.notes[0].startswith("design-based: the target is outside")
+        assert st.estimate.notes and st.estimate.notes[0].startswith("design-based: the target looks to be outside")
         assert st.to_dict()["notes"] == list(st.estimate.notes)
         page = render_report(s)
-    assert '<p class="note">Note: design-based: the target is outside' in page
+    assert '<p class="note">Note: design-based: the target looks to be outside' in page
     out = CliRunner().invoke(app, ["session", "status", str(path)])
     assert out.exit_code == 0, out.output
-    assert "note: design-based: the target is outside the references' score range" in out.stdout
+    assert "note: design-based: the target looks to be outside the references' score range" in out.stdout
     as_json = CliRunner().invoke(app, ["session", "status", str(path), "--json"])
     assert json.loads(as_json.stdout)["notes"][0].startswith("design-based")
 

@@ -8,12 +8,14 @@ n − 1) — for one method; ``truth`` has shape (n_targets,) (R* of each target
 from __future__ import annotations
 
 import math
+import operator
 from statistics import NormalDist
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 __all__ = [
+    "chance_flagged",
     "coverage_curve",
     "coverage_tails",
     "covered",
@@ -75,16 +77,32 @@ def coverage_tails(covered: int, runs: int, level: float = 0.95) -> tuple[float,
 
     X ~ Binomial(runs, level), the count an exact ``level`` interval covers
     over ``runs`` independent runs; the first tail small says the interval
-    covers less than ``level``, the second more. Exact (sums of binomial
-    probabilities), for the run counts of a backtest cell (hundreds).
-    Runs that share a reference draw or a seed are not quite independent,
-    so the tails are a lens on a table of cells, not a test of one.
+    covers less than ``level``, the second more (SciPy's binomial CDF, for
+    any number of runs). Runs that share a reference draw or a seed are not
+    quite independent, so the tails are a lens on a table of cells, not a
+    test of one.
     """
-    covered, runs = int(covered), int(runs)
+    from scipy.special import bdtr, bdtrc  # the binomial CDF and survival function, without scipy.stats' import
+
+    covered, runs = operator.index(covered), operator.index(runs)
     if runs < 1 or not 0 <= covered <= runs:
         raise ValueError(f"covered must lie in [0, runs] and runs be at least 1; got covered={covered}, runs={runs}")
-    pmf = [math.comb(runs, k) * level**k * (1.0 - level) ** (runs - k) for k in range(runs + 1)]
-    return float(sum(pmf[: covered + 1])), float(sum(pmf[covered:]))
+    if not 0.0 < float(level) < 1.0:
+        raise ValueError(f"level must lie strictly between 0 and 1; got {level}")
+    low = float(bdtr(covered, runs, level))
+    high = 1.0 if covered == 0 else float(bdtrc(covered - 1, runs, level))
+    return low, high
+
+
+def chance_flagged(runs: int, alpha: float, level: float = 0.95) -> tuple[float, float]:
+    """(P(a cell is flagged below), P(flagged above)) for an exact ``level`` interval over ``runs`` independent runs,
+    where :func:`coverage_tails` flags a cell whose tail is below ``alpha`` (the binomial's discreteness makes each
+    at most ``alpha``, often much less)."""
+    below = max((coverage_tails(k, runs, level)[0] for k in range(runs + 1)
+                 if coverage_tails(k, runs, level)[0] < alpha), default=0.0)
+    above = max((coverage_tails(k, runs, level)[1] for k in range(runs + 1)
+                 if coverage_tails(k, runs, level)[1] < alpha), default=0.0)
+    return below, above
 
 
 def standardised_errors(means: np.ndarray, vars_: np.ndarray, truth: np.ndarray,

@@ -853,12 +853,13 @@ class BayesAME(BaseMethod):
             )
         elif self.mode == "design":
             lo, hi = self.reference_range
-            how = {"interval": " (its 95 % interval lay wholly outside it)",
+            plural = "" if self.switch_z == 1 else "s"
+            how = {"interval": " (its model-based 95 % interval lay wholly outside it)",
                    "paired": " (on the same items it scored significantly beyond every reference)",
-                   "switch_z": " (its estimate lay beyond it)" if self.switch_z <= 0 else
-                   f" (its estimate lay more than {self.switch_z:g} standard deviation(s) beyond it)"}
+                   "switch_z": " (its model-based estimate lay beyond it)" if self.switch_z <= 0 else
+                   f" (its model-based estimate lay more than {self.switch_z:g} standard deviation{plural} beyond it)"}
             why = (
-                f"the target is outside the references' score range [{lo:.3g}, {hi:.3g}]"
+                f"the target looks to be outside the references' score range [{lo:.3g}, {hi:.3g}]"
                 + how.get(self.switch_test or "", "")
                 if self.switch_reason == "outside"
                 else "the references predict the target poorly (its scores vary "
