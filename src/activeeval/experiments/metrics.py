@@ -7,6 +7,7 @@ n − 1) — for one method; ``truth`` has shape (n_targets,) (R* of each target
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from statistics import NormalDist
@@ -94,14 +95,14 @@ def coverage_tails(covered: int, runs: int, level: float = 0.95) -> tuple[float,
     return low, high
 
 
+@functools.lru_cache(maxsize=64)  # a table asks it once per cell, with a handful of run counts
 def chance_flagged(runs: int, alpha: float, level: float = 0.95) -> tuple[float, float]:
     """(P(a cell is flagged below), P(flagged above)) for an exact ``level`` interval over ``runs`` independent runs,
     where :func:`coverage_tails` flags a cell whose tail is below ``alpha`` (the binomial's discreteness makes each
     at most ``alpha``, often much less)."""
-    below = max((coverage_tails(k, runs, level)[0] for k in range(runs + 1)
-                 if coverage_tails(k, runs, level)[0] < alpha), default=0.0)
-    above = max((coverage_tails(k, runs, level)[1] for k in range(runs + 1)
-                 if coverage_tails(k, runs, level)[1] < alpha), default=0.0)
+    tails = [coverage_tails(k, runs, level) for k in range(runs + 1)]
+    below = max((low for low, _ in tails if low < alpha), default=0.0)
+    above = max((high for _, high in tails if high < alpha), default=0.0)
     return below, above
 
 
