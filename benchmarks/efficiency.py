@@ -289,7 +289,7 @@ def _outside_by_chance(runs: int, lo: float, hi: float, level: float = 0.95) -> 
                      for k in range(runs + 1) if not lo <= k / runs <= hi))
 
 
-#: A cell is "surely" below or above 95 % at this one-sided exact binomial p-value (about 1 cell in 100 by chance).
+#: A cell is "surely" below or above 95 % at this one-sided exact binomial p-value (at most 1 cell in 100 by chance).
 SURELY = 0.01
 
 
