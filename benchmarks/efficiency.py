@@ -283,10 +283,12 @@ COVERAGE_BAND = (0.93, 0.97)
 
 def _outside_by_chance(runs: int, lo: float, hi: float, level: float = 0.95) -> float:
     """P(the coverage of ``runs`` independent runs of an exact ``level`` interval lies outside [lo, hi])."""
-    from math import comb
-
-    return float(sum(comb(runs, k) * level**k * (1 - level) ** (runs - k)
-                     for k in range(runs + 1) if not lo <= k / runs <= hi))
+    inside = [k for k in range(runs + 1) if lo <= k / runs <= hi]
+    if not inside:
+        return 1.0
+    below = coverage_tails(inside[0] - 1, runs, level)[0] if inside[0] > 0 else 0.0
+    above = coverage_tails(inside[-1] + 1, runs, level)[1] if inside[-1] < runs else 0.0
+    return below + above
 
 
 #: A cell is "surely" below or above 95 % at this one-sided exact binomial p-value (at most 1 cell in 100 by chance).

@@ -34,14 +34,13 @@ Usage (repository root, package installed)::
 from __future__ import annotations
 
 import argparse
-import math
 import time
 
 import numpy as np
 
 from activeeval import datasets
 from activeeval.experiments.protocol import make_split, method_seed, sample_references
-from activeeval.methods.bayesame import SCALE_SKIP, SCALE_SWITCH, Z95, estimate_beyond
+from activeeval.methods.bayesame import SCALE_SKIP, Z95
 from activeeval.methods.registry import make_method
 
 RULES = ("interval", "z1", "z0.5", "z0", "strict", "z1&strict", "z0.5&strict", "z0&strict")
@@ -67,18 +66,15 @@ def first_firings(dataset: str, regime: str, targets: int, seeds: int, last_n: i
             for n in range(1, until + 1):
                 item = method.select()
                 method.observe(item, float(truth[item]))
-                mean, var = method._model_estimate()
-                sd = math.sqrt(var)
-                # the default's other tests, part of every rule: the 95 % interval outside the range, the paired
-                # test and the misfit test (BayesAME._after_observe)
-                fired = {"interval": bool(mean - Z95 * sd > hi or mean + Z95 * sd < lo
-                                          or method._beyond_every_reference()
-                                          or (n >= 2 * SCALE_SKIP and method.scale > SCALE_SWITCH))}
+                # the method's own tests (BayesAME.switch_test_now): at switch_z = 1.96 the three that are part of
+                # every rule (interval, paired, misfit), then each switch_z alone
+                fired = {"interval": method.switch_test_now(Z95) is not None}
                 if n >= 2 * SCALE_SKIP:
+                    mean, _ = method._model_estimate()
                     diff = (method._sum_obs - method._ref_sum) / n  # the target's mean minus each reference's
                     strict = bool(np.all(diff > 0)) if mean > (lo + hi) / 2 else bool(np.all(diff < 0))
                     for z, name in ((1.0, "z1"), (0.5, "z0.5"), (0.0, "z0")):
-                        fired[name] = bool(estimate_beyond(n, mean, sd, lo, hi, z))
+                        fired[name] = method.switch_test_now(z) == "switch_z"
                         fired[f"{name}&strict"] = fired[name] and strict
                     fired["strict"] = strict
                 for rule, hit in fired.items():

@@ -69,3 +69,14 @@ def test_chance_flagged_is_the_largest_tail_below_alpha() -> None:
     assert below == pytest.approx(binom.cdf(181, 200, 0.95), rel=1e-9)
     assert above == pytest.approx(binom.sf(196, 200, 0.95), rel=1e-9)
     assert chance_flagged(120, 0.01)[1] == pytest.approx(0.95**120, rel=1e-9)
+
+
+def test_outside_by_chance_is_the_binomial_mass_outside_the_band(efficiency) -> None:
+    """The header's share of cells an exact 95 % interval puts outside 93–97 % by chance (14 % at 200 runs), also
+    for cells pooled over many draws."""
+    from scipy.stats import binom
+
+    for runs in (120, 200, 1200):
+        ks = [k for k in range(runs + 1) if not 0.93 <= k / runs <= 0.97]
+        assert efficiency._outside_by_chance(runs, 0.93, 0.97) == pytest.approx(
+            sum(binom.pmf(k, runs, 0.95) for k in ks), rel=1e-9)

@@ -411,14 +411,12 @@ class BayesAME(BaseMethod):
         self.reference_range = (float(full.min()), float(full.max()))
         self.mode = "model"
         self.switched_at: int | None = None
-        self.switch_reason: str | None = None
         #: Which test switched: "interval" (the 95 % interval wholly outside the references' range), "paired"
         #: (significantly beyond every reference on the items so far), "switch_z" (the estimate ± ``switch_z`` sd
         #: outside the range), "misfit" (the interval scale above ``SCALE_SWITCH``), "sampled"; None before a switch.
         self.switch_test: str | None = None
         if selection == "sampled":  # design-based from the first item
-            self.mode, self.switched_at, self.switch_reason = "design", 0, "sampled"
-            self.switch_test = "sampled"
+            self.mode, self.switched_at, self.switch_test = "design", 0, "sampled"
         self.controls_ = _parse_controls(design.controls)
         # with the ridge (issue 25), each control taken as it is (AIPW's b = 1) is a candidate from the first
         # random item on; without it, the plain mean and the least-squares fit only, as before
@@ -753,26 +751,47 @@ class BayesAME(BaseMethod):
             return
         if self.n_observed > self.switch_until_ or self.n_observed >= self.n_items:
             return
-        mean, var = self._model_estimate()
-        lo, hi = self.reference_range
-        half = Z95 * math.sqrt(var)
-        if mean - half > hi or mean + half < lo:  # the tests in this order, each only if the earlier did not fire
-            self.switch_test = "interval"
-        elif self._beyond_every_reference():
-            self.switch_test = "paired"
-        elif estimate_beyond(self.n_observed, mean, math.sqrt(var), lo, hi, self.switch_z):
-            self.switch_test = "switch_z"
-        elif self.n_observed >= 2 * SCALE_SKIP and self.scale > SCALE_SWITCH:
-            self.switch_test = "misfit"
-        else:
+        test = self.switch_test_now(self.switch_z)
+        if test is None:
             return
-        self.switch_reason = "misfit" if self.switch_test == "misfit" else "outside"
+        self.switch_test = test
         self.mode = "design"
         self.switched_at = self.n_observed
         if self.selection == "hybrid":
             self._block_at = self._folded + len(self._queue)  # every draw made so far is the earlier block
             if not self._queue:
                 self._design.start_block()
+
+    @property
+    def switch_reason(self) -> str | None:
+        """Why the run switched, from :attr:`switch_test`: "outside" (the interval, paired and ``switch_z`` tests),
+        "misfit", "sampled"; None before a switch."""
+        if self.switch_test is None or self.switch_test in ("misfit", "sampled"):
+            return self.switch_test
+        return "outside"
+
+    def switch_test_now(self, switch_z: float) -> str | None:
+        """The first of the switch tests that fires on the items scored so far, with this ``switch_z`` (or None).
+
+        In order: "interval" (the model-based 95 % interval wholly outside the
+        references' range), "paired" (:meth:`_beyond_every_reference`),
+        "switch_z" (:func:`estimate_beyond`), "misfit" (the interval scale
+        above ``SCALE_SWITCH``, from n = 10). What the switch reads after each
+        score while it can still happen; also a way to ask what another
+        ``switch_z`` would do at the same point (``benchmarks/switch_rules.py``).
+        """
+        mean, var = self._model_estimate()
+        lo, hi = self.reference_range
+        half = Z95 * math.sqrt(var)
+        if mean - half > hi or mean + half < lo:
+            return "interval"
+        if self._beyond_every_reference():
+            return "paired"
+        if estimate_beyond(self.n_observed, mean, math.sqrt(var), lo, hi, switch_z):
+            return "switch_z"
+        if self.n_observed >= 2 * SCALE_SKIP and self.scale > SCALE_SWITCH:
+            return "misfit"
+        return None
 
     def _beyond_every_reference(self) -> bool:
         """Whether, on the items scored so far, the target is significantly above (or below) every reference.
