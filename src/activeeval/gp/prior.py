@@ -94,8 +94,9 @@ class FitSettings(Settings):
     linear: bool = setting(True, Flag(), "the kernel's linear term (the target as a combination of references)")
     tolerance: float | None = setting(None, Number(0, optional=True, phrase=">= 0 (0 compares scores exactly)"),
                                       "rounding tolerance of continuous scores' buckets (default 1e-3 of the range)")
-    calibrate_by: str = setting("pooled", OneOf("budget", "pooled"),
-                                "one calibration factor for every n (pooled) or the factor at n/N (budget)")
+    calibrate_by: str = setting("pooled", OneOf("budget", "capped", "pooled"),
+                                "one calibration factor for every n (pooled), the factor at n/N (budget), or the "
+                                "factor at n/N never above the pooled one, the switch reading the pooled (capped)")
     fold_fit: str = setting("shared", OneOf("refit", "shared"),
                             "the calibration's fold models: the main fit's kernel (shared) or each one refitted on "
                             "its references (refit, the earlier default)")
@@ -324,9 +325,12 @@ class Calibration:
 
     def factor_at(self, fraction: float, by: str = "budget") -> float:
         """The factor at n/N = ``fraction``: by budget (interpolated in log n/N, held flat beyond the
-        ends), or the pooled ``factor`` (``by="pooled"``, or a calibration without factors by budget)."""
+        ends), the smaller of that and the pooled factor (``by="capped"``), or the pooled ``factor``
+        (``by="pooled"``, or a calibration without factors by budget)."""
         if by == "pooled" or not self.factors:
             return self.factor
+        if by == "capped":
+            return min(self.factor, self.factor_at(fraction, "budget"))
         if fraction <= self.fractions[0]:
             return self.factors[0]
         if fraction >= self.fractions[-1]:

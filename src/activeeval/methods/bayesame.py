@@ -246,11 +246,14 @@ class BayesAME(BaseMethod):
         (:func:`calibrate`, once per reference matrix) and scale it by the
         factor found; a Calibration (or its dict) to reuse one (a session
         stores it); None: no calibration (factor 1).
-    calibrate_by : {"pooled", "budget"}
+    calibrate_by : {"pooled", "budget", "capped"}
         "pooled" (default): one factor for every n, never below 1. "budget":
         the factor measured at the current n/N, which may narrow the interval
         where the pseudo-targets show it too wide (:attr:`Calibration.factors`;
         docs/MATHS.md and docs/BENCHMARKS.md, "Issue 25", for what it does).
+        "capped": the factor at n/N, never above the pooled one, for the
+        interval only; the switch tests read the pooled factor, so a run
+        switches exactly where "pooled" switches it.
     fold_fit : {"shared", "refit"}
         The calibration's fold models: "shared" (default) play with the main
         fit's kernel, the real target's; "refit" (the earlier default) fits
@@ -780,7 +783,7 @@ class BayesAME(BaseMethod):
         score while it can still happen; also a way to ask what another
         ``switch_z`` would do at the same point (``benchmarks/switch_rules.py``).
         """
-        mean, var = self._model_estimate()
+        mean, var = self._model_estimate(switching=True)
         lo, hi = self.reference_range
         half = Z95 * math.sqrt(var)
         if mean - half > hi or mean + half < lo:
@@ -811,10 +814,14 @@ class BayesAME(BaseMethod):
         )
 
     # ------------------------------------------------------------ estimate
-    def _model_estimate(self) -> tuple[float, float]:
+    def _model_estimate(self, switching: bool = False) -> tuple[float, float]:
+        """The model-based (mean, variance); ``switching``: with the factor the switch tests read (the pooled one
+        under ``calibrate_by="capped"``)."""
         post = self.posterior
         mean = (self._sum_obs + float(post.remaining @ post.mean)) / self.n_items
-        var = self.calibration_factor**2 * self.scale * post.var_r_scaled() / self.n_items**2
+        factor = (self.calibration_.factor_at(1.0, "pooled") if switching and self.calibrate_by == "capped"
+                  else self.calibration_factor)
+        var = factor**2 * self.scale * post.var_r_scaled() / self.n_items**2
         return mean, var
 
     @property
