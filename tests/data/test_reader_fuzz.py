@@ -144,3 +144,19 @@ def test_any_weights_or_costs_file(tmp_path: Path, data: object, suffix: str, ro
             call()
         except ActiveEvalError:
             pass
+
+
+@FUZZ
+@given(st.lists(TEXT, max_size=40))
+def test_text_cells_are_factorized_as_pandas_does(values: list[str]) -> None:
+    """The CSV reader's factorize (no pandas import) gives pandas.factorize's codes and distinct values, in order of
+    first appearance, for any text cells (a text file has no missing cell: an empty field is the text "")."""
+    import numpy as np
+    import pandas as pd
+
+    from activeeval.data.io import _factorize_text
+
+    codes, uniques = _factorize_text(values)
+    expected_codes, expected_uniques = pd.factorize(np.array(values, dtype=object), use_na_sentinel=True)
+    assert codes.dtype == np.intp and codes.tolist() == expected_codes.tolist()
+    assert uniques == list(expected_uniques)

@@ -80,3 +80,14 @@ def test_the_command_is_found_after_the_top_level_options() -> None:
     assert command_module(["--threads=2", "rank-backtest"]) == "rank"
     assert command_module(["--help"]) is None and command_module(["sesion", "status"]) is None
     assert command_module([]) is None
+
+
+def test_a_session_on_a_csv_reference_imports_no_pandas(tmp_path, continuous_ref_file, monkeypatch) -> None:
+    """`session new` on a CSV or TSV reference parses it without pandas (a quarter of a second of the first
+    session's start: issue 26, item 2); Parquet and JSONL files still go through it."""
+    monkeypatch.setenv("ACTIVEEVAL_CACHE", "off")  # the file is parsed, not read back from the user cache
+    assert str(continuous_ref_file).endswith((".csv", ".tsv", ".csv.gz"))
+    loaded = modules_after([["session", "new", str(tmp_path / "s.aeval"), "--reference", str(continuous_ref_file),
+                             "--method", "rs-mean", "--seed", "0", "--no-forecast"]], tmp_path)
+    assert "activeeval.data.io" in loaded  # (the file was read)
+    assert not {"pandas", "pyarrow"} & loaded

@@ -1,7 +1,8 @@
 """Data layer: the ScoreMatrix, file readers and writers, bundled datasets.
 
-``read_scores`` and ``write_scores`` are imported on first use: they need
-pandas, which the rest of the data layer does not.
+``read_scores`` and ``write_scores`` are imported on first use. A CSV or TSV
+file is read without pandas (``io._factorize_text``); Parquet and JSONL files
+are read through pandas, imported then.
 """
 
 from __future__ import annotations

@@ -58,6 +58,14 @@ class _LazyPandas:
 
 pd = _LazyPandas()
 
+
+def _factorize_text(values: Sequence[str]) -> tuple[np.ndarray, list[str]]:
+    """Codes and distinct values of strings, in order of first appearance: ``pandas.factorize`` for text that holds
+    no missing value, without importing pandas (a quarter of a second at a session's start; ~0.1 µs a cell)."""
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.intp, count=len(values))
+    return codes, list(index)
+
 Layout = Literal["wide", "long"]
 DuplicatePolicy = Literal["error", "drop_identical"]
 FileFormat = Literal["csv", "tsv", "parquet", "jsonl"]
@@ -390,8 +398,8 @@ def _to_float(cells: np.ndarray, describe: Callable[[int], str], path: Path, typ
     flat = cells.ravel()
     if typed:
         _check_typed(flat, path, "score", describe, _SCORE_FIX)
-    # Parse each distinct cell once: binary data has only a handful.
-    codes, uniques = pd.factorize(flat, use_na_sentinel=True)
+    # Parse each distinct cell once: binary data has only a handful. A text file's cells are all strings.
+    codes, uniques = (pd.factorize(flat, use_na_sentinel=True) if typed else _factorize_text(flat.tolist()))
     table = np.empty(len(uniques) + 1)
     table[-1] = math.nan  # code -1: None / NaN cells
     for k, u in enumerate(uniques):
@@ -529,8 +537,8 @@ def _long_matrix(
         path, typed=table.frame is not None,
     )
     # Ids in order of first appearance, so the matrix follows the file.
-    m_codes, model_ids = pd.factorize(np.array(models, dtype=object))
-    i_codes, item_ids = pd.factorize(np.array(items, dtype=object))
+    m_codes, model_ids = _factorize_text(models)
+    i_codes, item_ids = _factorize_text(items)
     _check_long_duplicates(path, m_codes, i_codes, values, models, items)
     scores = np.full((len(model_ids), len(item_ids)), math.nan)
     scores[m_codes, i_codes] = values
