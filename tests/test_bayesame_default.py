@@ -621,6 +621,7 @@ def test_the_capped_factor_is_the_budget_s_never_above_the_pooled_one() -> None:
     assert cal.factor_at(0.001, by="capped") == 0.8 and cal.factor_at(0.9, by="capped") == 1.2
     assert cal.factor_at(0.1, by="capped") == pytest.approx(1.0)
     assert Calibration(factor=1.3).factor_at(0.05, by="capped") == 1.3  # no factors by budget: the pooled one
+    assert cal.factor_at(0.001, by="capped1") == 1.0 and cal.factor_at(0.9, by="capped1") == 1.2
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -631,24 +632,25 @@ def test_a_capped_run_switches_where_the_pooled_one_does_and_only_its_interval_d
     truth = ((rng.random(60) < 0.97) if seed % 2 else ref.scores[seed]).astype(float)
     cal = Calibration(factor=1.4, fractions=(0.05, 0.5), factors=(0.6, 2.0))
     runs = {by: BayesAME(ref, seed=seed, hyperparameters=FIT, calibration=cal, calibrate_by=by)
-            for by in ("pooled", "capped")}
+            for by in ("pooled", "capped", "capped1")}
     for n in range(1, 40):
         ests = {}
         for by, method in runs.items():
             item = method.select()
             method.observe(item, float(truth[item]))
             ests[by] = method.estimate()
-        pooled, capped = runs["pooled"], runs["capped"]
-        assert (capped.mode, capped.switched_at, capped.switch_test) == (pooled.mode, pooled.switched_at,
-                                                                         pooled.switch_test)
-        assert ests["capped"].mean == ests["pooled"].mean
-        if capped.mode == "model":
-            factor = cal.factor_at(n / 60, "budget")
-            assert capped.calibration_factor == min(factor, 1.4)
-            assert ests["capped"].var == pytest.approx(ests["pooled"].var * (min(factor, 1.4) / 1.4) ** 2,
-                                                       rel=1e-9)
-        else:
-            assert ests["capped"].var == ests["pooled"].var
+        pooled = runs["pooled"]
+        for by, floor in (("capped", 0.0), ("capped1", 1.0)):
+            capped = runs[by]
+            assert (capped.mode, capped.switched_at, capped.switch_test) == (pooled.mode, pooled.switched_at,
+                                                                             pooled.switch_test)
+            assert ests[by].mean == ests["pooled"].mean
+            if capped.mode == "model":
+                factor = max(floor, min(cal.factor_at(n / 60, "budget"), 1.4))
+                assert capped.calibration_factor == factor
+                assert ests[by].var == pytest.approx(ests["pooled"].var * (factor / 1.4) ** 2, rel=1e-9)
+            else:
+                assert ests[by].var == ests["pooled"].var
     assert seed % 2 == 0 or runs["capped"].mode == "design"  # the far target did switch
 
 

@@ -94,9 +94,10 @@ class FitSettings(Settings):
     linear: bool = setting(True, Flag(), "the kernel's linear term (the target as a combination of references)")
     tolerance: float | None = setting(None, Number(0, optional=True, phrase=">= 0 (0 compares scores exactly)"),
                                       "rounding tolerance of continuous scores' buckets (default 1e-3 of the range)")
-    calibrate_by: str = setting("pooled", OneOf("budget", "capped", "pooled"),
+    calibrate_by: str = setting("pooled", OneOf("budget", "capped", "capped1", "pooled"),
                                 "one calibration factor for every n (pooled), the factor at n/N (budget), or the "
-                                "factor at n/N never above the pooled one, the switch reading the pooled (capped)")
+                                "factor at n/N never above the pooled one, the switch reading the pooled (capped; "
+                                "capped1: nor below 1)")
     fold_fit: str = setting("shared", OneOf("refit", "shared"),
                             "the calibration's fold models: the main fit's kernel (shared) or each one refitted on "
                             "its references (refit, the earlier default)")
@@ -325,12 +326,14 @@ class Calibration:
 
     def factor_at(self, fraction: float, by: str = "budget") -> float:
         """The factor at n/N = ``fraction``: by budget (interpolated in log n/N, held flat beyond the
-        ends), the smaller of that and the pooled factor (``by="capped"``), or the pooled ``factor``
-        (``by="pooled"``, or a calibration without factors by budget)."""
+        ends), the smaller of that and the pooled factor (``by="capped"``; ``"capped1"``: and at least 1),
+        or the pooled ``factor`` (``by="pooled"``, or a calibration without factors by budget)."""
         if by == "pooled" or not self.factors:
             return self.factor
         if by == "capped":
             return min(self.factor, self.factor_at(fraction, "budget"))
+        if by == "capped1":
+            return max(1.0, min(self.factor, self.factor_at(fraction, "budget")))
         if fraction <= self.fractions[0]:
             return self.factors[0]
         if fraction >= self.fractions[-1]:

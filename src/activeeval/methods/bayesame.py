@@ -246,14 +246,16 @@ class BayesAME(BaseMethod):
         (:func:`calibrate`, once per reference matrix) and scale it by the
         factor found; a Calibration (or its dict) to reuse one (a session
         stores it); None: no calibration (factor 1).
-    calibrate_by : {"pooled", "budget", "capped"}
+    calibrate_by : {"pooled", "budget", "capped", "capped1"}
         "pooled" (default): one factor for every n, never below 1. "budget":
         the factor measured at the current n/N, which may narrow the interval
         where the pseudo-targets show it too wide (:attr:`Calibration.factors`;
         docs/MATHS.md and docs/BENCHMARKS.md, "Issue 25", for what it does).
         "capped": the factor at n/N, never above the pooled one, for the
         interval only; the switch tests read the pooled factor, so a run
-        switches exactly where "pooled" switches it.
+        switches exactly where "pooled" switches it. "capped1": the same, never
+        below 1. Neither is the default: each puts more coverage cells below
+        the band (docs/benchmarks/history.md, "Issue 25, item 1 (stop 49)").
     fold_fit : {"shared", "refit"}
         The calibration's fold models: "shared" (default) play with the main
         fit's kernel, the real target's; "refit" (the earlier default) fits
@@ -819,7 +821,7 @@ class BayesAME(BaseMethod):
         under ``calibrate_by="capped"``)."""
         post = self.posterior
         mean = (self._sum_obs + float(post.remaining @ post.mean)) / self.n_items
-        factor = (self.calibration_.factor_at(1.0, "pooled") if switching and self.calibrate_by == "capped"
+        factor = (self.calibration_.factor_at(1.0, "pooled") if switching and self.calibrate_by in ("capped", "capped1")
                   else self.calibration_factor)
         var = factor**2 * self.scale * post.var_r_scaled() / self.n_items**2
         return mean, var
