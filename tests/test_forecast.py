@@ -76,6 +76,28 @@ def test_the_forecast_switches_as_the_run_does_under_switch_z() -> None:
     assert played[0.0].reasons.count("outside") > played[None].reasons.count("outside")  # the option counts
 
 
+def test_the_forecast_switches_as_the_run_does_when_the_interval_alone_is_capped() -> None:
+    """``calibrate_by="capped"`` narrows the interval but switches on the pooled factor, as the run does: the
+    forecast counts as switched exactly the pseudo-targets a pooled run switches, and their real capped runs too."""
+    from activeeval.gp.prior import Calibration, ReferenceFit
+
+    fit = ReferenceFit(alpha=0.05, beta=3.0, sigma2=0.02, tau0=1.0, tau1=1.0, gamma=0.1)
+    cal = Calibration(factor=2.0, fractions=(0.05, 0.5), factors=(0.5, 0.5))  # capped: 4x narrower than pooled
+    rng = np.random.default_rng(0)
+    ref = ScoreMatrix((rng.random((8, 120)) < np.linspace(0.25, 0.55, 8)[:, None]).astype(float), kind="binary")
+    truths = np.vstack([(rng.random(120) < q).astype(float) for q in (0.6, 0.65, 0.7, 0.4, 0.5, 0.58, 0.8)])
+    played = {}
+    for by in ("pooled", "capped", "budget"):
+        method = BayesAME(ref, seed=3, hyperparameters=fit, calibration=cal, calibrate_by=by)
+        played[by] = _play(method, ref, truths, 0.005, 0.01, 30, 20, _Work(None))
+        for k in range(truths.shape[0]):
+            m = BayesAME(ref, seed=3, hyperparameters=fit, calibration=cal, calibrate_by=by)
+            run_fixed(m, truths[k], 20)
+            assert (played[by].reasons[k] == "outside") == (m.mode == "design"), (by, k)
+    outside = {by: [r == "outside" for r in p.reasons] for by, p in played.items()}
+    assert outside["capped"] == outside["pooled"] and outside["budget"] != outside["pooled"]  # the factor counts
+
+
 def test_the_forecast_draws_and_switches_as_a_hybrid_run_does() -> None:
     """``selection="hybrid"``: the forecast's pass draws each pseudo-target's items with the run's probabilities
     (they do not depend on the scores), so it switches exactly the pseudo-targets whose real runs switch."""

@@ -110,7 +110,7 @@ def _valid(cls: type[Settings]) -> st.SearchStrategy[Settings]:
         "fit_items": st.integers(2, 5000), "fit_seed": st.integers(0, 2**31), "n_pseudo": st.integers(1, 100),
         "level_prior": st.booleans(), "linear": st.booleans(),
         "tolerance": st.none() | st.floats(0, 1e3, allow_subnormal=True),
-        "calibrate_by": st.sampled_from(["budget", "pooled"]), "cache_mb": st.floats(0, 1e6),
+        "calibrate_by": st.sampled_from(["budget", "capped", "capped1", "pooled"]), "cache_mb": st.floats(0, 1e6),
         "fold_fit": st.sampled_from(["refit", "shared"]),
         "extrapolation": st.sampled_from(["auto", "off"]), "switch_until": st.none() | st.integers(0, 10**6),
         "warmup": st.integers(0, 1000), "scale_prior": st.floats(1e-9, 1e9),

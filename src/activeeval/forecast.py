@@ -381,14 +381,16 @@ def _play(method: Any, ref: Any, truths: np.ndarray, epsilon1: float, epsilon2: 
         m._observed[item] = True
         m._items.append(item)  # the method's count: its random start, and its calibration factor at n/N
         scale = (m.scale_prior + z2) / (m.scale_prior + max(n - SCALE_SKIP, 0))
-        sd = m.calibration_factor * np.sqrt(scale * post.var_r_scaled()) / n_all
+        root = np.sqrt(scale * post.var_r_scaled())
+        sd = m.calibration_factor * root / n_all
         mean = (total + post.remaining @ post.mean) / n_all
         if switching and n < n_all and n <= m.switch_until_:
-            outside = (mean - Z95 * sd > hi_r) | (mean + Z95 * sd < lo_r)
+            sd_switch = m.switch_factor * root / n_all  # what the switch tests read (the pooled factor under "capped")
+            outside = (mean - Z95 * sd_switch > hi_r) | (mean + Z95 * sd_switch < lo_r)
             if n >= 2 * SCALE_SKIP:
                 outside |= beyond_every_reference(n, total[:, None], total_sq[:, None], ref_sum, ref_sq, cross)
                 outside |= scale > SCALE_SWITCH
-            outside |= estimate_beyond(n, mean, sd, lo_r, hi_r, m.switch_z)
+            outside |= estimate_beyond(n, mean, sd_switch, lo_r, hi_r, m.switch_z)
             left = running & outside
             stop[left], reason[left] = budget, "outside"  # design-based from here: counted as running to the end
             running &= ~outside

@@ -65,6 +65,17 @@ def test_settings_are_named_and_rounded() -> None:
     assert rows["interval calibration"].startswith("interval scaled 0.7123-1.31x by the share of items scored "
                                                    "(pooled over them: 1.2x): reference models playing")
     assert rows["calibration applied"] == "budget" and rows["items drawn at random first"] == "10"
+    # the default applies the pooled factor at every n, though its calibration holds the factors by budget too
+    calibration = {"factor": 1.2, "rms": 1.2, "n_pseudo": 82, "n_items": 437, "fractions": [0.01, 0.5],
+                   "factors": [0.7123456, 1.31]}
+    rows = dict(readable_options({"calibration": calibration, "calibrate_by": "pooled"}))
+    assert rows["interval calibration"].startswith("interval widened 1.2x: reference models playing")
+    assert dict(readable_options({"calibration": calibration}))["interval calibration"] == rows["interval calibration"]
+    rows = dict(readable_options({"calibration": calibration, "calibrate_by": "capped"}))
+    assert rows["interval calibration"].startswith("interval scaled 0.7123-1.2x by the share of items scored "
+                                                   "(pooled over them: 1.2x, never above it)")
+    rows = dict(readable_options({"calibration": calibration, "calibrate_by": "capped1"}))
+    assert rows["interval calibration"].startswith("interval scaled 1-1.2x by the share of items scored")
 
 
 def test_the_report_shows_the_default_s_settings_in_words(tmp_path, math_split) -> None:

@@ -821,8 +821,7 @@ class BayesAME(BaseMethod):
         under ``calibrate_by="capped"``)."""
         post = self.posterior
         mean = (self._sum_obs + float(post.remaining @ post.mean)) / self.n_items
-        factor = (self.calibration_.factor_at(1.0, "pooled") if switching and self.calibrate_by in ("capped", "capped1")
-                  else self.calibration_factor)
+        factor = self.switch_factor if switching else self.calibration_factor
         var = factor**2 * self.scale * post.var_r_scaled() / self.n_items**2
         return mean, var
 
@@ -830,6 +829,14 @@ class BayesAME(BaseMethod):
     def calibration_factor(self) -> float:
         """The calibration factor applied to the model-based standard deviation at the current n."""
         return self.calibration_.factor_at(max(self.n_observed, 1) / self.n_items, self.calibrate_by)
+
+    @property
+    def switch_factor(self) -> float:
+        """The calibration factor the switch tests read: the interval's (:attr:`calibration_factor`), but the
+        pooled one under ``calibrate_by="capped"`` / ``"capped1"`` (which narrow the interval alone)."""
+        if self.calibrate_by in ("capped", "capped1"):
+            return self.calibration_.factor
+        return self.calibration_factor
 
     def _current_estimate(self) -> Estimate:
         n_items = self.n_items

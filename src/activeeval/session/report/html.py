@@ -69,12 +69,19 @@ def _readable(value: Any) -> str:
 def readable_options(options: dict[str, Any]) -> list[tuple[str, str]]:
     """(name, value) rows of a method's options in words: the reference fit and the calibration spelled out."""
     rows = []
+    # which factor the run applies: a calibration holds the factors by budget whatever calibrate_by says, but only
+    # "budget" and the capped variants read them (a session stored before the option: "pooled")
+    by = options.get("calibrate_by", "pooled")
     for key, value in options.items():
         if key == "calibration" and isinstance(value, dict) and "factor" in value:
-            factors = value.get("factors") or []
+            pooled = float(value["factor"])
+            factors = [float(f) for f in value.get("factors") or []] if by != "pooled" else []
+            if by in ("capped", "capped1"):
+                factors = [max(1.0 if by == "capped1" else 0.0, min(pooled, f)) for f in factors]
             scaled = (f"interval scaled {_number(min(factors))}-{_number(max(factors))}x by the share of items "
-                      f"scored (pooled over them: {_number(value['factor'])}x)" if factors
-                      else f"interval widened {_number(value['factor'])}x")
+                      f"scored (pooled over them: {_number(pooled)}x"
+                      + (", never above it" if by in ("capped", "capped1") else "") + ")" if factors
+                      else f"interval widened {_number(pooled)}x")
             text = (f"{scaled}: reference models playing the target ({value.get('n_pseudo', '?')} of them, "
                     f"{value.get('n_items', '?')} items) had errors {_number(value.get('rms', float('nan')))}x the "
                     "model's standard deviation")
