@@ -817,8 +817,8 @@ class BayesAME(BaseMethod):
 
     # ------------------------------------------------------------ estimate
     def _model_estimate(self, switching: bool = False) -> tuple[float, float]:
-        """The model-based (mean, variance); ``switching``: with the factor the switch tests read (the pooled one
-        under ``calibrate_by="capped"``)."""
+        """The model-based (mean, variance); ``switching``: with the factor the switch tests read
+        (:attr:`switch_factor`: the pooled one under ``calibrate_by="capped"`` / ``"capped1"``)."""
         post = self.posterior
         mean = (self._sum_obs + float(post.remaining @ post.mean)) / self.n_items
         factor = self.switch_factor if switching else self.calibration_factor
