@@ -76,6 +76,8 @@ CALIBRATION_MIN = 0.5
 CALIBRATION_MIN_Z = 8
 #: Largest calibration factor applied (a larger one means the model is unusable here; the scale switch takes over).
 CALIBRATION_MAX = 3.0
+#: ``calibrate_by`` values whose factor scales the interval alone: the switch tests read the pooled factor.
+INTERVAL_ONLY = ("capped", "capped1")
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from activeeval.gaussian import BucketPosterior
 from activeeval.gp.acquisition import BatchSelector, BatchSettings, SelectorOption
 from activeeval.gp.prior import (
     CALIBRATION_MAX,
+    INTERVAL_ONLY,
     WARMUP,
     BucketPrior,
     Calibration,
@@ -834,7 +835,7 @@ class BayesAME(BaseMethod):
     def switch_factor(self) -> float:
         """The calibration factor the switch tests read: the interval's (:attr:`calibration_factor`), but the
         pooled one under ``calibrate_by="capped"`` / ``"capped1"`` (which narrow the interval alone)."""
-        if self.calibrate_by in ("capped", "capped1"):
+        if self.calibrate_by in INTERVAL_ONLY:
             return self.calibration_.factor
         return self.calibration_factor
 

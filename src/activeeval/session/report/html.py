@@ -18,6 +18,7 @@ from typing import Any
 
 from activeeval._files import atomic_output, check_output
 from activeeval._svg import trajectory_svg
+from activeeval.gp.prior import INTERVAL_ONLY, Calibration
 from activeeval.session.base import method_options_of
 from activeeval.session.report.results import own_files
 from activeeval.session.session import Session
@@ -75,12 +76,12 @@ def readable_options(options: dict[str, Any]) -> list[tuple[str, str]]:
     for key, value in options.items():
         if key == "calibration" and isinstance(value, dict) and "factor" in value:
             pooled = float(value["factor"])
-            factors = [float(f) for f in value.get("factors") or []] if by != "pooled" else []
-            if by in ("capped", "capped1"):
-                factors = [max(1.0 if by == "capped1" else 0.0, min(pooled, f)) for f in factors]
+            # the factor the run applies at each n/N the calibration measured (Calibration.factor_at's rule)
+            cal = Calibration(factor=pooled, fractions=value.get("fractions") or (), factors=value.get("factors") or ())
+            factors = [cal.factor_at(f, by) for f in cal.fractions] if by != "pooled" else []
             scaled = (f"interval scaled {_number(min(factors))}-{_number(max(factors))}x by the share of items "
                       f"scored (pooled over them: {_number(pooled)}x"
-                      + (", never above it" if by in ("capped", "capped1") else "") + ")" if factors
+                      + (", never above it" if by in INTERVAL_ONLY else "") + ")" if factors
                       else f"interval widened {_number(pooled)}x")
             text = (f"{scaled}: reference models playing the target ({value.get('n_pseudo', '?')} of them, "
                     f"{value.get('n_items', '?')} items) had errors {_number(value.get('rms', float('nan')))}x the "
