@@ -272,6 +272,32 @@ def test_leave_one_out_nlml_table_and_value_alone_are_the_same_numbers(seed: int
         assert np.array_equal(gram, gram.T)
 
 
+@pytest.mark.parametrize("path", ["table", "fallback"])
+def test_leave_one_out_nlml_is_the_same_number_on_any_count_of_threads(monkeypatch, path: str) -> None:
+    """The pseudo-targets on worker threads (LAPACK without the GIL, or SciPy's wrappers where scipy's table lacks
+    the routines): value and gradient to the last bit whatever the count, summed in the pseudo-targets' order."""
+    from activeeval import _lapack, limit_threads
+
+    if path == "fallback":
+        monkeypatch.setattr(_lapack, "capsule_routine", lambda *args: None)
+    x = binary_reference(12, 60, 3).scores.T
+    y = continuous_reference(8, 40, 3).scores.T
+    with limit_threads(1):  # BLAS at one thread on every path (the workers' own, and the caller's with one worker)
+        for data, linear in ((x, True), (y, False), (x, False)):
+            params = np.array([-1.0, 0.7, -3.0, -2.0][: 4 if linear else 3])
+            calls = [LeaveOneOutNLML(data, data.mean(0), [0, 2, 3, 5, 7], 0.3, 0.3, linear=linear, threads=t)
+                     for t in (1, 2, 3)]
+            results = [nlml(params) for nlml in calls]
+            assert all(r[0] == results[0][0] and np.array_equal(r[1], results[0][1]) for r in results)
+            assert all(nlml.value(params) == results[0][0] for nlml in calls)
+        # a Gram matrix that is not positive definite (two items alike, no noise to speak of): +inf, counted once
+        twins = np.vstack([x[:1], x[:1], x[1:]])
+        for t in (1, 2):
+            nlml = LeaveOneOutNLML(twins, twins.mean(0), [0, 2, 3], 0.0, 0.0, linear=False, threads=t)
+            value, grad = nlml(np.array([0.0, -8.0, -60.0]))
+            assert value == np.inf and not grad.any() and nlml.failures == 1
+
+
 def test_fit_is_deterministic_cached_and_ignores_nothing_but_the_reference() -> None:
     ref = binary_reference(30, 80, 1)
     first = fit_hyperparameters(ref, n_pseudo=8, n_items=60)

@@ -19,7 +19,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from typer.testing import CliRunner
 
 from activeeval import ScoreMatrix, limit_threads
-from activeeval._threads import THREADS_ENV, active_limit, user_threads
+from activeeval._threads import THREADS_ENV, WORKERS_MAX, active_limit, user_threads, worker_threads
 from activeeval.cli import app
 from activeeval.data.io import write_scores
 from activeeval.exceptions import ConfigurationError
@@ -266,14 +266,53 @@ print(json.dumps(seen))
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="OpenBLAS runs at most one thread per core: needs two cores")
 @pytest.mark.parametrize("how", ["method", "direct"])
-def test_the_default_fit_in_a_fresh_process_runs_at_the_limit(how: str) -> None:
+@pytest.mark.parametrize("limit", ["1", None])
+def test_the_default_fit_in_a_fresh_process_runs_at_the_limit(how: str, limit: str | None) -> None:
     """End to end: a fresh process builds the default, whose fit imports SciPy inside the method's scope; SciPy's
-    BLAS runs at the limit there (the hole this closes cost 8x under load), and has its own setting after."""
+    BLAS runs at the limit there (the hole this closes cost 8x under load), and has its own setting after. With no
+    limit set the fit's pseudo-targets run on worker threads (`worker_threads`), which first import SciPy's LAPACK
+    outside their one-BLAS-thread block: imported first inside it, NumPy's BLAS stayed at one thread afterwards."""
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "2"}  # the user's own setting, not the limit (OpenBLAS caps at cores)
-    env[THREADS_ENV] = "1"
+    env.pop(THREADS_ENV, None)
+    if limit is not None:
+        env[THREADS_ENV] = limit
     env["ACTIVEEVAL_CACHE"] = "off"
     out = subprocess.run([sys.executable, "-c", FIT_IN_A_FRESH_PROCESS, how], capture_output=True, text=True, env=env,
                          check=True)
     seen = json.loads(out.stdout)
     assert seen["at_fit_end"] == [1, 1], seen
     assert seen["after"] == [2, 2], seen
+
+
+def test_worker_threads_are_the_cores_unless_a_limit_was_asked_for(monkeypatch) -> None:
+    """activeeval's own workers (the fit's pseudo-targets, the kernel sums) use the cores, up to WORKERS_MAX, where
+    no limit was set, whatever the BLAS limit (1 by default); a limit set by argument or environment decides."""
+    cores = min(len(os.sched_getaffinity(0)), WORKERS_MAX)
+    assert worker_threads() == cores
+    with limit_threads():
+        assert active_limit() == 1 and worker_threads() == cores
+    with limit_threads(1):
+        assert worker_threads() == 1
+        with limit_threads():  # an inner scope: the outermost one decides
+            assert worker_threads() == 1
+    with limit_threads(3):
+        assert worker_threads() == 3
+    monkeypatch.setenv(THREADS_ENV, "2")
+    assert worker_threads() == 2
+    with limit_threads():
+        assert worker_threads() == 2
+
+
+def test_the_estimate_before_any_item_runs_under_the_limit() -> None:
+    """The first estimate (no item yet) sums over the buckets with BLAS, like the steps: under the limit."""
+    seen: list[list[int]] = []
+
+    class Noting(Recording):
+        def _current_estimate(self) -> Estimate:
+            seen.append(blas_threads())
+            return super()._current_estimate()
+
+    method = Noting(_ref())
+    method.estimate()
+    assert seen == [[1] * len(blas_threads())]
+    assert set(blas_threads()) == {OWN}

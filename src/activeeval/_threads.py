@@ -19,6 +19,12 @@ methods), every backtest task (on every backend), and every CLI command —
 inside which :func:`user_threads` lifts it for lm-eval and Inspect, which run
 in the same process.
 
+Work that splits itself over threads of its own (the reference fit's
+pseudo-targets, the prior's kernel sums) runs :func:`worker_threads` of them,
+each with one BLAS thread (:func:`serial_blas`): the cores, up to
+:data:`WORKERS_MAX`, unless a limit was asked for (then that many); its
+numbers are the same for any count.
+
 Scopes nest and the outermost one decides the limit: entering an inner scope
 costs a lock and a check (about a microsecond), the outermost one a
 threadpoolctl call (tens of microseconds; measured in docs/BENCHMARKS.md).
@@ -38,19 +44,22 @@ from typing import Any, TypeVar
 
 from activeeval.exceptions import ConfigurationError
 
-__all__ = ["DEFAULT_THREADS", "THREADS_ENV", "active_limit", "limit_threads", "numeric", "numeric_methods",
-           "refresh", "resolve_threads", "serial_blas", "user_threads"]
+__all__ = ["DEFAULT_THREADS", "THREADS_ENV", "WORKERS_MAX", "active_limit", "limit_threads", "numeric",
+           "numeric_methods", "refresh", "resolve_threads", "serial_blas", "user_threads", "worker_threads"]
 
 #: The environment variable that sets the limit (``activeeval --threads N`` overrides it for one command).
 THREADS_ENV = "ACTIVEEVAL_THREADS"
 #: BLAS threads of activeeval's numeric work unless told otherwise (docs/benchmarks/history.md: "BLAS threads").
 DEFAULT_THREADS = 1
+#: Most threads of activeeval's own parallel work (:func:`worker_threads`) when no limit was set.
+WORKERS_MAX = 4
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _lock = threading.RLock()  # re-entrant: a BLAS import seen by _BlasImportWatch may happen under it
 _depth = 0  # scopes entered and not yet left, over all threads
 _limit = DEFAULT_THREADS  # the outermost scope's limit
+_limit_set = False  # whether the outermost scope's limit was asked for (an argument or ACTIVEEVAL_THREADS)
 _limiter: Any = None  # threadpoolctl's limiter while the limit is applied
 _controller: Any = None  # threadpoolctl's view of the BLAS libraries loaded when it was made
 _controller_saw: tuple[bool, ...] = ()  # which of _SCIPY_BLAS were imported then
@@ -92,6 +101,34 @@ def active_limit() -> int:
         if _depth:
             return _limit
     return resolve_threads()
+
+
+def _usable_cores() -> int:
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return max(os.cpu_count() or 1, 1)
+
+
+def worker_threads() -> int:
+    """Threads for activeeval's own parallel work, each calling BLAS with one thread (:func:`serial_blas`).
+
+    The work that runs its own threads (the reference fit's pseudo-targets,
+    :class:`~activeeval.gaussian.LeaveOneOutNLML`; the prior's kernel sums,
+    :func:`~activeeval.gp.kernels.kernel_sums`) gives the same numbers to the
+    last bit for any number of threads, and its threads wait without
+    spinning, unlike BLAS's own (which made the demo 10× slower on a busy
+    machine). So where no limit was asked for, it uses the cores this process
+    may run on, at most :data:`WORKERS_MAX`; where one was (``--threads N``,
+    ``ACTIVEEVAL_THREADS=N``, ``limit_threads(N)``, a backtest worker's), that
+    many.
+    """
+    with _lock:
+        if _depth:
+            limit, given = _limit, _limit_set
+        else:
+            limit, given = resolve_threads(), bool(os.environ.get(THREADS_ENV, "").strip())
+    return limit if given else min(_usable_cores(), WORKERS_MAX)
 
 
 def _scipy_seen() -> tuple[bool, ...]:
@@ -194,10 +231,11 @@ _install_watch()
 
 
 def _enter(threads: int | None, defer: bool = False) -> None:
-    global _depth, _limit
+    global _depth, _limit, _limit_set
     with _lock:
         if _depth == 0:
             _limit = resolve_threads(threads)
+            _limit_set = threads is not None or bool(os.environ.get(THREADS_ENV, "").strip())
         _depth += 1
         if not defer:
             try:

@@ -101,8 +101,9 @@ NO_CACHE = Opt("no_cache", ("--no-cache",), bool, False,
                help="Use no user cache for this command: parse reference files and rebuild session states anew "
                     "(as ACTIVEEVAL_CACHE=off). [default: the cache in ACTIVEEVAL_CACHE, else ~/.cache/activeeval]")
 THREADS = Opt("threads", ("--threads",), int, None, metavar="N",
-              help="BLAS threads of activeeval's own numeric work (per backtest worker); your scorer, lm-eval and "
-                   "Inspect keep their own; as ACTIVEEVAL_THREADS. [default: 1]")
+              help="BLAS threads of activeeval's own numeric work (per backtest worker), and threads of the parts "
+                   "that split themselves (the reference fit); your scorer, lm-eval and Inspect keep their own; "
+                   "as ACTIVEEVAL_THREADS. [default: 1 BLAS thread; the fit on the cores, up to 4]")
 GLOBAL_OPTIONS = (DATA_DIR, NO_CACHE, THREADS)
 
 

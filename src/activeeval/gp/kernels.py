@@ -548,11 +548,11 @@ def kernel_sums(
     (the same values to the last bit; a float64 exponential is a libm call
     per element on CPUs without AVX-512). docs/benchmarks/history.md, "BayesAME at
     100 000 buckets", has the times. ``threads``
-    (default: activeeval's BLAS thread limit, :mod:`activeeval._threads`)
-    work on the tiles at once; the sum is the same to the last bit for any
-    number of them.
+    (default :func:`activeeval._threads.worker_threads`: the cores, up to 4,
+    unless a thread limit was set) work on the tiles at once, one BLAS thread
+    each; the sum is the same to the last bit for any number of them.
     """
-    from activeeval._threads import active_limit, serial_blas
+    from activeeval._threads import serial_blas, worker_threads
 
     points = np.asarray(points, dtype=float)
     vec = np.asarray(vec, dtype=float)
@@ -586,7 +586,7 @@ def kernel_sums(
                     acc[j0:j1] += tile.T @ vec[i0:i1]
         return acc
 
-    workers = min(active_limit() if threads is None else int(threads), GROUPS, len(starts))
+    workers = min(worker_threads() if threads is None else int(threads), GROUPS, len(starts))
     if workers <= 1:
         parts = [group(g) for g in range(GROUPS)]
     else:

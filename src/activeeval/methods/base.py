@@ -262,7 +262,13 @@ class BaseMethod(ABC):
 
     def estimate(self) -> Estimate:
         """Current estimate of the full-benchmark score."""
-        return self._trajectory[-1] if self._trajectory else self._current_estimate()
+        return self._trajectory[-1] if self._trajectory else self._first_estimate()
+
+    @numeric
+    def _first_estimate(self) -> Estimate:
+        """The estimate before any item, under the thread limit as ``observe``'s are (its sums over the buckets
+        are BLAS dot products, whose last bits depend on the number of BLAS threads)."""
+        return self._current_estimate()
 
     @property
     def exhausted(self) -> bool:
