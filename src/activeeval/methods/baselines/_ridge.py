@@ -91,9 +91,11 @@ import ctypes
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from functools import cached_property
 
 import numpy as np
+
+from activeeval._lapack import capsule_routine
 
 __all__ = [
     "MAX_ITER",
@@ -229,24 +231,10 @@ class GramEigen:
 
 
 # -------------------------------------------------------- rank-one updates
-@lru_cache(maxsize=1)
 def _dlaed9() -> Callable[..., None] | None:
     """LAPACK's ``dlaed9`` from scipy's Cython LAPACK table, or None if it cannot be loaded."""
-    try:
-        from scipy.linalg import cython_lapack
-
-        capsule = cython_lapack.__pyx_capi__["dlaed9"]
-        get_name = ctypes.pythonapi.PyCapsule_GetName
-        get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-        get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-        get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-        name = get_name(capsule)
-        # 32-bit integers and doubles, as the routine is declared in scipy's table
-        if name is None or not name.startswith(b"void (int *, int *, int *, int *,"):
-            return None
-        return ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 13)(get_pointer(capsule, name))
-    except Exception:  # pragma: no cover - depends on the scipy build
-        return None
+    # 32-bit integers and doubles, as the routine is declared in scipy's table
+    return capsule_routine("dlaed9", b"void (int *, int *, int *, int *,", 13)
 
 
 def _secular(poles: np.ndarray, w: np.ndarray, rho: float) -> tuple[np.ndarray, np.ndarray] | None:
