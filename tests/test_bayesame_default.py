@@ -280,16 +280,19 @@ def test_leave_one_out_nlml_is_the_same_number_on_any_count_of_threads(monkeypat
 
     if path == "fallback":
         monkeypatch.setattr(_lapack, "capsule_routine", lambda *args: None)
-    x = binary_reference(12, 60, 3).scores.T
-    y = continuous_reference(8, 40, 3).scores.T
-    with limit_threads(1):  # BLAS at one thread on every path (the workers' own, and the caller's with one worker)
-        for data, linear in ((x, True), (y, False), (x, False)):
-            params = np.array([-1.0, 0.7, -3.0, -2.0][: 4 if linear else 3])
-            calls = [LeaveOneOutNLML(data, data.mean(0), [0, 2, 3, 5, 7], 0.3, 0.3, linear=linear, threads=t)
-                     for t in (1, 2, 3)]
-            results = [nlml(params) for nlml in calls]
-            assert all(r[0] == results[0][0] and np.array_equal(r[1], results[0][1]) for r in results)
-            assert all(nlml.value(params) == results[0][0] for nlml in calls)
+    x = binary_reference(12, 200, 3).scores.T  # 200 items: BLAS splits a dot product of 200² terms over threads
+    y = continuous_reference(8, 200, 3).scores.T
+    for data, linear in ((x, True), (y, False), (x, False)):
+        params = np.array([-1.0, 0.7, -3.0, -2.0][: 4 if linear else 3])
+        results = []
+        for limit in (1, 2):  # BLAS held at one thread inside on any count of workers, whatever the limit
+            with limit_threads(limit):
+                calls = [LeaveOneOutNLML(data, data.mean(0), [0, 2, 3, 5, 7], 0.3, 0.3, linear=linear, threads=t)
+                         for t in (1, 2, 3)]
+                results += [nlml(params) for nlml in calls]
+                assert all(nlml.value(params) == results[0][0] for nlml in calls)
+        assert all(r[0] == results[0][0] and np.array_equal(r[1], results[0][1]) for r in results)
+    with limit_threads(1):
         # a Gram matrix that is not positive definite (two items alike, no noise to speak of): +inf, counted once
         twins = np.vstack([x[:1], x[:1], x[1:]])
         for t in (1, 2):

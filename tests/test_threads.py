@@ -19,7 +19,14 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from typer.testing import CliRunner
 
 from activeeval import ScoreMatrix, limit_threads
-from activeeval._threads import THREADS_ENV, WORKERS_MAX, active_limit, user_threads, worker_threads
+from activeeval._threads import (
+    THREADS_ENV,
+    WORKERS_MAX,
+    active_limit,
+    fixed_workers,
+    user_threads,
+    worker_threads,
+)
 from activeeval.cli import app
 from activeeval.data.io import write_scores
 from activeeval.exceptions import ConfigurationError
@@ -301,18 +308,20 @@ def test_worker_threads_are_the_cores_unless_a_limit_was_asked_for(monkeypatch) 
     assert worker_threads() == 2
     with limit_threads():
         assert worker_threads() == 2
+        with fixed_workers(1):  # a backtest task: what it says, whatever the scopes
+            assert worker_threads() == 1
+        assert worker_threads() == 2
 
 
-def test_the_estimate_before_any_item_runs_under_the_limit() -> None:
-    """The first estimate (no item yet) sums over the buckets with BLAS, like the steps: under the limit."""
-    seen: list[list[int]] = []
+def test_a_backtest_task_runs_one_worker_inside_a_command_that_set_no_limit(monkeypatch) -> None:
+    """The CLI opens a scope that sets no limit (the cores are then the default for a session's fit); a backtest
+    task inside it, or in a process forked from it, runs its own parallel work on the task's thread count."""
+    from activeeval.experiments import runner
 
-    class Noting(Recording):
-        def _current_estimate(self) -> Estimate:
-            seen.append(blas_threads())
-            return super()._current_estimate()
-
-    method = Noting(_ref())
-    method.estimate()
-    assert seen == [[1] * len(blas_threads())]
-    assert set(blas_threads()) == {OWN}
+    seen: list[int] = []
+    monkeypatch.setattr(runner, "play_task", lambda *args: seen.append(worker_threads()))
+    with limit_threads(defer=True):
+        runner._task(None, None, None, "bayesame", 0, 1)  # type: ignore[arg-type]
+        runner._task(None, None, None, "bayesame", 0, 2)  # type: ignore[arg-type]
+        assert worker_threads() == min(len(os.sched_getaffinity(0)), WORKERS_MAX)
+    assert seen == [1, 2]

@@ -44,8 +44,21 @@ from typing import Any, TypeVar
 
 from activeeval.exceptions import ConfigurationError
 
-__all__ = ["DEFAULT_THREADS", "THREADS_ENV", "WORKERS_MAX", "active_limit", "limit_threads", "numeric",
-           "numeric_methods", "refresh", "resolve_threads", "serial_blas", "user_threads", "worker_threads"]
+__all__ = [
+    "DEFAULT_THREADS",
+    "THREADS_ENV",
+    "WORKERS_MAX",
+    "active_limit",
+    "fixed_workers",
+    "limit_threads",
+    "numeric",
+    "numeric_methods",
+    "refresh",
+    "resolve_threads",
+    "serial_blas",
+    "user_threads",
+    "worker_threads",
+]
 
 #: The environment variable that sets the limit (``activeeval --threads N`` overrides it for one command).
 THREADS_ENV = "ACTIVEEVAL_THREADS"
@@ -60,6 +73,7 @@ _lock = threading.RLock()  # re-entrant: a BLAS import seen by _BlasImportWatch 
 _depth = 0  # scopes entered and not yet left, over all threads
 _limit = DEFAULT_THREADS  # the outermost scope's limit
 _limit_set = False  # whether the outermost scope's limit was asked for (an argument or ACTIVEEVAL_THREADS)
+_workers: int | None = None  # worker_threads() inside fixed_workers
 _limiter: Any = None  # threadpoolctl's limiter while the limit is applied
 _controller: Any = None  # threadpoolctl's view of the BLAS libraries loaded when it was made
 _controller_saw: tuple[bool, ...] = ()  # which of _SCIPY_BLAS were imported then
@@ -120,10 +134,12 @@ def worker_threads() -> int:
     spinning, unlike BLAS's own (which made the demo 10× slower on a busy
     machine). So where no limit was asked for, it uses the cores this process
     may run on, at most :data:`WORKERS_MAX`; where one was (``--threads N``,
-    ``ACTIVEEVAL_THREADS=N``, ``limit_threads(N)``, a backtest worker's), that
-    many.
+    ``ACTIVEEVAL_THREADS=N``, ``limit_threads(N)``), that many; inside
+    :func:`fixed_workers` (a backtest task), what it says.
     """
     with _lock:
+        if _workers is not None:
+            return _workers
         if _depth:
             limit, given = _limit, _limit_set
         else:
@@ -326,9 +342,12 @@ def user_threads() -> Iterator[None]:
 @contextlib.contextmanager
 def serial_blas() -> Iterator[None]:
     """One BLAS thread for the block, then the setting before it: for work that runs its own threads, each
-    calling BLAS (``gp.kernels.kernel_sums``), so that threads are not multiplied by BLAS's own.
+    calling BLAS (``gp.kernels.kernel_sums``, the reference fit's pseudo-targets), so that threads are not
+    multiplied by BLAS's own, and its sums are the same whatever the limit.
 
     Used by the thread that starts the workers (the setting is per process), around their whole run.
+    (threadpoolctl lets one Python thread at a time change OpenBLAS's setting, the first to do so; in others
+    the block changes nothing.)
     """
     with _lock:
         inner = _blas().limit(limits=1)
@@ -337,3 +356,18 @@ def serial_blas() -> Iterator[None]:
     finally:
         with _lock:
             inner.restore_original_limits()
+
+
+@contextlib.contextmanager
+def fixed_workers(workers: int) -> Iterator[None]:
+    """:func:`worker_threads` is ``workers`` inside the block, whatever the scopes around it: a backtest task,
+    whose parallelism is across tasks (its process may have inherited a scope from the command that forked it)."""
+    global _workers
+    workers = _check(workers, "workers")
+    with _lock:
+        before, _workers = _workers, workers
+    try:
+        yield
+    finally:
+        with _lock:
+            _workers = before

@@ -448,13 +448,16 @@ class LeaveOneOutNLML:
 
         workers = min(worker_threads() if self.threads is None else int(self.threads), len(self.items))
         lapack_load()  # SciPy's LAPACK imported here, not first in a worker (its BLAS comes under the limit now)
-        if workers <= 1:
-            parts = [one(item) for item in self.items]
-        else:  # the pseudo-targets at once, LAPACK without the GIL (activeeval._lapack), one BLAS thread each
-            from concurrent.futures import ThreadPoolExecutor
+        # one BLAS thread on any count of workers, one included: BLAS's sums (the gradient's contractions) split
+        # over its threads, so their last bits would depend on the limit
+        with serial_blas():
+            if workers <= 1:
+                parts = [one(item) for item in self.items]
+            else:  # the pseudo-targets at once, LAPACK without the GIL (activeeval._lapack)
+                from concurrent.futures import ThreadPoolExecutor
 
-            with serial_blas(), ThreadPoolExecutor(workers) as pool:
-                parts = list(pool.map(one, self.items))
+                with ThreadPoolExecutor(workers) as pool:
+                    parts = list(pool.map(one, self.items))
         # summed in the pseudo-targets' order whatever the threads: the same number for any count of them
         for part in parts:
             if part is None:

@@ -102,8 +102,9 @@ NO_CACHE = Opt("no_cache", ("--no-cache",), bool, False,
                     "(as ACTIVEEVAL_CACHE=off). [default: the cache in ACTIVEEVAL_CACHE, else ~/.cache/activeeval]")
 THREADS = Opt("threads", ("--threads",), int, None, metavar="N",
               help="BLAS threads of activeeval's own numeric work (per backtest worker), and threads of the parts "
-                   "that split themselves (the reference fit); your scorer, lm-eval and Inspect keep their own; "
-                   "as ACTIVEEVAL_THREADS. [default: 1 BLAS thread; the fit on the cores, up to 4]")
+                   "that split themselves (the reference fit, the prior's kernel sums); your scorer, lm-eval and "
+                   "Inspect keep their own; as ACTIVEEVAL_THREADS. [default: 1 BLAS thread; those parts on the "
+                   "cores, up to 4]")
 GLOBAL_OPTIONS = (DATA_DIR, NO_CACHE, THREADS)
 
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from activeeval._threads import active_limit, limit_threads
+from activeeval._threads import active_limit, fixed_workers, limit_threads
 from activeeval.data.matrix import ScoreMatrix
 from activeeval.exceptions import ConfigurationError, StorageError, option, template_of
 from activeeval.experiments.checkpoint import BacktestInterrupted, TaskStore
@@ -342,8 +342,9 @@ _WORKER: dict = {}
 
 def _task(matrix: ScoreMatrix, config: BacktestConfig, split: Split, method: str, seed_index: int, threads: int
           ) -> TaskResult:
-    """:func:`play_task` under the BLAS thread limit ``threads`` (per worker: the parallelism is across tasks)."""
-    with limit_threads(threads):
+    """:func:`play_task` under the BLAS thread limit ``threads``, and as many threads of activeeval's own parallel
+    work (the reference fit's): per worker, the parallelism is across tasks."""
+    with limit_threads(threads), fixed_workers(threads):
         return play_task(matrix, config, split, method, seed_index)
 
 

@@ -587,13 +587,14 @@ def kernel_sums(
         return acc
 
     workers = min(worker_threads() if threads is None else int(threads), GROUPS, len(starts))
-    if workers <= 1:
-        parts = [group(g) for g in range(GROUPS)]
-    else:
-        from concurrent.futures import ThreadPoolExecutor
+    with serial_blas():  # one BLAS thread per worker, one worker included: the tiles' products the same bits
+        if workers <= 1:
+            parts = [group(g) for g in range(GROUPS)]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
 
-        with serial_blas(), ThreadPoolExecutor(workers) as pool:  # one BLAS thread per worker
-            parts = list(pool.map(group, range(GROUPS)))
+            with ThreadPoolExecutor(workers) as pool:
+                parts = list(pool.map(group, range(GROUPS)))
     out = np.zeros(vec.shape)
     for part in parts:
         out += part
