@@ -325,3 +325,27 @@ def test_a_backtest_task_runs_one_worker_inside_a_command_that_set_no_limit(monk
         runner._task(None, None, None, "bayesame", 0, 2)  # type: ignore[arg-type]
         assert worker_threads() == min(len(os.sched_getaffinity(0)), WORKERS_MAX)
     assert seen == [1, 2]
+
+
+def test_a_scope_in_another_thread_limits_blas_after_the_main_thread_used_one() -> None:
+    """threadpoolctl (3.8 on) lets one Python thread at a time set OpenBLAS's threads, the first to do so, until
+    released: activeeval releases it when its outermost scope ends, so a later scope in another thread (the
+    dashboard's worker, a user's pool) limits too, and gives the setting back."""
+    import threading
+
+    with limit_threads(1):
+        assert set(blas_threads()) == {1}
+    assert set(blas_threads()) == {OWN}
+    seen: list[list[int]] = []
+
+    def work() -> None:
+        with limit_threads(2):
+            seen.append(blas_threads())
+        seen.append(blas_threads())
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    assert seen == [[2] * len(seen[0]), [OWN] * len(seen[0])]
+    with limit_threads(1):  # and the main thread again after it
+        assert set(blas_threads()) == {1}

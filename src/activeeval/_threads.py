@@ -268,6 +268,26 @@ def _exit() -> None:
         if _depth == 0 and _limiter is not None:
             limiter, _limiter = _limiter, None
             limiter.restore_original_limits()
+            _release()
+
+
+def _release() -> None:
+    """Let any Python thread set OpenBLAS's threads again, once activeeval has given its setting back.
+
+    threadpoolctl (3.8 on) lets one Python thread at a time change OpenBLAS's
+    process-wide setting, the first to do so, until it is released; a limiter
+    made by ``ThreadpoolController.limit`` (ours) never releases it. So once
+    the main thread had limited BLAS, a scope entered later by another thread
+    (the dashboard's worker, a user's thread pool) changed nothing and its
+    work ran at every core's thread. Called where no scope of activeeval's is
+    left (outer scopes keep their setting, which inner ones share)."""
+    try:
+        from threadpoolctl import OpenBLASController
+    except ImportError:  # pragma: no cover - threadpoolctl before 3.8 has no such rule
+        return
+    clear = getattr(OpenBLASController, "clear_controlling_thread", None)
+    if clear is not None:
+        clear()  # only if this thread holds it
 
 
 class limit_threads(contextlib.ContextDecorator):
@@ -356,6 +376,8 @@ def serial_blas() -> Iterator[None]:
     finally:
         with _lock:
             inner.restore_original_limits()
+            if not _depth:
+                _release()
 
 
 @contextlib.contextmanager
