@@ -75,43 +75,35 @@ def _square(a: np.ndarray) -> int:
     return int(a.shape[0])
 
 
-def _call(routine: Callable[..., None], a: np.ndarray, n: int) -> int:
-    size, info = ctypes.c_int(n), ctypes.c_int(0)
-    routine(ctypes.byref(_LOWER), ctypes.byref(size), a.ctypes.data, ctypes.byref(size), ctypes.byref(info))
-    return int(info.value)
-
-
-def potrf_lower(a: np.ndarray) -> int:
-    """Cholesky factor L of ``a`` in place (its lower triangle; the rest left as it was); LAPACK's ``info``
-    (0: done; k > 0: the leading minor of order k is not positive definite)."""
+def _in_place(name: str, a: np.ndarray, keyword: str) -> int:
+    """LAPACK's ``name`` (``dpotrf`` or ``dpotri``: one lower triangle in, one out) on ``a`` in place; its ``info``.
+    ``keyword``: the SciPy wrapper's option that lets it work in place (the fallback)."""
     n = _square(a)
     if n == 0:
         return 0
-    routine = capsule_routine("dpotrf", _DECLARED["dpotrf"], 5)
+    routine = capsule_routine(name, _DECLARED[name], 5)
     if routine is not None:
-        return _call(routine, a, n)
+        size, info = ctypes.c_int(n), ctypes.c_int(0)
+        routine(ctypes.byref(_LOWER), ctypes.byref(size), a.ctypes.data, ctypes.byref(size), ctypes.byref(info))
+        return int(info.value)
     from scipy.linalg import lapack
 
-    out, info = lapack.dpotrf(a, lower=1, clean=0, overwrite_a=1)
+    options = {"lower": 1, keyword: 1, **({"clean": 0} if name == "dpotrf" else {})}
+    out, info = getattr(lapack, name)(a, **options)
     if not np.shares_memory(out, a):  # pragma: no cover - f2py works in place on a Fortran array
         a[...] = out
     return int(info)
 
 
+def potrf_lower(a: np.ndarray) -> int:
+    """Cholesky factor L of ``a`` in place (its lower triangle; the rest left as it was); LAPACK's ``info``
+    (0: done; k > 0: the leading minor of order k is not positive definite)."""
+    return _in_place("dpotrf", a, "overwrite_a")
+
+
 def potri_lower(factor: np.ndarray) -> int:
     """(L Lᵀ)⁻¹'s lower triangle in place of L's (the rest left as it was); LAPACK's ``info``."""
-    n = _square(factor)
-    if n == 0:
-        return 0
-    routine = capsule_routine("dpotri", _DECLARED["dpotri"], 5)
-    if routine is not None:
-        return _call(routine, factor, n)
-    from scipy.linalg import lapack
-
-    out, info = lapack.dpotri(factor, lower=1, overwrite_c=1)
-    if not np.shares_memory(out, factor):  # pragma: no cover - f2py works in place on a Fortran array
-        factor[...] = out
-    return int(info)
+    return _in_place("dpotri", factor, "overwrite_c")
 
 
 def potrs_lower(factor: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int]:
