@@ -117,6 +117,11 @@ def active_limit() -> int:
     return resolve_threads()
 
 
+def _env_set() -> bool:
+    """Whether ``ACTIVEEVAL_THREADS`` asks for a limit."""
+    return bool(os.environ.get(THREADS_ENV, "").strip())
+
+
 def _usable_cores() -> int:
     try:
         return max(len(os.sched_getaffinity(0)), 1)
@@ -143,7 +148,7 @@ def worker_threads() -> int:
         if _depth:
             limit, given = _limit, _limit_set
         else:
-            limit, given = resolve_threads(), bool(os.environ.get(THREADS_ENV, "").strip())
+            limit, given = resolve_threads(), _env_set()
     return limit if given else min(_usable_cores(), WORKERS_MAX)
 
 
@@ -251,7 +256,7 @@ def _enter(threads: int | None, defer: bool = False) -> None:
     with _lock:
         if _depth == 0:
             _limit = resolve_threads(threads)
-            _limit_set = threads is not None or bool(os.environ.get(THREADS_ENV, "").strip())
+            _limit_set = threads is not None or _env_set()
         _depth += 1
         if not defer:
             try:

@@ -399,6 +399,7 @@ class LeaveOneOutNLML:
         self.failures = 0  # points where a pseudo-target's Gram matrix was not positive definite (+inf there)
         self.linear = bool(linear)
         self.threads = threads
+        lapack_load()  # SciPy's LAPACK imported here, not first in a worker (its BLAS comes under the limit now)
         self._below = np.tri(m, m, -1, dtype=bool)  # a Gram matrix's strict upper triangle in column-major order
         d2_all = sq_dists(x, x)
         psi = x - col_means[None, :]
@@ -447,7 +448,6 @@ class LeaveOneOutNLML:
             return self._pseudo_target(item, alpha, beta, sigma2, gamma, gradient)
 
         workers = min(worker_threads() if self.threads is None else int(self.threads), len(self.items))
-        lapack_load()  # SciPy's LAPACK imported here, not first in a worker (its BLAS comes under the limit now)
         # one BLAS thread on any count of workers, one included: BLAS's sums (the gradient's contractions) split
         # over its threads, so their last bits would depend on the limit
         with serial_blas():

@@ -335,7 +335,7 @@ class Calibration:
         if by == "capped":
             return min(self.factor, self.factor_at(fraction, "budget"))
         if by == "capped1":
-            return max(1.0, min(self.factor, self.factor_at(fraction, "budget")))
+            return max(1.0, self.factor_at(fraction, "capped"))
         if fraction <= self.fractions[0]:
             return self.factors[0]
         if fraction >= self.fractions[-1]:
